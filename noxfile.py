@@ -1,0 +1,58 @@
+"""Task runner for docbundle: the only entry point CI and developers use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "virtualenv"
+nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.reuse_existing_virtualenvs = False
+
+ROOT = Path(__file__).parent
+PACKAGES = ["-e", "./server", "-e", "./indexer"]
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4"]
+SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
+
+
+@nox.session(python="3.11")
+def tests(session: nox.Session) -> None:
+    """Run the test suite (no network, no ../shared needed)."""
+    session.install(*PACKAGES, *TEST_DEPS)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python="3.11")
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python="3.11")
+def typecheck(session: nox.Session) -> None:
+    """mypy over the package code."""
+    session.install(*PACKAGES, "mypy>=1.10", "types-PyYAML")
+    session.run("mypy")
+
+
+@nox.session(python="3.11")
+def bundles(session: nox.Session) -> None:
+    """Build bundles from a config: nox -s bundles -- [--config FILE] [--out DIR] [--library ID ...]."""
+    session.install(*PACKAGES)
+    args = session.posargs or ["--config", "bundles/libraries.toml", "--library", "docbundle"]
+    session.run("docbundle-index", "build", *args)
+
+
+@nox.session(python="3.11")
+def bench(session: nox.Session) -> None:
+    """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing."""
+    session.install(*PACKAGES)
+    corpora = SHARED / "corpora"
+    if not corpora.is_dir():
+        session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
+    args = session.posargs or ["medium-en", "large-en"]
+    session.run("python", "benchmarks/crawl_build.py", "--corpora", str(corpora), *args)
