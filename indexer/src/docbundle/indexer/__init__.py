@@ -1,0 +1,1 @@
+"""docbundle indexer: crawl llms.txt documentation into content-hashed search bundles."""

@@ -1,0 +1,135 @@
+"""``docbundle-index``: build bundles from a library catalogue.
+
+Exit codes: 0 every library was built or unchanged; 1 at least one library failed (the others were
+still built); 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from .build import Outcome, build_target
+from .cache import CrawlCache
+from .config import load_config
+from .errors import ConfigError
+from .progress import make_progress
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class Report(msgspec.Struct, kw_only=True):
+    """The crawl report of one ``build`` run (``--json``, ``--report``)."""
+
+    config: str
+    out: str
+    seconds: float
+    built: int
+    unchanged: int
+    failed: int
+    libraries: list[Outcome]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="docbundle-index",
+        description="Crawl llms.txt documentation into versioned, content-hashed search bundles.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    b = sub.add_parser(
+        "build",
+        help="build bundles for the libraries in a config",
+        description="Fetch each library's llms.txt and pages, and write a new bundle when the content changed.",
+    )
+    b.add_argument("--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)")
+    b.add_argument("--out", type=Path, help="bundles directory (default: the config file's folder)")
+    b.add_argument("--library", action="append", default=[], metavar="ID", help="build only this library (repeat)")
+    b.add_argument("--cache", type=Path, help="crawl cache directory (default: OUT/.crawl-cache)")
+    b.add_argument("--no-cache", action="store_true", help="ignore and do not write the crawl cache")
+    b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
+    b.add_argument("--report", type=Path, help="also write the JSON crawl report to this file")
+    b.add_argument("--quiet", action="store_true", help="no progress output")
+    return p
+
+
+def _summary(report: Report) -> str:
+    lines = [
+        f"docbundle-index: {len(report.libraries)} library version(s): {report.built} built, "
+        f"{report.unchanged} unchanged, {report.failed} failed ({report.seconds:.1f} s)"
+    ]
+    for o in report.libraries:
+        name = f"{o.library}@{o.version}"
+        if o.status == "failed":
+            lines.append(f"  failed     {name}: {o.message}")
+            continue
+        lines.append(
+            f"  {o.status:<10} {name}  {o.build_id}  {o.documents} docs, {o.chunks} chunks  "
+            f"(crawl {o.crawl_seconds:.1f} s: {o.pages_fetched} fetched, {o.pages_not_modified} not modified; "
+            f"index {o.build_seconds:.1f} s)"
+        )
+        for f in o.failures[:20]:
+            lines.append(f"             ! {f.url}: {f.error}")
+        if len(o.failures) > 20:
+            lines.append(f"             ! ... and {len(o.failures) - 20} more (see --json)")
+        if o.conformance:
+            lines.append(f"             llms.txt: {len(o.conformance)} deviation(s) from the spec, e.g. {o.conformance[0]}")
+    return "\n".join(lines)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Run ``build``."""
+    catalogue = load_config(args.config)
+    libraries = [catalogue.get(i) for i in args.library] if args.library else catalogue.libraries
+    out = args.out if args.out is not None else args.config.parent
+    cache = None if args.no_cache else CrawlCache(args.cache or out / ".crawl-cache")
+    progress = None if args.quiet else (lambda total, label: make_progress(total, label))
+    t0 = time.perf_counter()
+    outcomes: list[Outcome] = []
+    for lib in libraries:
+        for target in catalogue.targets(lib):
+            if not args.quiet:
+                print(f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}", file=sys.stderr)
+            outcomes.append(build_target(target, out, cache=cache, progress=progress))
+    report = Report(
+        config=str(args.config),
+        out=str(out),
+        seconds=round(time.perf_counter() - t0, 3),
+        built=sum(o.status == "built" for o in outcomes),
+        unchanged=sum(o.status == "unchanged" for o in outcomes),
+        failed=sum(o.status == "failed" for o in outcomes),
+        libraries=outcomes,
+    )
+    data = msgspec.json.format(msgspec.json.encode(report), indent=2)
+    if args.report:
+        args.report.write_bytes(data + b"\n")
+    if args.json:
+        sys.stdout.write(data.decode() + "\n")
+    else:
+        print(_summary(report))
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``docbundle-index``."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "build":
+            return cmd_build(args)
+    except ConfigError as exc:
+        print(f"docbundle-index: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("docbundle-index: interrupted; published bundles are intact", file=sys.stderr)
+        return 130
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

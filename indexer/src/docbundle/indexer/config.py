@@ -1,0 +1,241 @@
+"""The library catalogue (``bundles/libraries.toml``): adding a library is a config entry and nothing else.
+
+Decoded with msgspec; every table forbids unknown keys so a typo is an error that names the library and
+the key, not a silently ignored setting. See ``docs/configuration.md`` for every key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+
+from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
+from docbundle.bundle.manifest import ChunkingInfo, LibraryInfo, SearchSettings, VersionInfo
+
+from .crawl import CrawlOptions
+from .errors import ConfigError
+
+_FIELD_RE = re.compile(r"at `\$((?:\.[A-Za-z_][\w]*|\[\d+\])*)`")
+
+
+class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    pass
+
+
+class ChunkingConfig(_Strict):
+    """How pages are split into search units."""
+
+    max_depth: int = 3
+    min_words: int = 60
+    max_words: int = 500
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_depth <= 6:
+            raise ValueError("max_depth must be between 1 and 6")
+        if self.min_words < 0 or self.max_words < 50 or self.min_words > self.max_words:
+            raise ValueError("need 0 <= min_words <= max_words and max_words >= 50")
+
+    def info(self) -> ChunkingInfo:
+        """The manifest record of these settings."""
+        return ChunkingInfo(max_depth=self.max_depth, min_words=self.min_words, max_words=self.max_words)
+
+
+class VersionConfig(_Strict):
+    """One documentation version of a library."""
+
+    name: str
+    llms_txt: str
+    status: Literal["active", "deprecated", "eol"] = "active"
+    latest: bool = False
+    lts: bool = False
+
+
+class LibraryConfig(_Strict):
+    """One ``[[library]]`` entry."""
+
+    id: str
+    name: str = ""
+    description: str = ""
+    category: str = ""
+    llms_txt: str | None = None
+    version: list[VersionConfig] = []
+    include: list[str] = []
+    exclude: list[str] = []
+    section_weights: dict[str, float] = {}
+    synonyms: list[list[str]] = []
+    max_pages: int = 5000
+    keep: int | None = None
+    chunking: ChunkingConfig = ChunkingConfig()
+    crawl: dict[str, Any] = {}
+
+    @property
+    def display_name(self) -> str:
+        """The configured name, or the id when none is given."""
+        return self.name or self.id
+
+    def search(self) -> SearchSettings:
+        """The manifest record of the search settings."""
+        return SearchSettings(section_weights=dict(self.section_weights), synonyms=[list(s) for s in self.synonyms])
+
+    def info(self) -> LibraryInfo:
+        """The manifest record of the library."""
+        return LibraryInfo(
+            id=self.id, name=self.display_name, description=self.description, category=self.category
+        )
+
+
+class Defaults(_Strict):
+    """``[defaults]``: settings every library inherits unless it sets its own."""
+
+    keep: int = 3
+    crawl: dict[str, Any] = {}
+
+
+class _File(_Strict):
+    defaults: Defaults = Defaults()
+    library: list[dict[str, Any]] = []
+
+
+class Target(msgspec.Struct, frozen=True):
+    """One (library, version) pair to build, with its resolved source."""
+
+    library: LibraryConfig
+    version: VersionInfo
+    source: str  # an http(s) URL, or an absolute local path (file or directory)
+    crawl: CrawlOptions
+    keep: int
+
+
+class Catalogue(msgspec.Struct, frozen=True):
+    """The decoded config file."""
+
+    path: Path
+    defaults: Defaults
+    libraries: list[LibraryConfig]
+
+    def get(self, library_id: str) -> LibraryConfig:
+        """The library with this id, or ConfigError naming the known ids."""
+        for lib in self.libraries:
+            if lib.id == library_id:
+                return lib
+        known = ", ".join(lib.id for lib in self.libraries) or "(none)"
+        raise ConfigError(f"{self.path}: no library {library_id!r}; configured: {known}")
+
+    def targets(self, library: LibraryConfig) -> list[Target]:
+        """The versions of ``library`` to build, sources resolved against the config file's folder."""
+        crawl = _crawl_options(self.path, library, {**self.defaults.crawl, **library.crawl})
+        keep = library.keep if library.keep is not None else self.defaults.keep
+        if library.llms_txt is not None:
+            return [Target(library, VersionInfo(), _resolve(self.path, library.llms_txt), crawl, keep)]
+        return [
+            Target(
+                library,
+                VersionInfo(name=v.name, status=v.status, latest=v.latest, lts=v.lts),
+                _resolve(self.path, v.llms_txt),
+                crawl,
+                keep,
+            )
+            for v in library.version
+        ]
+
+
+def _where(config: Path, entry: int, lib_id: object) -> str:
+    name = f"library {lib_id!r}" if isinstance(lib_id, str) and lib_id else f"library #{entry + 1}"
+    return f"{config}: {name}"
+
+
+def _key_of(message: str) -> tuple[str, str]:
+    """Split a msgspec message into (message without location, dotted key path)."""
+    m = _FIELD_RE.search(message)
+    if not m:
+        return message, ""
+    key = m.group(1).lstrip(".").replace("[", ".").replace("]", "")
+    return message[: m.start()].rstrip(" -"), key
+
+
+def _resolve(config: Path, source: str) -> str:
+    scheme = urlsplit(source).scheme.lower()
+    if scheme in ("http", "https"):
+        return source
+    if scheme == "file":
+        return source
+    return str((config.parent / source).resolve())
+
+
+def _crawl_options(config: Path, lib: LibraryConfig, raw: dict[str, Any]) -> CrawlOptions:
+    try:
+        return msgspec.convert(raw, CrawlOptions)
+    except msgspec.ValidationError as exc:
+        msg, key = _key_of(str(exc))
+        raise ConfigError(f"{config}: library {lib.id!r}: crawl.{key or '?'}: {msg}") from exc
+
+
+def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> None:
+    where = _where(config, i, lib.id)
+    if not LIBRARY_ID_RE.match(lib.id):
+        raise ConfigError(f"{where}: key 'id': must match {LIBRARY_ID_RE.pattern} (lowercase, digits, '-')")
+    if lib.id in seen:
+        raise ConfigError(f"{where}: key 'id': duplicate library id")
+    seen.add(lib.id)
+    if (lib.llms_txt is None) == (not lib.version):
+        raise ConfigError(f"{where}: give either 'llms_txt' or one or more [[library.version]] tables")
+    sources = [lib.llms_txt] if lib.llms_txt is not None else [v.llms_txt for v in lib.version]
+    for src in sources:
+        scheme = urlsplit(src).scheme.lower()
+        if not src.strip() or (scheme not in ("", "http", "https", "file") and len(scheme) > 1):
+            raise ConfigError(f"{where}: key 'llms_txt': {src!r} is not an http(s) URL, file: URL or path")
+    names = [v.name for v in lib.version]
+    for v in lib.version:
+        if not VERSION_RE.match(v.name):
+            raise ConfigError(f"{where}: key 'version.name': {v.name!r} must match {VERSION_RE.pattern}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: key 'version.name': duplicate version names")
+    if lib.version and sum(v.latest for v in lib.version) > 1:
+        raise ConfigError(f"{where}: key 'version.latest': only one version can be latest")
+    if lib.keep is not None and lib.keep < 1:
+        raise ConfigError(f"{where}: key 'keep': must be at least 1")
+    if lib.max_pages < 1:
+        raise ConfigError(f"{where}: key 'max_pages': must be at least 1")
+    for section, weight in lib.section_weights.items():
+        if not 0 <= weight <= 10:
+            raise ConfigError(f"{where}: key 'section_weights.{section}': weight must be within 0..10")
+
+
+def load_config(path: Path) -> Catalogue:
+    """Read and validate a libraries.toml; raises ConfigError naming the library and key."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: config file not found") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        top = msgspec.convert(raw, _File)
+    except msgspec.ValidationError as exc:
+        msg, key = _key_of(str(exc))
+        raise ConfigError(f"{path}: {msg}" + (f" (key {key!r})" if key else "")) from exc
+    if top.defaults.keep < 1:
+        raise ConfigError(f"{path}: [defaults] key 'keep': must be at least 1")
+    libraries: list[LibraryConfig] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(top.library):
+        try:
+            lib = msgspec.convert(entry, LibraryConfig)
+        except msgspec.ValidationError as exc:
+            msg, key = _key_of(str(exc))
+            if "unknown field" in msg:
+                field = msg.split("`")[1] if "`" in msg else "?"
+                key = f"{key}.{field}" if key else field
+                msg = "unknown key (check the spelling against docs/configuration.md)"
+            raise ConfigError(f"{_where(path, i, entry.get('id'))}: key {key!r}: {msg}") from exc
+        _check_library(path, i, lib, seen)
+        libraries.append(lib)
+    catalogue = Catalogue(path, top.defaults, libraries)
+    for lib in libraries:
+        catalogue.targets(lib)  # validates the crawl options early
+    return catalogue

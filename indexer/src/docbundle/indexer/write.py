@@ -1,0 +1,199 @@
+"""Write a bundle directory atomically, publish it through ``CURRENT``, and prune old builds.
+
+Nothing half-written is ever visible: the bundle is written into ``<version>/.tmp-<buildId>-<pid>``,
+every file and directory is fsynced, the directory is renamed to ``<buildId>``, and only then is
+``CURRENT`` replaced (written to a temporary name, fsynced, ``os.replace``d). A build killed at any
+point leaves at most a ``.tmp-*`` directory, which the next build of that version removes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import random
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+from whoosh.filedb.filestore import FileStorage
+
+from docbundle.bundle.errors import BundleError
+from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, read_current
+from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
+from docbundle.bundle.reader import read_manifest
+from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
+from docbundle.bundle.store import DocRecord, write_store
+
+from .chunk import Chunk
+from .errors import BuildError
+
+LOCK_NAME = ".lock"
+TMP_PREFIX = ".tmp-"
+
+
+class _StableStorage(FileStorage):  # type: ignore[misc]
+    """FileStorage that records mtime 0 in compound segments, so equal inputs give equal bytes."""
+
+    def file_modified(self, name: str) -> float:
+        return 0.0
+
+
+@contextmanager
+def version_lock(vdir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on a version directory for the length of one build."""
+    vdir.mkdir(parents=True, exist_ok=True)
+    with open(vdir / LOCK_NAME, "a+b") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise BuildError(f"another build of {vdir} is running (lock {vdir / LOCK_NAME} is held)") from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def remove_stale_temps(vdir: Path) -> list[str]:
+    """Delete ``.tmp-*`` directories left by killed builds (call with the version lock held)."""
+    removed = []
+    for p in sorted(vdir.glob(TMP_PREFIX + "*")):
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p.name)
+    return removed
+
+
+def write_index(directory: Path, docs: Sequence[DocRecord], chunks: Sequence[Sequence[Chunk]], seed: str) -> None:
+    """Build the whoosh index (one optimized segment, no lock file) of every chunk of every document."""
+    (directory / INDEX_DIR).mkdir()
+    storage = _StableStorage(str(directory / INDEX_DIR))
+    state = random.getstate()
+    random.seed(seed)  # whoosh names segments with the global random module
+    try:
+        ix = storage.create_index(make_schema(), indexname=INDEX_NAME)
+        writer = ix.writer(limitmb=256)
+        try:
+            for di, (doc, doc_chunks) in enumerate(zip(docs, chunks, strict=True)):
+                for ci, ch in enumerate(doc_chunks):
+                    writer.add_document(
+                        title=doc.title,
+                        headings=" \u203a ".join(ch.heading_path),
+                        body=ch.plain,
+                        code=ch.code,
+                        section=doc.section,
+                        doc=di,
+                        chunk=ci,
+                    )
+        except BaseException:
+            writer.cancel()
+            raise
+        writer.commit(optimize=True)
+        ix.close()
+    finally:
+        random.setstate(state)
+    for leftover in (directory / INDEX_DIR).glob("*LOCK"):
+        leftover.unlink()
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def list_files(directory: Path) -> list[FileEntry]:
+    """Every file under ``directory`` except the manifest, sorted, with size and sha256."""
+    entries = []
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        rel = path.relative_to(directory).as_posix()
+        if rel == MANIFEST_NAME:
+            continue
+        with open(path, "rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        entries.append(FileEntry(path=rel, size=path.stat().st_size, sha256=digest))
+    return entries
+
+
+def publish(vdir: Path, tmp: Path, build_id: str) -> Path:
+    """fsync ``tmp``, rename it to ``build_id`` and point ``CURRENT`` at it; returns the bundle path."""
+    final = vdir / build_id
+    _fsync_tree(tmp)
+    if final.exists():
+        # Same build id means same content hash: the existing bundle already holds this content.
+        shutil.rmtree(tmp)
+    else:
+        os.rename(tmp, final)
+    _fsync_dir(vdir)
+    pointer = vdir / (CURRENT + ".tmp")
+    with open(pointer, "w", encoding="ascii") as fh:
+        fh.write(build_id + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(pointer, vdir / CURRENT)
+    _fsync_dir(vdir)
+    return final
+
+
+def finish_manifest(directory: Path, manifest: Manifest) -> Manifest:
+    """Fill in the file list and write ``manifest.json`` into ``directory``."""
+    done = msgspec.structs.replace(manifest, files=list_files(directory))
+    (directory / MANIFEST_NAME).write_bytes(encode_manifest(done))
+    return done
+
+
+def current_content_hash(vdir: Path) -> str | None:
+    """The content hash of the bundle ``CURRENT`` names, or None when there is none or it is unreadable."""
+    try:
+        build_id = read_current(vdir)
+        if build_id is None:
+            return None
+        return read_manifest(vdir / build_id).build.content_hash
+    except (BundleError, OSError):
+        return None
+
+
+def prune(vdir: Path, keep: int) -> list[str]:
+    """Delete all but the newest ``keep`` builds, never the one ``CURRENT`` names; returns removed ids."""
+    current = read_current(vdir)
+    builds = []
+    for p in vdir.iterdir():
+        if p.is_dir() and BUILD_ID_RE.match(p.name):
+            try:
+                built_at = read_manifest(p).build.built_at
+            except (BundleError, OSError):
+                built_at = ""
+            builds.append((built_at, p.name))
+    builds.sort(reverse=True)
+    removed = []
+    for _, name in builds[keep:]:
+        if name == current:
+            continue
+        shutil.rmtree(vdir / name, ignore_errors=True)
+        removed.append(name)
+    if removed:
+        _fsync_dir(vdir)
+    return removed
+
+
+def new_temp_dir(vdir: Path, build_id: str) -> Path:
+    """Create the temporary directory a bundle is written into."""
+    tmp = vdir / f"{TMP_PREFIX}{build_id}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp

@@ -1,0 +1,169 @@
+"""The text analyzer shared by the indexer (writing) and the server (querying).
+
+One fused tokenizer does everything in a single pass, because whoosh runs analysis in pure Python and
+a chain of generator filters costs more than the work itself:
+
+- Unicode: each non-ASCII token is NFKC-normalised (full-width letters, compatibility forms), so
+  character offsets still point into the original text (highlighting needs them).
+- English: lowercase, English stop words dropped, porter2 stemming (whoosh's default porter stemmer is
+  buggy: ``running`` -> ``runn``). Stems are cached: documentation vocabularies are small.
+- Code identifiers: ``useEffect``, ``sap.m.Table``, ``snake_case``, ``std::vector``, ``built-in`` are
+  indexed whole (lowercased, unstemmed) *and* as their parts at the same position, so a query for the
+  whole name or for one part both match.
+- CJK: runs of Han, Hiragana, Katakana and Hangul become overlapping bigrams (a one-character run stays
+  a unigram); Latin words inside the same text are left as words. Fields using this analyzer should set
+  ``multitoken_query="and"`` so one query word's bigrams must all match.
+
+The class lives in this importable module on purpose: whoosh pickles the schema, and the pickle names
+the analyzer by import path. Moving or renaming it breaks every bundle built before; change
+``ANALYZER_ID`` (and the bundle format version) when its output changes.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+from typing import Any
+
+from whoosh.analysis import Token, Tokenizer
+from whoosh.analysis.filters import STOP_WORDS
+from whoosh.lang.porter2 import stem as _porter2
+
+#: Identity of the analyzer's output; part of every bundle's content hash.
+ANALYZER_ID = "docbundle-analyzer/1 (nfkc-token, lowercase, en-stop, porter2, ident-split, cjk-bigram)"
+
+_CJK = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u3130-\u318f"  # Hangul compatibility Jamo
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\ua960-\ua97f"  # Hangul Jamo extended A
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width Katakana
+    "\U00020000-\U0002fa1f"  # CJK extensions B-F and compatibility supplement
+)
+# A word character that is not CJK: CJK runs are matched by their own alternative.
+_W = rf"[^\W{_CJK}]"
+_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>{_W}+(?:(?:\.|::|-|/){_W}+)*)")
+# Where an identifier breaks into parts: separators, camelCase humps, digit runs.
+_PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W_0-9A-Za-z]+")
+_JOINERS = frozenset(".:-/_")
+
+_STOP = frozenset(STOP_WORDS)
+_STEM_CACHE: dict[str, str] = {}
+_STEM_CACHE_MAX = 500_000
+
+
+def stem(word: str) -> str:
+    """Porter2-stem a lowercase word, through a cache."""
+    s = _STEM_CACHE.get(word)
+    if s is None:
+        if len(_STEM_CACHE) >= _STEM_CACHE_MAX:
+            _STEM_CACHE.clear()
+        s = _STEM_CACHE[word] = _porter2(word) if word.isalpha() else word
+    return s
+
+
+def _identifier_parts(raw: str) -> list[str]:
+    """Split an identifier-like token into its lowercase parts (empty when it has only one part)."""
+    if not any(c in _JOINERS for c in raw) and (raw.islower() or raw.isupper() or raw[1:].islower()):
+        # A plain word ("Hello", "HTTP", "install"): no parts. Also skips digits-in-word like "utf8".
+        if not any(c.isdigit() for c in raw) or raw.isdigit():
+            return []
+    parts = [p.lower() for p in _PART_RE.findall(raw)]
+    return parts if len(parts) > 1 else []
+
+
+def iter_terms(text: str) -> Iterator[tuple[str, int, int, int]]:
+    """Yield ``(term, position, startchar, endchar)`` for every indexed term of ``text``.
+
+    Stop words are skipped but still consume a position, so phrase queries keep their gaps.
+    """
+    pos = -1
+    stop = _STOP
+    for m in _TOKEN_RE.finditer(text):
+        raw = m.group()
+        start = m.start()
+        if m.lastgroup == "cjk":
+            n = len(raw)
+            if n == 1:
+                pos += 1
+                yield raw, pos, start, start + 1
+                continue
+            for i in range(n - 1):
+                pos += 1
+                yield raw[i : i + 2], pos, start + i, start + i + 2
+            continue
+        end = m.end()
+        if not raw.isascii():
+            raw = unicodedata.normalize("NFKC", raw)
+        pos += 1
+        low = raw.lower()
+        parts = _identifier_parts(raw)
+        if not parts:
+            if low in stop:
+                continue
+            yield stem(low), pos, start, end
+            continue
+        yield low, pos, start, end
+        emitted = {low}
+        for p in parts:
+            if p in stop:
+                continue
+            term = stem(p)
+            if term not in emitted:
+                emitted.add(term)
+                yield term, pos, start, end
+
+
+class DocTokenizer(Tokenizer):  # type: ignore[misc]
+    """The whoosh analyzer of every docbundle text field (see the module docstring)."""
+
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is self.__class__
+
+    def __hash__(self) -> int:
+        return hash(self.__class__.__name__)
+
+    def __call__(
+        self,
+        value: str,
+        positions: bool = False,
+        chars: bool = False,
+        keeporiginal: bool = False,
+        removestops: bool = True,
+        start_pos: int = 0,
+        start_char: int = 0,
+        tokenize: bool = True,
+        mode: str = "",
+        **kwargs: Any,
+    ) -> Iterator[Token]:
+        t = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        t.boost = 1.0
+        t.stopped = False
+        if not tokenize:
+            t.original = t.text = value
+            t.pos = start_pos
+            t.startchar, t.endchar = start_char, start_char + len(value)
+            yield t
+            return
+        for term, pos, sc, ec in iter_terms(value):
+            t.text = term
+            if keeporiginal:
+                t.original = value[sc:ec]
+            if positions:
+                t.pos = start_pos + pos
+            if chars:
+                t.startchar = start_char + sc
+                t.endchar = start_char + ec
+            yield t
+
+
+def analyze(text: str) -> list[str]:
+    """The terms ``text`` is indexed under, in order (a debugging and testing aid)."""
+    return [term for term, _, _, _ in iter_terms(text)]

@@ -1,0 +1,32 @@
+"""Errors raised while reading or verifying a bundle.
+
+The hierarchy::
+
+    BundleError
+    ├── BundleNotFoundError            no bundle (or no CURRENT) where one was expected
+    ├── BundleFormatError              a file is malformed (manifest, docs store, CURRENT)
+    │   └── UnsupportedFormatVersionError   format_version not in SUPPORTED_FORMAT_VERSIONS
+    └── BundleIntegrityError           a file is missing, extra, or its size / sha256 does not match
+"""
+
+from __future__ import annotations
+
+
+class BundleError(Exception):
+    """Base class of every bundle error."""
+
+
+class BundleNotFoundError(BundleError):
+    """No bundle where one was expected."""
+
+
+class BundleFormatError(BundleError):
+    """A bundle file is malformed."""
+
+
+class UnsupportedFormatVersionError(BundleFormatError):
+    """The bundle's format_version is not one this reader supports."""
+
+
+class BundleIntegrityError(BundleError):
+    """A bundle file is missing, unexpected, or does not match the manifest."""

@@ -1,0 +1,57 @@
+"""Where bundles live on disk, and the ``CURRENT`` pointer.
+
+::
+
+    <bundles-dir>/<libraryId>/<version>/<buildId>/   one bundle (manifest.json, llms.txt, docs.*, index/)
+    <bundles-dir>/<libraryId>/<version>/CURRENT      the buildId being served, replaced atomically
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import BundleFormatError, BundleNotFoundError
+
+LIBRARY_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+BUILD_ID_RE = re.compile(r"^[0-9]{8}-[0-9a-f]{12}$")
+CURRENT = "CURRENT"
+
+
+def make_build_id(date: str, content_hash: str) -> str:
+    """``<YYYYMMDD>-<first 12 hex of the content hash>``; ``date`` is an ISO date or datetime."""
+    return f"{date[:10].replace('-', '')}-{content_hash[:12]}"
+
+
+def version_dir(root: Path, library_id: str, version: str) -> Path:
+    """The directory holding every build of one library version."""
+    if not LIBRARY_ID_RE.match(library_id):
+        raise ValueError(f"invalid libraryId {library_id!r}: use lowercase letters, digits and '-'")
+    if not VERSION_RE.match(version):
+        raise ValueError(f"invalid version {version!r}: use letters, digits, '.', '_' and '-'")
+    return root / library_id / version
+
+
+def read_current(vdir: Path) -> str | None:
+    """The buildId ``CURRENT`` names, or None when there is no ``CURRENT`` yet."""
+    try:
+        text = (vdir / CURRENT).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BundleFormatError(f"{vdir / CURRENT} is unreadable: {exc}") from exc
+    if not BUILD_ID_RE.match(text):
+        raise BundleFormatError(f"{vdir / CURRENT} does not hold a build id: {text[:40]!r}")
+    return text
+
+
+def current_bundle(vdir: Path) -> Path:
+    """The bundle directory ``CURRENT`` names; raises BundleNotFoundError when there is none."""
+    build_id = read_current(vdir)
+    if build_id is None:
+        raise BundleNotFoundError(f"no bundle built yet in {vdir} (no {CURRENT} file)")
+    path = vdir / build_id
+    if not path.is_dir():
+        raise BundleNotFoundError(f"{vdir / CURRENT} names {build_id}, which does not exist")
+    return path

@@ -1,0 +1,208 @@
+"""The bundle manifest (``manifest.json``): what a bundle holds, where it came from, and its file hashes.
+
+Schema evolution (the rules msgspec makes cheap to keep):
+
+- ``format_version`` is the first field and is decoded on its own first; readers accept only
+  ``SUPPORTED_FORMAT_VERSIONS`` and refuse anything else with a clear error.
+- A new optional field with a default needs no version bump: old readers ignore unknown fields.
+- Changing a field's type or meaning, removing a field, or changing any other file of the bundle needs
+  ``FORMAT_VERSION`` bumped, a CHANGELOG "Bundle format" entry, and a new golden bundle.
+
+``docs/manifest.schema.json`` is generated from these Structs (``python -m docbundle.bundle.manifest``) and a
+test keeps it current.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Literal
+
+import msgspec
+
+from .errors import BundleFormatError, UnsupportedFormatVersionError
+
+FORMAT_VERSION = 1
+SUPPORTED_FORMAT_VERSIONS: tuple[int, ...] = (1,)
+MANIFEST_NAME = "manifest.json"
+
+VersionStatus = Literal["active", "deprecated", "eol"]
+
+
+class Base(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
+    """Base of every manifest Struct: immutable, and defaults left out of the encoding."""
+
+
+class LibraryInfo(Base):
+    """The library a bundle belongs to, as configured."""
+
+    id: str
+    name: str
+    description: str = ""
+    category: str = ""
+
+
+class VersionInfo(Base):
+    """The documentation version a bundle holds."""
+
+    name: str = "latest"
+    status: VersionStatus = "active"
+    latest: bool = True
+    lts: bool = False
+
+
+class Conformance(Base):
+    """One way the source llms.txt deviated from the spec (reported, never fatal)."""
+
+    code: str
+    line: int
+    message: str
+
+
+class SourceInfo(Base):
+    """Where the documents came from."""
+
+    llms_txt: str
+    kind: Literal["index", "full", "directory"] = "index"
+    fetched_at: str = ""
+    title: str | None = None
+    summary: str | None = None
+    sha256: str = ""
+    etag: str | None = None
+    last_modified: str | None = None
+    conformance: list[Conformance] = []
+
+
+class SourceDocument(Base):
+    """One document the llms.txt pointed to: indexed (``chunks`` > 0) or dropped (``error`` set)."""
+
+    url: str
+    path: str
+    title: str = ""
+    section: str = ""
+    optional: bool = False
+    sha256: str = ""
+    status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False
+    chunks: int = 0
+    words: int = 0
+    error: str | None = None
+    error_kind: str | None = None
+
+
+class Counts(Base):
+    """Totals, so a reader need not walk the document list."""
+
+    documents: int = 0
+    chunks: int = 0
+    failed: int = 0
+    words: int = 0
+
+
+class ChunkingInfo(Base):
+    """The chunking settings that shaped the search units (part of the content hash)."""
+
+    max_depth: int = 3
+    min_words: int = 60
+    max_words: int = 500
+
+
+class SearchSettings(Base):
+    """Per-library search settings from the config, applied by the server at query time."""
+
+    section_weights: dict[str, float] = {}
+    synonyms: list[list[str]] = []
+
+
+class BuildInfo(Base):
+    """How and when the bundle was built."""
+
+    build_id: str
+    content_hash: str
+    built_at: str
+    analyzer: str
+    chunking: ChunkingInfo = ChunkingInfo()
+    search: SearchSettings = SearchSettings()
+    tools: dict[str, str] = {}
+
+
+class SafetyFinding(Base):
+    """Content that may try to steer an AI assistant (hidden Unicode, injected instructions)."""
+
+    path: str
+    kind: str
+    detail: str
+    chunk: int | None = None
+
+
+class FileEntry(Base):
+    """One file of the bundle, relative to the bundle directory, with its size and sha256."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+class Manifest(Base):
+    """The whole manifest. ``format_version`` must stay the first field."""
+
+    format_version: int
+    library: LibraryInfo
+    version: VersionInfo
+    source: SourceInfo
+    build: BuildInfo
+    counts: Counts
+    documents: list[SourceDocument]
+    files: list[FileEntry]
+    safety: list[SafetyFinding] = []
+
+
+class _Header(msgspec.Struct):
+    format_version: int
+
+
+_encoder = msgspec.json.Encoder()
+_header_decoder = msgspec.json.Decoder(_Header)
+_decoder = msgspec.json.Decoder(Manifest)
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    """Encode a manifest as indented, key-ordered JSON (stable bytes for the same manifest)."""
+    return msgspec.json.format(_encoder.encode(manifest), indent=2) + b"\n"
+
+
+def decode_manifest(data: bytes) -> Manifest:
+    """Decode a manifest, checking ``format_version`` before anything else."""
+    try:
+        header = _header_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise BundleFormatError(f"manifest.json is not a docbundle manifest: {exc}") from exc
+    if header.format_version not in SUPPORTED_FORMAT_VERSIONS:
+        supported = ", ".join(map(str, SUPPORTED_FORMAT_VERSIONS))
+        raise UnsupportedFormatVersionError(
+            f"bundle format_version {header.format_version} is not supported by this docbundle "
+            f"(supported: {supported}); upgrade docbundle or rebuild the bundle"
+        )
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise BundleFormatError(f"manifest.json is malformed: {exc}") from exc
+
+
+def manifest_json_schema() -> dict[str, object]:
+    """The JSON Schema of ``manifest.json``, as committed in ``docs/manifest.schema.json``."""
+    schema: dict[str, object] = msgspec.json.schema(Manifest)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"docbundle manifest, format version {FORMAT_VERSION}"
+    return schema
+
+
+def render_json_schema() -> str:
+    """The committed text of ``docs/manifest.schema.json``."""
+    return json.dumps(manifest_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_json_schema())

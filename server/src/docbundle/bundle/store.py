@@ -1,0 +1,160 @@
+"""The document store: ``docs.bin`` (msgpack records back to back) and ``docs.idx`` (their offsets).
+
+``docs.idx`` layout (all integers little-endian uint64)::
+
+    b"DBDOCS1\\n"  count  offset[0] ... offset[count]
+
+Record ``i`` is ``docs.bin[offset[i]:offset[i+1]]``. The reader memory-maps ``docs.bin`` and decodes one
+record on demand straight from the map (msgspec decodes a memoryview without copying it), so opening a
+store costs one small read whatever the bundle's size.
+
+A document's text is the concatenation of its chunks' texts (chunks tile the page), so it is stored once.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import sys
+from array import array
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+
+import msgspec
+
+from .errors import BundleFormatError
+
+DOCS_BIN = "docs.bin"
+DOCS_IDX = "docs.idx"
+_MAGIC = b"DBDOCS1\n"
+_HEAD = struct.Struct("<8sQ")
+
+
+class ChunkRecord(msgspec.Struct, frozen=True, array_like=True):
+    """One search unit: a section of a page, as markdown source, with its heading path."""
+
+    text: str
+    heading_path: list[str]
+    start_line: int
+    end_line: int
+
+
+class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One document: identity, llms.txt metadata, and its chunks in page order."""
+
+    id: str
+    url: str
+    title: str
+    description: str = ""
+    section: str = ""
+    optional: bool = False
+    chunks: list[ChunkRecord] = []
+
+    @property
+    def text(self) -> str:
+        """The whole page as markdown."""
+        return "".join(c.text for c in self.chunks)
+
+
+class _DocId(msgspec.Struct):
+    id: str
+
+
+_enc = msgspec.msgpack.Encoder()
+_dec = msgspec.msgpack.Decoder(DocRecord)
+_id_dec = msgspec.msgpack.Decoder(_DocId)
+
+
+def write_store(directory: Path, records: Iterable[DocRecord]) -> int:
+    """Write ``docs.bin`` and ``docs.idx`` into ``directory``; returns the number of records."""
+    offsets = array("Q", [0])
+    with open(directory / DOCS_BIN, "wb") as fh:
+        pos = 0
+        for rec in records:
+            data = _enc.encode(rec)
+            fh.write(data)
+            pos += len(data)
+            offsets.append(pos)
+    if sys.byteorder != "little":
+        offsets.byteswap()
+    with open(directory / DOCS_IDX, "wb") as fh:
+        fh.write(_HEAD.pack(_MAGIC, len(offsets) - 1))
+        fh.write(offsets.tobytes())
+    return len(offsets) - 1
+
+
+class DocStore:
+    """Random access to a bundle's documents through a read-only memory map."""
+
+    def __init__(self, directory: Path) -> None:
+        idx = (directory / DOCS_IDX).read_bytes()
+        if len(idx) < _HEAD.size:
+            raise BundleFormatError(f"{DOCS_IDX} is truncated ({len(idx)} bytes)")
+        magic, count = _HEAD.unpack_from(idx)
+        if magic != _MAGIC:
+            raise BundleFormatError(f"{DOCS_IDX} does not start with the docbundle store magic")
+        if len(idx) != _HEAD.size + 8 * (count + 1):
+            raise BundleFormatError(f"{DOCS_IDX} holds {len(idx)} bytes, expected {_HEAD.size + 8 * (count + 1)}")
+        self._offsets = array("Q")
+        self._offsets.frombytes(idx[_HEAD.size :])
+        if sys.byteorder != "little":
+            self._offsets.byteswap()
+        self._count = count
+        self._fh = open(directory / DOCS_BIN, "rb")  # noqa: SIM115 - lives as long as the store
+        size = self._fh.seek(0, 2)
+        if self._offsets[-1] != size or any(a > b for a, b in zip(self._offsets, self._offsets[1:], strict=False)):
+            self._fh.close()
+            raise BundleFormatError(f"{DOCS_IDX} offsets do not match {DOCS_BIN} ({size} bytes)")
+        self._map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self._ids: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _slice(self, i: int) -> memoryview:
+        if not 0 <= i < self._count:
+            raise IndexError(f"document number {i} out of range (0..{self._count - 1})")
+        assert self._map is not None
+        return memoryview(self._map)[self._offsets[i] : self._offsets[i + 1]]
+
+    def get(self, i: int) -> DocRecord:
+        """Decode document number ``i``."""
+        view = self._slice(i)
+        try:
+            return _dec.decode(view)
+        except msgspec.DecodeError as exc:
+            raise BundleFormatError(f"{DOCS_BIN} record {i} is malformed: {exc}") from exc
+        finally:
+            view.release()
+
+    def __iter__(self) -> Iterator[DocRecord]:
+        return (self.get(i) for i in range(self._count))
+
+    def number_of(self, doc_id: str) -> int | None:
+        """The record number of the document with id ``doc_id`` (index built on first use)."""
+        if self._ids is None:
+            ids: dict[str, int] = {}
+            for i in range(self._count):
+                view = self._slice(i)
+                try:
+                    ids[_id_dec.decode(view).id] = i
+                finally:
+                    view.release()
+            self._ids = ids
+        return self._ids.get(doc_id)
+
+    def close(self) -> None:
+        """Release the map and the file."""
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        self._fh.close()
+
+    def __enter__(self) -> DocStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

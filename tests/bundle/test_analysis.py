@@ -1,0 +1,73 @@
+"""The analyzer: English stemming, code identifiers, CJK bigrams, Unicode normalisation."""
+
+from __future__ import annotations
+
+import pickle
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from whoosh.fields import Schema
+
+from docbundle.bundle.analysis import DocTokenizer, analyze
+from docbundle.bundle.schema import make_schema
+
+
+def test_english_uses_porter2_not_the_buggy_porter() -> None:
+    assert analyze("running hopping sitting payments") == ["run", "hop", "sit", "payment"]
+
+
+def test_stop_words_are_dropped() -> None:
+    assert analyze("the guide to a config") == ["guid", "config"]
+
+
+def test_camel_case_identifier_is_kept_whole_and_split() -> None:
+    assert analyze("useEffect") == ["useeffect", "use", "effect"]
+
+
+def test_dotted_name_is_kept_whole_and_split() -> None:
+    terms = analyze("sap.m.Table")
+    assert terms[0] == "sap.m.table"
+    assert {"sap", "m", "tabl"} <= set(terms)
+
+
+def test_snake_case_and_acronyms_split() -> None:
+    assert analyze("max_retry_after") == ["max_retry_after", "max", "retri", "after"]
+    assert analyze("HTTPServer")[:3] == ["httpserver", "http", "server"]
+
+
+def test_korean_chinese_japanese_become_bigrams() -> None:
+    assert analyze("결제위젯을 연동") == ["결제", "제위", "위젯", "젯을", "연동"]
+    assert analyze("数据库") == ["数据", "据库"]
+    assert analyze("ウィジェット")[:2] == ["ウィ", "ィジ"]
+
+
+def test_single_cjk_character_is_a_unigram_and_latin_inside_stays_a_word() -> None:
+    assert analyze("SDK로 webhooks") == ["sdk", "로", "webhook"]
+
+
+def test_full_width_letters_are_normalised() -> None:
+    assert analyze("ＡＰＩ") == ["api"]
+
+
+def test_positions_and_offsets_point_into_the_original_text() -> None:
+    text = "Call useEffect now"
+    toks = [(t.text, t.pos, t.startchar, t.endchar) for t in DocTokenizer()(text, positions=True, chars=True)]
+    assert ("useeffect", 1, 5, 14) in toks
+    assert ("use", 1, 5, 14) in toks  # parts share the whole identifier's position
+    assert toks[-1] == ("now", 2, 15, 18)
+
+
+def test_schema_pickles_by_import_path() -> None:
+    # whoosh pickles the schema: the analyzer must resolve from its module, not __main__.
+    data = pickle.dumps(make_schema())
+    assert b"docbundle.bundle.analysis" in data
+    assert isinstance(pickle.loads(data), Schema)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_analysis_never_raises_and_yields_no_empty_terms(text: str) -> None:
+    terms = analyze(text)
+    assert all(terms)
+    toks = list(DocTokenizer()(text, positions=True, chars=True))
+    assert all(0 <= t.startchar <= t.endchar <= len(text) for t in toks)
