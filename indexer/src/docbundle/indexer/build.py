@@ -10,6 +10,7 @@ import asyncio
 import fnmatch
 import hashlib
 import os
+import posixpath
 import shutil
 import time
 from collections.abc import Callable
@@ -113,6 +114,19 @@ def _base_url(source: str, result: FetchResult | None) -> str:
     return Path(source).resolve().as_uri()
 
 
+def _display_url(url: str, target: Target, base_url: str) -> str:
+    """The URL recorded for a document: for local sources, a path relative to the config as written.
+
+    Bundles travel; a ``file:`` URL would carry the build machine's absolute paths into them.
+    """
+    if urlsplit(target.source).scheme.lower() in ("http", "https") or not url.startswith("file:"):
+        return url
+    label = (target.label or Path(target.source).name).rstrip("/")
+    folder = label if Path(target.source).is_dir() else posixpath.dirname(label)
+    rel = doc_path(url, base_url)
+    return f"{folder}/{rel}" if folder else rel
+
+
 def _strip_fragment(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
@@ -123,8 +137,13 @@ def doc_path(url: str, base_url: str) -> str:
     u, b = urlsplit(url), urlsplit(base_url)
     path = unquote(u.path)
     base_dir = unquote(b.path).rsplit("/", 1)[0] + "/"
-    if (u.scheme, u.netloc) == (b.scheme, b.netloc) and path.startswith(base_dir):
-        rel = path[len(base_dir) :]
+    if (u.scheme, u.netloc) == (b.scheme, b.netloc):
+        # Same site: relative to the llms.txt folder, with any leading "../" dropped, so ids never
+        # carry an absolute path of the machine that built the bundle.
+        rel = posixpath.relpath(path, base_dir) if path != base_dir else ""
+        while rel.startswith("../"):
+            rel = rel[3:]
+        rel = "" if rel in (".", "..") else rel
     else:
         rel = (u.netloc + path).lstrip("/")
     rel = rel.strip("/") or (u.netloc or "index")
@@ -162,7 +181,7 @@ class _Page(msgspec.Struct):
 
 
 def _make_docs(
-    pages: list[_Page], target: Target, base_url: str
+    pages: list[_Page], target: Target, base_url: str, *, prefer_page_title: bool = False
 ) -> tuple[list[DocRecord], list[list[Chunk]], list[SourceDocument]]:
     chunking = target.library.chunking
     docs: list[DocRecord] = []
@@ -176,8 +195,9 @@ def _make_docs(
         while path in used:
             path, n = f"{base_path}~{n}", n + 1
         used.add(path)
+        url = _display_url(link.url, target, base_url)
         src = SourceDocument(
-            url=link.url,
+            url=url,
             path=path,
             title=link.title,
             section=link.section,
@@ -196,9 +216,13 @@ def _make_docs(
         mdx = urlsplit(link.url).path.lower().endswith(".mdx")
         parsed = parse_page(page.text, mdx=mdx)
         chunks = chunk_markdown(
-            parsed.body, max_depth=chunking.max_depth, min_words=chunking.min_words, max_words=chunking.max_words
+            parsed.body,
+            max_depth=chunking.max_depth,
+            min_words=chunking.min_words,
+            max_words=chunking.max_words,
         )
-        title = link.title or parsed.title or path
+        # A folder listing only knows file names; a page's own title is better there.
+        title = (parsed.title or link.title if prefer_page_title else link.title or parsed.title) or path
         if not chunks:
             sources.append(
                 msgspec.structs.replace(src, title=title, error="page has no text", error_kind="empty")
@@ -206,7 +230,7 @@ def _make_docs(
             continue
         record = DocRecord(
             id=path,
-            url=link.url,
+            url=url,
             title=title,
             description=link.notes or parsed.description or "",
             section=link.section,
@@ -324,9 +348,11 @@ def _build_locked(
     outcome.crawl_seconds = round(time.perf_counter() - t0, 3)
 
     t1 = time.perf_counter()
-    docs, doc_chunks, sources = _make_docs(pages, target, base_url)
+    docs, doc_chunks, sources = _make_docs(pages, target, base_url, prefer_page_title=llms_result is None)
     if not docs:
-        raise FetchError(target.source, "no page could be fetched and indexed; see the failures", kind="empty")
+        raise FetchError(
+            target.source, "no page could be fetched and indexed; see the failures", kind="empty"
+        )
     chash = content_hash(lib.info(), target.version, lib.chunking.info(), lib.search(), docs)
     outcome.content_hash = chash
     outcome.documents = len(docs)
@@ -350,7 +376,7 @@ def _build_locked(
             library=lib.info(),
             version=target.version,
             source=SourceInfo(
-                llms_txt=target.source,
+                llms_txt=target.label or target.source,
                 kind="directory" if llms_result is None and not _is_url(target.source) else llms.kind,  # type: ignore[arg-type]
                 fetched_at=_iso(started),
                 title=llms.title,

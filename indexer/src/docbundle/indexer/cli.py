@@ -47,9 +47,13 @@ def _parser() -> argparse.ArgumentParser:
         help="build bundles for the libraries in a config",
         description="Fetch each library's llms.txt and pages, and write a new bundle when the content changed.",
     )
-    b.add_argument("--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)")
+    b.add_argument(
+        "--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)"
+    )
     b.add_argument("--out", type=Path, help="bundles directory (default: the config file's folder)")
-    b.add_argument("--library", action="append", default=[], metavar="ID", help="build only this library (repeat)")
+    b.add_argument(
+        "--library", action="append", default=[], metavar="ID", help="build only this library (repeat)"
+    )
     b.add_argument("--cache", type=Path, help="crawl cache directory (default: OUT/.crawl-cache)")
     b.add_argument("--no-cache", action="store_true", help="ignore and do not write the crawl cache")
     b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
@@ -78,7 +82,9 @@ def _summary(report: Report) -> str:
         if len(o.failures) > 20:
             lines.append(f"             ! ... and {len(o.failures) - 20} more (see --json)")
         if o.conformance:
-            lines.append(f"             llms.txt: {len(o.conformance)} deviation(s) from the spec, e.g. {o.conformance[0]}")
+            lines.append(
+                f"             llms.txt: {len(o.conformance)} deviation(s) from the spec, e.g. {o.conformance[0]}"
+            )
     return "\n".join(lines)
 
 
@@ -94,7 +100,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     for lib in libraries:
         for target in catalogue.targets(lib):
             if not args.quiet:
-                print(f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}", file=sys.stderr)
+                print(
+                    f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}",
+                    file=sys.stderr,
+                )
             outcomes.append(build_target(target, out, cache=cache, progress=progress))
     report = Report(
         config=str(args.config),

@@ -80,7 +80,9 @@ class LibraryConfig(_Strict):
 
     def search(self) -> SearchSettings:
         """The manifest record of the search settings."""
-        return SearchSettings(section_weights=dict(self.section_weights), synonyms=[list(s) for s in self.synonyms])
+        return SearchSettings(
+            section_weights=dict(self.section_weights), synonyms=[list(s) for s in self.synonyms]
+        )
 
     def info(self) -> LibraryInfo:
         """The manifest record of the library."""
@@ -109,6 +111,7 @@ class Target(msgspec.Struct, frozen=True):
     source: str  # an http(s) URL, or an absolute local path (file or directory)
     crawl: CrawlOptions
     keep: int
+    label: str = ""  # the source as written in the config (recorded in manifests instead of local paths)
 
 
 class Catalogue(msgspec.Struct, frozen=True):
@@ -131,7 +134,8 @@ class Catalogue(msgspec.Struct, frozen=True):
         crawl = _crawl_options(self.path, library, {**self.defaults.crawl, **library.crawl})
         keep = library.keep if library.keep is not None else self.defaults.keep
         if library.llms_txt is not None:
-            return [Target(library, VersionInfo(), _resolve(self.path, library.llms_txt), crawl, keep)]
+            src = library.llms_txt
+            return [Target(library, VersionInfo(), _resolve(self.path, src), crawl, keep, src)]
         return [
             Target(
                 library,
@@ -139,6 +143,7 @@ class Catalogue(msgspec.Struct, frozen=True):
                 _resolve(self.path, v.llms_txt),
                 crawl,
                 keep,
+                v.llms_txt,
             )
             for v in library.version
         ]
@@ -150,12 +155,15 @@ def _where(config: Path, entry: int, lib_id: object) -> str:
 
 
 def _key_of(message: str) -> tuple[str, str]:
-    """Split a msgspec message into (message without location, dotted key path)."""
+    """Split a msgspec message into (what is wrong, dotted key path)."""
     m = _FIELD_RE.search(message)
-    if not m:
-        return message, ""
-    key = m.group(1).lstrip(".").replace("[", ".").replace("]", "")
-    return message[: m.start()].rstrip(" -"), key
+    key = m.group(1).lstrip(".").replace("[", ".").replace("]", "") if m else ""
+    msg = message[: m.start()].rstrip(" -") if m else message
+    if msg.startswith("Object contains unknown field"):
+        field = msg.split("`")[1] if "`" in msg else "?"
+        key = f"{key}.{field}" if key else field
+        msg = "unknown key (check the spelling against docs/configuration.md)"
+    return msg, key
 
 
 def _resolve(config: Path, source: str) -> str:
@@ -228,10 +236,6 @@ def load_config(path: Path) -> Catalogue:
             lib = msgspec.convert(entry, LibraryConfig)
         except msgspec.ValidationError as exc:
             msg, key = _key_of(str(exc))
-            if "unknown field" in msg:
-                field = msg.split("`")[1] if "`" in msg else "?"
-                key = f"{key}.{field}" if key else field
-                msg = "unknown key (check the spelling against docs/configuration.md)"
             raise ConfigError(f"{_where(path, i, entry.get('id'))}: key {key!r}: {msg}") from exc
         _check_library(path, i, lib, seen)
         libraries.append(lib)

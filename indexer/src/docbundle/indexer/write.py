@@ -65,7 +65,9 @@ def remove_stale_temps(vdir: Path) -> list[str]:
     return removed
 
 
-def write_index(directory: Path, docs: Sequence[DocRecord], chunks: Sequence[Sequence[Chunk]], seed: str) -> None:
+def write_index(
+    directory: Path, docs: Sequence[DocRecord], chunks: Sequence[Sequence[Chunk]], seed: str
+) -> None:
     """Build the whoosh index (one optimized segment, no lock file) of every chunk of every document."""
     (directory / INDEX_DIR).mkdir()
     storage = _StableStorage(str(directory / INDEX_DIR))

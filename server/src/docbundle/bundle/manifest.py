@@ -29,8 +29,8 @@ MANIFEST_NAME = "manifest.json"
 VersionStatus = Literal["active", "deprecated", "eol"]
 
 
-class Base(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
-    """Base of every manifest Struct: immutable, and defaults left out of the encoding."""
+class Base(msgspec.Struct, frozen=True, kw_only=True):
+    """Base of every manifest Struct: immutable, keyword-only, every field written out."""
 
 
 class LibraryInfo(Base):

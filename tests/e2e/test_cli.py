@@ -1,0 +1,127 @@
+"""``docbundle-index build`` as a user runs it: exit codes, JSON report, and a kill in mid-build."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from docsite import TOPICS, page_markdown, publish_site, write_config
+from sitesrv import Site
+
+from docbundle.bundle.layout import BUILD_ID_RE, read_current
+from docbundle.bundle.reader import verify_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "docbundle.indexer.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_build_prints_a_summary_and_exits_0(site: Site, tmp_path: Path) -> None:
+    publish_site(site)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "1 built, 0 unchanged, 0 failed" in r.stdout
+    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    assert r.returncode == 0 and "0 built, 1 unchanged, 0 failed" in r.stdout
+
+
+def test_json_report_names_failures_and_exit_1_when_a_library_fails(site: Site, tmp_path: Path) -> None:
+    publish_site(site)
+    site.fault("/gone/llms.txt", "status", code=404)
+    config = tmp_path / "libraries.toml"
+    config.write_text(
+        f'[[library]]\nid = "good"\nllms_txt = "{site.url("/llms.txt")}"\n'
+        f'[[library]]\nid = "bad"\nllms_txt = "{site.url("/gone/llms.txt")}"\ncrawl = {{ retries = 0 }}\n',
+        encoding="utf-8",
+    )
+    report_file = tmp_path / "report.json"
+    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--json", "--report", str(report_file))
+    assert r.returncode == 1, r.stderr
+    report = json.loads(r.stdout)
+    assert json.loads(report_file.read_text()) == report
+    status = {lib["library"]: lib for lib in report["libraries"]}
+    assert status["good"]["status"] == "built" and status["good"]["documents"] == len(TOPICS)
+    assert status["bad"]["status"] == "failed" and "404" in status["bad"]["message"]
+    assert (report["built"], report["failed"]) == (1, 1)
+    assert read_current(tmp_path / "out" / "good" / "latest") == status["good"]["build_id"]
+
+
+def test_library_filter_and_usage_errors_exit_2(site: Site, tmp_path: Path) -> None:
+    publish_site(site)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--library", "nope")
+    assert r.returncode == 2 and "no library 'nope'; configured: demo" in r.stderr
+    r = _cli("build", "--bogus-flag")
+    assert r.returncode == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[library]]\nid = "x"\nllms_txt = "y"\ntypo = 1\n', encoding="utf-8")
+    r = _cli("build", "--config", str(bad))
+    assert r.returncode == 2 and "library 'x': key 'typo': unknown key" in r.stderr
+
+
+def test_the_demo_library_builds_from_the_repository_docs(tmp_path: Path) -> None:
+    r = _cli(
+        "build", "--config", str(ROOT / "bundles" / "libraries.toml"), "--library", "docbundle",
+        "--out", str(tmp_path), "--json", "--quiet",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr + r.stdout
+    (lib,) = json.loads(r.stdout)["libraries"]
+    links = [line for line in (ROOT / "docs" / "llms.txt").read_text().splitlines() if line.startswith("- [")]
+    assert lib["status"] == "built" and lib["pages_failed"] == 0
+    assert lib["documents"] == len(links)
+    m = verify_bundle(Path(lib["bundle"]))
+    assert str(ROOT) not in json.dumps([d.path for d in m.documents])
+
+
+def test_killing_a_build_midway_leaves_current_valid_and_nothing_partial(site: Site, tmp_path: Path) -> None:
+    # Enough pages that writing the index takes a while, so the kill lands during the write.
+    for i in range(300):
+        site.add(f"/p/{i}.md", page_markdown(f"p{i}", f"Page {i}", f"Lead {i} " * 40))
+    listing = "# Big\n\n## Pages\n\n" + "".join(f"- [Page {i}](p/{i}.md)\n" for i in range(300))
+    site.add("/llms.txt", listing, content_type="text/plain")
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    out = tmp_path / "out"
+    vdir = out / "demo" / "latest"
+    assert _cli("build", "--config", str(config), "--out", str(out), "--quiet").returncode == 0
+    first = read_current(vdir)
+
+    site.add("/p/0.md", "# Changed\n\nA new revision forces a new bundle.\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    killed_during_write = False
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.name.startswith(".tmp-") for p in vdir.iterdir()):
+            os.kill(proc.pid, signal.SIGKILL)
+            killed_during_write = True
+            break
+        time.sleep(0.002)
+    proc.wait(timeout=30)
+    assert killed_during_write, "the build finished before it could be killed; make the site bigger"
+
+    assert read_current(vdir) == first
+    verify_bundle(vdir / first)
+    visible = [p.name for p in vdir.iterdir() if BUILD_ID_RE.match(p.name)]
+    assert visible == [first], "no partial bundle may appear under a build id"
+
+    r = _cli("build", "--config", str(config), "--out", str(out), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert not [p for p in vdir.iterdir() if p.name.startswith(".tmp-")]
+    assert read_current(vdir) != first
