@@ -1,0 +1,677 @@
+"""Parse documentation pages (markdown / MDX) and split them into search chunks.
+
+``parse_page`` separates front matter from the body; ``chunk_markdown`` cuts the body into sections at
+headings and returns each as an exact slice of the body, with a markup-free ``plain`` text for indexing.
+
+Line endings: ``parse_page`` strips a leading BOM and turns ``\\r\\n`` / ``\\r`` into ``\\n``.
+``chunk_markdown`` takes its input as given; it counts lines the way markdown-it does (``\\r\\n``, ``\\r``
+and ``\\n`` each end a line), so chunk texts stay exact slices even of un-normalised input.
+
+MDX: pass ``mdx=True`` to both functions (``chunk_markdown(page.body, mdx=page.mdx)``). MDX has no
+indented code blocks, so indented JSX children (headings and fences inside ``<TabItem>``) parse as markdown.
+
+Plain text: headings, paragraphs, list items, table cells, admonition titles, code (fenced, indented and
+inline) and the text inside HTML/JSX blocks, without emphasis marks, link/image URLs (image alt text is
+kept; an autolink is all URL and is dropped), HTML/JSX tags, ``{/* */}`` comments and ``{#id}`` heading ids.
+
+Sections: a heading of level <= ``max_depth`` (ATX or setext, at the top level of the page or directly
+inside a ``:::`` admonition) with some text starts a section. Deeper headings stay inside their section;
+a chunk's ``heading_path`` is the path of the split headings above it, ending at its own.
+
+Sizes, in words (whitespace-separated tokens, plus one per Han / kana character because Chinese and
+Japanese do not separate words; Hangul does, so it is counted by whitespace):
+
+1. A section over ``max_words`` is cut between its top-level blocks (paragraph, list, table, code block,
+   HTML block...) into pieces of about equal size, each at most ``max_words`` unless one block alone is
+   larger. Blocks are never cut (a code block, HTML block or table always stays whole), except that a
+   list or block quote that alone exceeds ``max_words`` is cut between its items (and an item that alone
+   exceeds it, between its paragraphs / nested list items, and so on down). A
+   piece is not closed below ``min_words`` (a short lead-in stays with the big block after it), and a
+   last piece under ``min_words`` joins the one before it. Every piece keeps the section's path.
+2. Then, in order, a chunk under ``min_words`` absorbs the chunk after it (so a heading with little text
+   stays with what follows), and a final chunk still under ``min_words`` joins the one before it. A merge
+   can overshoot ``max_words`` by less than ``min_words``. A merged chunk's ``heading_path`` is the
+   common prefix of the paths of its parts that have text besides their own heading, so it never names
+   a section the chunk only partly belongs to, while a bare heading (or a leading HTML comment) merged
+   into what follows takes that part's path: ``## Install`` + ``### macOS ...`` -> [Install, macOS].
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import tomllib
+from functools import lru_cache
+from itertools import accumulate
+from math import ceil
+from typing import Any, NamedTuple
+
+import msgspec
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.container import container_plugin
+
+__all__ = ["Chunk", "ParsedPage", "chunk_markdown", "parse_page"]
+
+
+class ParsedPage(msgspec.Struct, frozen=True):
+    """A page split into front matter and markdown body."""
+
+    # Front matter `title`, else the first H1, else front matter `sidebar_label` / `linkTitle`, else None.
+    title: str | None
+    description: str | None
+    # Parsed YAML (--- fences) or TOML (+++ fences); {} when absent or unparsable.
+    front_matter: dict[str, object]
+    # Text after the front matter; for MDX, top-level import/export (ESM) paragraphs removed.
+    body: str
+    # Whether the page was parsed as MDX; pass it on: chunk_markdown(page.body, mdx=page.mdx).
+    mdx: bool = False
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One search unit: a contiguous slice of a page body."""
+
+    text: str
+    heading_path: list[str]
+    plain: str
+    code: str
+    start_line: int
+    end_line: int
+    # Word count of `plain` as used for the size rules (CJK-aware).
+    words: int = 0
+
+
+class _Parser(MarkdownIt):
+    """MarkdownIt that leaves link URLs alone: chunking never renders them, and normalising them is slow."""
+
+    def normalizeLink(self, url: str) -> str:
+        """Return the URL unchanged."""
+        return url
+
+    def normalizeLinkText(self, link: str) -> str:
+        """Return the link text unchanged."""
+        return link
+
+    def validateLink(self, url: str) -> bool:
+        """Accept every URL (no HTML is produced, so there is nothing to protect)."""
+        return True
+
+
+def _is_admonition(params: str, markup: str) -> bool:
+    # `:::tip`, `:::note Title`, `::: warning`, `:::info[Title]`; a bare `:::` only closes.
+    return params.strip()[:1].isalpha()
+
+
+_ADMONITION = "admonition"
+_ADMONITION_OPEN = f"container_{_ADMONITION}_open"
+_ADMONITION_CLOSE = f"container_{_ADMONITION}_close"
+
+
+def _make_parser(*, mdx: bool) -> MarkdownIt:
+    md = _Parser("commonmark").enable(["table", "strikethrough"])
+    # Inline parsing is done lazily in _inline_plain, which skips it for text without markup.
+    md.disable(["inline", "text_join"])
+    if mdx:
+        # MDX has no indented code blocks; JSX children are commonly indented.
+        md.disable("code")
+    container_plugin(md, _ADMONITION, validate=_is_admonition)
+    return md
+
+
+_MD = _make_parser(mdx=False)
+_MDX = _make_parser(mdx=True)
+
+# Characters that can start inline markup that changes the plain text (escapes, code spans, emphasis,
+# strikethrough, links/images, autolinks/HTML, entities); inline text without them is already plain.
+_INLINE_SPECIAL = re.compile(r"[\\`*_~\[<&]")
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+# Han, kana and CJK compatibility ideographs (incl. supplementary planes).
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+")
+# HTML/JSX markup: comments, processing instructions, declarations, CDATA and tags (attribute values
+# may be quoted or {braced}, one level deep). Every alternative stops at the next "<" unless it has a
+# closing delimiter to find, so unclosed markup cannot make stripping quadratic.
+_HTML_MARKUP = re.compile(
+    r"<!--.*?(?:-->|$)"
+    r"|<\?[^<]*?\?>"
+    r"|<!\[CDATA\[[^<]*?\]\]>"
+    r"|<![A-Za-z][^<>]*>"
+    r"""|</?[A-Za-z][\w.:-]*(?:[^<>"'{}]|"[^"<]*"|'[^'<]*'|\{(?:[^{}<]|\{[^{}<]*\})*\})*>""",
+    re.S,
+)
+_PLACEHOLDER = re.compile("\0(\\d+)\0")
+_ADMONITION_NAME = re.compile(r"\A\s*[\w-]*")
+
+
+class _Block(NamedTuple):
+    start: int  # first source line
+    heading: int  # heading level, 0 if not a heading
+    title: str  # plain heading text ("" unless a heading)
+    plain: str
+    code: str
+    words: int
+    # How deep inside lists / block quotes the boundary before this block lies: 0 between top-level
+    # blocks, 1 between items of a list, 2 between blocks of one item... Deeper cuts are a last resort.
+    depth: int = 0
+
+
+class _Analysis(NamedTuple):
+    blocks: tuple[_Block, ...]
+    offsets: tuple[int, ...]  # start offset of each line, plus len(body) as a sentinel
+    cum_words: tuple[int, ...]  # cum_words[k] = words in blocks[:k]
+
+
+def _count_words(text: str) -> int:
+    n = len(text.split())
+    if not text.isascii():
+        for run in _CJK.findall(text):
+            n += len(run)
+    return n
+
+
+def _line_offsets(body: str) -> tuple[int, ...]:
+    offsets = [0]
+    if "\r" in body:
+        offsets.extend(m.end() for m in _NEWLINE.finditer(body))
+    else:
+        pos = body.find("\n")
+        while pos != -1:
+            offsets.append(pos + 1)
+            pos = body.find("\n", pos + 1)
+    # A final line break ends the last line rather than starting an empty one.
+    if len(offsets) > 1 and offsets[-1] == len(body):
+        offsets.pop()
+    offsets.append(len(body))
+    return tuple(offsets)
+
+
+def _inline_children_plain(children: list[Token], code: list[str]) -> str:
+    out: list[str] = []
+    spans: list[str] = []
+    in_autolink = False
+    for tok in children:
+        kind = tok.type
+        if kind == "text" or kind == "text_special":
+            if not in_autolink:
+                out.append(tok.content)
+        elif kind == "code_inline":
+            out.append(f"\0{len(spans)}\0")
+            spans.append(tok.content)
+        elif kind == "softbreak" or kind == "hardbreak":
+            out.append("\n")
+        elif kind == "image":
+            out.append(_inline_children_plain(tok.children or [], code))
+        elif kind == "link_open":
+            # An autolink's text is its URL.
+            in_autolink = tok.markup == "autolink"
+        elif kind == "link_close":
+            in_autolink = False
+        # html_inline and emphasis/strikethrough markers carry no text.
+    text = "".join(out)
+    if "<" in text:
+        # JSX tags with {expression} attributes are not HTML to markdown-it and come through as text
+        # (split around any real tags inside them), so strip tags again from the joined text.
+        text = _HTML_MARKUP.sub("", text)
+    if spans:
+        # Code spans were held out as NUL-delimited placeholders (markdown-it turns real NULs into
+        # U+FFFD) so that tag stripping cannot touch them.
+        code.extend(spans)
+        text = _PLACEHOLDER.sub(lambda m: spans[int(m[1])], text)
+    return text
+
+
+def _drop_jsx_comments(text: str) -> str:
+    parts: list[str] = []
+    pos = 0
+    while (start := text.find("{/*", pos)) != -1:
+        end = text.find("*/}", start + 3)
+        if end == -1:
+            break
+        parts.append(text[pos:start])
+        pos = end + 3
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _inline_plain(md: MarkdownIt, content: str, env: dict[str, Any], code: list[str]) -> str:
+    if "{/*" in content:
+        # MDX comments (`## Title {/*title-id*/}`); removed first, as their `*` would read as emphasis.
+        content = _drop_jsx_comments(content)
+    if not _INLINE_SPECIAL.search(content):
+        return content
+    children: list[Token] = []
+    md.inline.parse(content, md, env, children)
+    return _inline_children_plain(children, code)
+
+
+def _html_plain(md: MarkdownIt, content: str, env: dict[str, Any], code: list[str]) -> str:
+    text = _HTML_MARKUP.sub(" ", content)
+    # What is left between JSX tags is usually markdown (MDX), so links and code spans still need parsing.
+    lines = [line.strip() for line in text.split("\n")]
+    text = "\n".join(line for line in lines if line)
+    return _inline_plain(md, text, env, code) if text else ""
+
+
+def _admonition_title(info: str) -> str:
+    title = _ADMONITION_NAME.sub("", info, count=1).strip()
+    if title.startswith("[") and title.endswith("]"):
+        title = title[1:-1].strip()
+    return title
+
+
+def _block_text(
+    md: MarkdownIt, tokens: list[Token], lo: int, hi: int, env: dict[str, Any]
+) -> tuple[str, str]:
+    parts: list[str] = []
+    code: list[str] = []
+    for k in range(lo, hi):
+        tok = tokens[k]
+        kind = tok.type
+        if kind == "inline":
+            parts.append(_inline_plain(md, tok.content, env, code))
+        elif kind == "fence" or kind == "code_block":
+            content = tok.content.rstrip("\n")
+            parts.append(content)
+            code.append(content)
+        elif kind == "html_block":
+            parts.append(_html_plain(md, tok.content, env, code))
+        elif kind == _ADMONITION_OPEN:
+            parts.append(_admonition_title(tok.info))
+    plain = "\n".join(p.strip() for p in parts if p and not p.isspace())
+    return plain, "\n".join(c for c in code if c)
+
+
+def _clean_heading(text: str) -> str:
+    text = " ".join(text.split())
+    # Docusaurus/Pandoc explicit heading ids: `## Title {#title}`.
+    if text.endswith("}"):
+        cut = text.rfind("{#")
+        if cut != -1:
+            text = text[:cut].rstrip()
+    return text
+
+
+def _block_end(tokens: list[Token], i: int) -> int:
+    """Index just past the block that opens at ``tokens[i]``."""
+    tok = tokens[i]
+    j = i + 1
+    if tok.nesting == 1:
+        n = len(tokens)
+        while j < n and not (tokens[j].nesting == -1 and tokens[j].level == tok.level):
+            j += 1
+        j += 1
+    return min(j, len(tokens))
+
+
+# Containers whose children may be cut apart when the whole is too large for one chunk.
+_SPLITTABLE = frozenset({"bullet_list_open", "ordered_list_open", "list_item_open", "blockquote_open"})
+
+
+def _scan_blocks(md: MarkdownIt, body: str) -> list[_Block]:
+    env: dict[str, Any] = {}
+    tokens = md.parse(body, env)
+    blocks: list[_Block] = []
+
+    def add(lo: int, hi: int, start: int, heading: int, depth: int) -> None:
+        plain, code = _block_text(md, tokens, lo, hi, env)
+        words = _count_words(plain)
+        if blocks and start <= blocks[-1].start:
+            # No line of its own to start at: fold into the previous block.
+            prev = blocks[-1]
+            blocks[-1] = prev._replace(
+                plain="\n".join(p for p in (prev.plain, plain) if p),
+                code="\n".join(c for c in (prev.code, code) if c),
+                words=prev.words + words,
+            )
+        else:
+            title = ""
+            if heading:
+                title = plain = _clean_heading(plain)
+            blocks.append(_Block(max(start, 0), heading, title, plain, code, words, depth if blocks else 0))
+
+    def add_nested(lo: int, hi: int, start: int, depth: int) -> None:
+        # Lists, items and quotes become one block per leaf; the first leaf starts where its container
+        # does, later children start a boundary one level deeper.
+        c = lo + 1
+        first = True
+        while c < hi - 1:
+            e = _block_end(tokens, c)
+            child = tokens[c]
+            child_start = start if first else (child.map[0] if child.map else -1)
+            child_depth = depth if first else depth + 1
+            if child.type in _SPLITTABLE:
+                add_nested(c, e, child_start, child_depth)
+            else:
+                add(c, e, child_start, 0, child_depth)
+            first = False
+            c = e
+
+    i = 0
+    n = len(tokens)
+    while i < n:
+        tok = tokens[i]
+        kind = tok.type
+        start = tok.map[0] if tok.map else -1
+        if kind == _ADMONITION_OPEN:
+            # Not atomic: its children become blocks of their own, so headings inside still split.
+            add(i, i + 1, start, 0, 0)
+            i += 1
+            continue
+        if kind == _ADMONITION_CLOSE:
+            i += 1
+            continue
+        j = _block_end(tokens, i)
+        if kind in _SPLITTABLE:
+            add_nested(i, j, start, 0)
+        else:
+            heading = int(tok.tag[1:]) if kind == "heading_open" and tok.tag[1:].isdigit() else 0
+            add(i, j, start, heading, 0)
+        i = j
+    return blocks
+
+
+@lru_cache(maxsize=8)
+def _analyse(body: str, mdx: bool) -> _Analysis:
+    # Cached so parse_page (which may need the first H1) and chunk_markdown on the same body parse once.
+    offsets = _line_offsets(body)
+    try:
+        blocks = _scan_blocks(_MDX if mdx else _MD, body)
+    except Exception:
+        # markdown-it should not fail, but a page must never break a build: index it as one text block.
+        blocks = [_Block(0, 0, "", body.strip(), "", _count_words(body))]
+    if not blocks and body.strip():
+        # Only link reference definitions (or the like): content, but no text to index.
+        blocks = [_Block(0, 0, "", "", "", 0)]
+    return _Analysis(tuple(blocks), offsets, tuple(accumulate((b.words for b in blocks), initial=0)))
+
+
+class _Unit:
+    """A run of blocks [lo, hi) that will become one chunk."""
+
+    __slots__ = ("content", "hi", "lo", "path", "words")
+
+    def __init__(self, lo: int, hi: int, path: tuple[str, ...], words: int, content: bool) -> None:
+        self.lo = lo
+        self.hi = hi
+        self.path = path
+        self.words = words
+        # Whether it has words besides its own heading; only such units have a say in a merged path.
+        self.content = content
+
+    def absorb(self, other: _Unit) -> None:
+        """Extend this unit by the adjacent unit ``other`` (before or after it)."""
+        if self.content and other.content:
+            common = 0
+            for a, b in zip(self.path, other.path, strict=False):
+                if a != b:
+                    break
+                common += 1
+            self.path = self.path[:common]
+        elif other.content:
+            self.path = other.path
+        self.lo = min(self.lo, other.lo)
+        self.hi = max(self.hi, other.hi)
+        self.words += other.words
+        self.content = self.content or other.content
+
+
+def _sections(blocks: tuple[_Block, ...], max_depth: int) -> list[_Unit]:
+    units: list[_Unit] = []
+    stack: list[tuple[int, str]] = []
+    path: tuple[str, ...] = ()
+    lo = 0
+    words = 0
+    head_words = 0
+    for idx, block in enumerate(blocks):
+        if 0 < block.heading <= max_depth and block.title:
+            if idx > lo:
+                units.append(_Unit(lo, idx, path, words, words > head_words))
+            while stack and stack[-1][0] >= block.heading:
+                stack.pop()
+            stack.append((block.heading, block.title))
+            path = tuple(t for _, t in stack)
+            lo = idx
+            words = 0
+            head_words = block.words
+        words += block.words
+    units.append(_Unit(lo, len(blocks), path, words, words > head_words))
+    return units
+
+
+def _atoms(
+    blocks: tuple[_Block, ...], cum: tuple[int, ...], lo: int, hi: int, depth: int, max_words: int
+) -> list[tuple[int, int]]:
+    """Cut blocks [lo, hi) at boundaries no deeper than ``depth`` into (first block, words) runs.
+
+    A run over ``max_words`` is cut again at its shallowest inner boundaries.
+    """
+    atoms: list[tuple[int, int]] = []
+    k = lo
+    while k < hi:
+        e = k + 1
+        inner = -1
+        while e < hi and blocks[e].depth > depth:
+            inner = blocks[e].depth if inner == -1 else min(inner, blocks[e].depth)
+            e += 1
+        words = cum[e] - cum[k]
+        if words > max_words and inner != -1:
+            atoms.extend(_atoms(blocks, cum, k, e, inner, max_words))
+        else:
+            atoms.append((k, words))
+        k = e
+    return atoms
+
+
+def _split(
+    unit: _Unit, blocks: tuple[_Block, ...], cum: tuple[int, ...], min_words: int, max_words: int
+) -> list[_Unit]:
+    if unit.words <= max_words or unit.hi - unit.lo < 2:
+        return [unit]
+    target = unit.words / ceil(unit.words / max_words)
+    pieces: list[_Unit] = []
+    lo = unit.lo
+    words = 0
+    for idx, atom_words in _atoms(blocks, cum, unit.lo, unit.hi, 0, max_words):
+        if idx > lo and (words >= target or (words + atom_words > max_words and words >= min_words)):
+            pieces.append(_Unit(lo, idx, unit.path, words, unit.content if lo == unit.lo else words > 0))
+            lo = idx
+            words = 0
+        words += atom_words
+    pieces.append(_Unit(lo, unit.hi, unit.path, words, unit.content if lo == unit.lo else words > 0))
+    if len(pieces) > 1 and pieces[-1].words < min_words:
+        pieces[-2].absorb(pieces.pop())
+    return pieces
+
+
+def _merge_small(units: list[_Unit], min_words: int) -> list[_Unit]:
+    out: list[_Unit] = []
+    for unit in units:
+        if out and out[-1].words < min_words:
+            out[-1].absorb(unit)
+        else:
+            out.append(unit)
+    if len(out) > 1 and out[-1].words < min_words:
+        out[-2].absorb(out.pop())
+    return out
+
+
+def chunk_markdown(
+    body: str, *, max_depth: int = 3, min_words: int = 60, max_words: int = 500, mdx: bool = False
+) -> list[Chunk]:
+    """Split a markdown body into heading-delimited chunks that are exact, contiguous slices of it."""
+    if not body.strip():
+        return []
+    analysis = _analyse(body, mdx)
+    blocks = analysis.blocks
+    offsets = analysis.offsets
+    max_words = max(max_words, 1)
+
+    units: list[_Unit] = []
+    for section in _sections(blocks, max_depth):
+        units.extend(_split(section, blocks, analysis.cum_words, min_words, max_words))
+    units = _merge_small(units, min_words)
+
+    # Line ranges tile the body: blank lines and anything markdown-it ignores (link reference
+    # definitions, closing fences) belong to the block before them, leading ones to the first block.
+    n_lines = len(offsets) - 1
+    starts = [0] + [blocks[u.lo].start for u in units[1:]]
+    ends = [*starts[1:], n_lines]
+    # Python's idea of whitespace is wider than markdown's (e.g. U+3000 starts a paragraph).
+    keep: list[int] = []
+    for k in range(len(units)):
+        if body[offsets[starts[k]] : offsets[ends[k]]].strip():
+            keep.append(k)
+        elif keep:
+            units[keep[-1]].absorb(units[k])
+            ends[keep[-1]] = ends[k]
+        elif k + 1 < len(units):
+            units[k + 1].absorb(units[k])
+            starts[k + 1] = starts[k]
+
+    chunks: list[Chunk] = []
+    for k in keep:
+        unit = units[k]
+        part = blocks[unit.lo : unit.hi]
+        chunks.append(
+            Chunk(
+                text=body[offsets[starts[k]] : offsets[ends[k]]],
+                heading_path=list(unit.path),
+                plain="\n".join(b.plain for b in part if b.plain),
+                code="\n".join(b.code for b in part if b.code),
+                start_line=starts[k],
+                end_line=ends[k],
+                words=unit.words,
+            )
+        )
+    return chunks
+
+
+def _split_front_matter(text: str) -> tuple[str | None, str, str]:
+    """Return (front matter source or None, fence kind, body)."""
+    first_end = text.find("\n")
+    if first_end == -1:
+        return None, "", text
+    fence = text[:first_end].rstrip()
+    if fence not in ("---", "+++"):
+        return None, "", text
+    closers = ("---", "...") if fence == "---" else ("+++",)
+    pos = first_end + 1
+    while pos <= len(text):
+        end = text.find("\n", pos)
+        line_end = len(text) if end == -1 else end
+        if text[pos:line_end].rstrip() in closers:
+            body = "" if end == -1 else text[end + 1 :]
+            return text[first_end + 1 : pos], fence, body
+        if end == -1:
+            break
+        pos = end + 1
+    return None, "", text
+
+
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load_front_matter(raw: str, fence: str) -> object:
+    """Parse front matter source; raises whatever the YAML/TOML parser raises."""
+    if fence == "+++":
+        return tomllib.loads(raw)
+    return yaml.load(raw, Loader=_YAML_LOADER)
+
+
+def _lenient_scalars(raw: str) -> dict[str, object]:
+    # Broken YAML is often only an unquoted colon (`title: Foo: Bar`); keep simple top-level strings.
+    out: dict[str, object] = {}
+    for line in raw.split("\n"):
+        key, sep, value = line.partition(":")
+        if not sep or not key or key != key.strip() or " " in key:
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif not value or value[0] in "[{|>&*!#@`":
+            continue
+        out.setdefault(key, value)
+    return out
+
+
+def _text_field(front_matter: dict[str, object], *keys: str) -> str | None:
+    for key in keys:
+        value = front_matter.get(key)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, str | int | float):
+            text = " ".join(str(value).split())
+            if text:
+                return text
+    return None
+
+
+def _is_esm_line(line: str) -> bool:
+    word = line[:6]
+    if word != "import" and word != "export":
+        return False
+    return len(line) == 6 or not (line[6].isalnum() or line[6] in "_$")
+
+
+def _strip_esm(body: str) -> str:
+    if not (body.startswith(("import", "export")) or "\nimport" in body or "\nexport" in body):
+        return body
+    # MDX treats a top-level paragraph that starts with import/export as JavaScript, up to a blank line.
+    tokens = _MDX.parse(body, {})
+    lines = body.split("\n")
+    drop: list[tuple[int, int]] = []
+    for tok in tokens:
+        if tok.type == "paragraph_open" and tok.level == 0 and tok.map and _is_esm_line(lines[tok.map[0]]):
+            drop.append((tok.map[0], tok.map[1]))
+    if not drop:
+        return body
+    kept: list[str] = []
+    prev = 0
+    for lo, hi in drop:
+        kept.extend(lines[prev:lo])
+        prev = hi
+    kept.extend(lines[prev:])
+    return "\n".join(kept)
+
+
+def parse_page(text: str, *, mdx: bool = False) -> ParsedPage:
+    """Split a page into front matter, title, description and body; never raises."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+
+    raw, fence, body = _split_front_matter(text)
+    front_matter: dict[str, object] = {}
+    fields: dict[str, object] = {}
+    if raw is not None:
+        try:
+            data = _load_front_matter(raw, fence)
+        except Exception:
+            # YAMLError, TOMLDecodeError, RecursionError...: broken front matter, still not body text.
+            if fence == "---":
+                fields = _lenient_scalars(raw)
+        else:
+            if isinstance(data, dict):
+                front_matter = fields = {str(key): value for key, value in data.items()}
+            elif data is not None:
+                # Parses, but not as a mapping: the fences were thematic breaks, not front matter.
+                body = text
+
+    if mdx:
+        # On failure the body stays as is and its ESM lines are indexed as text.
+        with contextlib.suppress(Exception):
+            body = _strip_esm(body)
+
+    title = _text_field(fields, "title")
+    if title is None:
+        title = next((b.title for b in _analyse(body, mdx).blocks if b.heading == 1 and b.title), None)
+    if title is None:
+        title = _text_field(fields, "sidebar_label", "linkTitle")
+    return ParsedPage(
+        title=title,
+        description=_text_field(fields, "description"),
+        front_matter=front_matter,
+        body=body,
+        mdx=mdx,
+    )
