@@ -220,6 +220,7 @@ def _make_docs(
             max_depth=chunking.max_depth,
             min_words=chunking.min_words,
             max_words=chunking.max_words,
+            mdx=parsed.mdx,
         )
         # A folder listing only knows file names; a page's own title is better there.
         title = (parsed.title or link.title if prefer_page_title else link.title or parsed.title) or path
@@ -237,7 +238,7 @@ def _make_docs(
             optional=link.optional,
             chunks=[ChunkRecord(c.text, list(c.heading_path), c.start_line, c.end_line) for c in chunks],
         )
-        words = sum(len(c.plain.split()) for c in chunks)
+        words = sum(c.words for c in chunks)
         sources.append(
             msgspec.structs.replace(
                 src,
