@@ -84,12 +84,14 @@ def iter_terms(text: str) -> Iterator[tuple[str, int, int, int]]:
 
     Stop words are skipped but still consume a position, so phrase queries keep their gaps.
     """
+    # The hot loop of every build: plain words take a fast path with no helper calls.
     pos = -1
     stop = _STOP
+    cache = _STEM_CACHE
     for m in _TOKEN_RE.finditer(text):
         raw = m.group()
-        start = m.start()
         if m.lastgroup == "cjk":
+            start = m.start()
             n = len(raw)
             if n == 1:
                 pos += 1
@@ -99,10 +101,19 @@ def iter_terms(text: str) -> Iterator[tuple[str, int, int, int]]:
                 pos += 1
                 yield raw[i : i + 2], pos, start + i, start + i + 2
             continue
-        end = m.end()
+        pos += 1
+        if raw.isascii() and raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
+            low = raw.lower()
+            if low in stop:
+                continue
+            term = cache.get(low)
+            if term is None:
+                term = stem(low)
+            yield term, pos, m.start(), m.end()
+            continue
+        start, end = m.span()
         if not raw.isascii():
             raw = unicodedata.normalize("NFKC", raw)
-        pos += 1
         low = raw.lower()
         parts = _identifier_parts(raw)
         if not parts:
