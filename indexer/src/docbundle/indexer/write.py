@@ -170,21 +170,25 @@ def current_content_hash(vdir: Path) -> str | None:
 
 
 def prune(vdir: Path, keep: int) -> list[str]:
-    """Delete all but the newest ``keep`` builds, never the one ``CURRENT`` names; returns removed ids."""
+    """Delete all but the newest ``keep`` builds, never the one ``CURRENT`` names; returns removed ids.
+
+    The current build always counts as one of the ``keep``; the rest are the newest by build time,
+    then by when their directory was published (builds in the same second, or under a fixed
+    ``SOURCE_DATE_EPOCH``, share a build time).
+    """
     current = read_current(vdir)
-    builds = []
+    others = []
     for p in vdir.iterdir():
-        if p.is_dir() and BUILD_ID_RE.match(p.name):
+        if p.is_dir() and BUILD_ID_RE.match(p.name) and p.name != current:
             try:
                 built_at = read_manifest(p).build.built_at
             except (BundleError, OSError):
                 built_at = ""
-            builds.append((built_at, p.name))
-    builds.sort(reverse=True)
+            others.append((built_at, p.stat().st_mtime_ns, p.name))
+    others.sort(reverse=True)
+    room = max(keep - (1 if current else 0), 0)
     removed = []
-    for _, name in builds[keep:]:
-        if name == current:
-            continue
+    for _, _, name in others[room:]:
         shutil.rmtree(vdir / name, ignore_errors=True)
         removed.append(name)
     if removed:
