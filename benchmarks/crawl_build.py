@@ -18,12 +18,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from sitesrv import Site, run_site  # noqa: E402
-
 from docbundle.bundle.reader import verify_bundle  # noqa: E402
 from docbundle.indexer.build import Outcome, build_target  # noqa: E402
 from docbundle.indexer.cache import CrawlCache  # noqa: E402
 from docbundle.indexer.config import load_config  # noqa: E402
+from sitesrv import Site, run_site  # noqa: E402
 
 
 def _run(config: Path, out: Path, cache: CrawlCache) -> tuple[Outcome, float]:
@@ -68,7 +67,9 @@ def bench(corpus: Path) -> None:
                 f"  bundle {size / 1e6:.1f} MB, verify (sha256 of every file) {1000 * (time.perf_counter() - t0):.0f} ms"
             )
         if cold.status != "built" or warm.status != "unchanged":
-            print(f"  unexpected statuses: cold={cold.status} ({cold.message}) warm={warm.status} ({warm.message})")
+            print(
+                f"  unexpected statuses: cold={cold.status} ({cold.message}) warm={warm.status} ({warm.message})"
+            )
 
 
 def main() -> int:

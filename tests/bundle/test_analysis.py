@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pickle
 
+from docbundle.bundle.analysis import DocTokenizer, analyze
+from docbundle.bundle.schema import make_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from whoosh.fields import Schema
-
-from docbundle.bundle.analysis import DocTokenizer, analyze
-from docbundle.bundle.schema import make_schema
 
 
 def test_english_uses_porter2_not_the_buggy_porter() -> None:

@@ -6,10 +6,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from whoosh.qparser import MultifieldParser, OrGroup
-
 from docbundle.bundle.manifest import SUPPORTED_FORMAT_VERSIONS
 from docbundle.bundle.reader import open_bundle, verify_bundle
+from whoosh.qparser import MultifieldParser, OrGroup
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import msgspec
 import pytest
-
 from docbundle.bundle.errors import BundleFormatError, UnsupportedFormatVersionError
 from docbundle.bundle.manifest import (
     FORMAT_VERSION,

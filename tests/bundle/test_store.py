@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, ChunkRecord, DocRecord, DocStore, write_store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _doc(i: int, text: str = "body") -> DocRecord:

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from docbundle.bundle.errors import (
     BundleFormatError,
     BundleIntegrityError,

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from docbundle.indexer.build import Outcome, build_target
 from docbundle.indexer.cache import CrawlCache
 from docbundle.indexer.config import load_config

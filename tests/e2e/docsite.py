@@ -8,11 +8,19 @@ from sitesrv import Site
 
 TOPICS = [
     ("install", "Installation", "Install the widget SDK with pip and configure the API key."),
-    ("webhooks", "Webhooks", "Receive payment events by registering a webhook endpoint with a signing secret."),
+    (
+        "webhooks",
+        "Webhooks",
+        "Receive payment events by registering a webhook endpoint with a signing secret.",
+    ),
     ("use-effect", "Effects", "Synchronise with external systems using the useEffect hook and its cleanup."),
     ("tables", "Tables", "Render tabular data with sap.m.Table and bind rows to a JSON model."),
     ("retries", "Retries", "Configure max_retry_after and exponential backoff for failed requests."),
-    ("widget-ko", "결제위젯 연동하기", "결제위젯을 연동하는 방법을 알아봅니다. 결제 요청과 승인 과정을 설명합니다."),
+    (
+        "widget-ko",
+        "결제위젯 연동하기",
+        "결제위젯을 연동하는 방법을 알아봅니다. 결제 요청과 승인 과정을 설명합니다.",
+    ),
 ]
 
 
@@ -34,7 +42,7 @@ def llms_txt(pages: list[tuple[str, str, str]], extra: str = "") -> str:
     for slug, title, lead in pages[:half]:
         lines.append(f"- [{title}](guides/{slug}.md): {lead[:30]}")
     lines += ["", "## Reference", ""]
-    for slug, title, lead in pages[half:]:
+    for slug, title, _lead in pages[half:]:
         lines.append(f"- [{title}](reference/{slug}.md)")
     return "\n".join(lines) + "\n" + extra
 
@@ -55,7 +63,9 @@ def publish_site(site: Site, revision: int = 0) -> list[str]:
     return paths
 
 
-FAST_CRAWL = "crawl = { timeout = 1.5, retries = 1, backoff = 0.05, max_retry_after = 3.0, max_bytes = 200000 }"
+FAST_CRAWL = (
+    "crawl = { timeout = 1.5, retries = 1, backoff = 0.05, max_retry_after = 3.0, max_bytes = 200000 }"
+)
 
 
 def write_config(directory: Path, source: str, extra: str = "") -> Path:

@@ -6,11 +6,10 @@ import shutil
 from pathlib import Path
 
 from conftest import Build
-from docsite import TOPICS, llms_txt, page_markdown, publish_site, write_config
-from sitesrv import Site
-
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import open_bundle, verify_bundle
+from docsite import TOPICS, llms_txt, page_markdown, publish_site, write_config
+from sitesrv import Site
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -32,7 +31,13 @@ def test_full_crawl_builds_a_verified_bundle(site: Site, tmp_path: Path, build: 
     assert m.library.id == "demo" and m.build.content_hash == o.content_hash
     assert m.source.title == "Demo Docs" and m.source.summary == "Documentation for the demo payment SDK."
     assert {d.section for d in m.documents} == {"Guides", "Reference"}
-    assert sorted(p.name for p in bundle.iterdir()) == ["docs.bin", "docs.idx", "index", "llms.txt", "manifest.json"]
+    assert sorted(p.name for p in bundle.iterdir()) == [
+        "docs.bin",
+        "docs.idx",
+        "index",
+        "llms.txt",
+        "manifest.json",
+    ]
     assert not list((bundle / "index").glob("*LOCK")), "the whoosh write lock must not ship"
     b = open_bundle(bundle)
     try:
@@ -65,7 +70,9 @@ def test_second_run_sends_conditional_requests_and_builds_nothing(
     assert _tree(_vdir(tmp_path)) == before
 
 
-def test_one_changed_page_gives_a_new_bundle_and_keeps_the_old(site: Site, tmp_path: Path, build: Build) -> None:
+def test_one_changed_page_gives_a_new_bundle_and_keeps_the_old(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
     paths = publish_site(site)
     config = write_config(tmp_path, site.url("/llms.txt"))
     first = build(config)
@@ -126,7 +133,9 @@ def _llms(extra: str) -> str:
     return llms_txt(TOPICS, extra)
 
 
-def test_failing_llms_txt_keeps_the_previous_bundle_untouched(site: Site, tmp_path: Path, build: Build) -> None:
+def test_failing_llms_txt_keeps_the_previous_bundle_untouched(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
     publish_site(site)
     config = write_config(tmp_path, site.url("/llms.txt"))
     first = build(config)
@@ -164,7 +173,9 @@ def test_same_inputs_give_the_same_content_hash(site: Site, tmp_path: Path, buil
     assert a.status == b.status == "built"
     assert a.content_hash == b.content_hash
     # Not yet a promise (byte reproducibility is a later issue), but the store is already identical.
-    assert (Path(a.bundle or "") / "docs.bin").read_bytes() == (Path(b.bundle or "") / "docs.bin").read_bytes()
+    assert (Path(a.bundle or "") / "docs.bin").read_bytes() == (
+        Path(b.bundle or "") / "docs.bin"
+    ).read_bytes()
 
 
 def test_only_the_newest_builds_are_kept_and_never_current(site: Site, tmp_path: Path, build: Build) -> None:
@@ -202,7 +213,9 @@ def test_a_local_llms_txt_and_a_markdown_folder_need_no_network(tmp_path: Path, 
     m = verify_bundle(Path(o.bundle or ""))
     assert m.source.kind == "directory"
     assert {d.title for d in m.documents} == {t for _, t, _ in TOPICS[:3]}
-    assert not any(str(tmp_path) in d.path for d in m.documents), "ids must not leak the build machine's paths"
+    assert not any(str(tmp_path) in d.path for d in m.documents), (
+        "ids must not leak the build machine's paths"
+    )
 
 
 def test_llms_full_file_produces_documents_without_crawling(site: Site, tmp_path: Path, build: Build) -> None:

@@ -10,11 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from docsite import TOPICS, page_markdown, publish_site, write_config
-from sitesrv import Site
-
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
 from docbundle.bundle.reader import verify_bundle
+from docsite import TOPICS, page_markdown, publish_site, write_config
+from sitesrv import Site
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +48,16 @@ def test_json_report_names_failures_and_exit_1_when_a_library_fails(site: Site, 
         encoding="utf-8",
     )
     report_file = tmp_path / "report.json"
-    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--json", "--report", str(report_file))
+    r = _cli(
+        "build",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "out"),
+        "--json",
+        "--report",
+        str(report_file),
+    )
     assert r.returncode == 1, r.stderr
     report = json.loads(r.stdout)
     assert json.loads(report_file.read_text()) == report
@@ -101,7 +109,17 @@ def test_killing_a_build_midway_leaves_current_valid_and_nothing_partial(site: S
 
     site.add("/p/0.md", "# Changed\n\nA new revision forces a new bundle.\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "docbundle.indexer.cli",
+            "build",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--quiet",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -13,7 +13,7 @@ import os
 import posixpath
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as pkg_version
@@ -22,29 +22,30 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import msgspec
-
 from docbundle.bundle.analysis import ANALYZER_ID
 from docbundle.bundle.contenthash import content_hash
-from docbundle.bundle.layout import make_build_id, read_current, version_dir
+from docbundle.bundle.layout import make_build_id, version_dir
 from docbundle.bundle.manifest import (
     FORMAT_VERSION,
     BuildInfo,
+    ChunkingInfo,
     Conformance,
     Counts,
     Manifest,
     SourceDocument,
     SourceInfo,
 )
-from docbundle.bundle.store import ChunkRecord, DocRecord, write_store
+from docbundle.bundle.schema import SCHEMA_ID
+from docbundle.bundle.store import DocRecord, write_store
 
 from . import write
 from .cache import CrawlCache
-from .chunk import Chunk, chunk_markdown, parse_page
 from .config import Target
 from .crawl import FetchResult, crawl, fetch_one
 from .errors import BuildError, FetchError, IndexerError
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
-from .progress import Progress, make_progress
+from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
+from .progress import Progress
 
 Status = Literal["built", "unchanged", "failed"]
 PAGE_SUFFIXES = (".md", ".mdx", ".markdown", ".txt")
@@ -180,21 +181,56 @@ class _Page(msgspec.Struct):
     text: str | None
 
 
-def _make_docs(
-    pages: list[_Page], target: Target, base_url: str, *, prefer_page_title: bool = False
-) -> tuple[list[DocRecord], list[list[Chunk]], list[SourceDocument]]:
-    chunking = target.library.chunking
-    docs: list[DocRecord] = []
-    doc_chunks: list[list[Chunk]] = []
-    sources: list[SourceDocument] = []
+class _Assembled(msgspec.Struct):
+    docs: list[DocRecord]
+    sources: list[SourceDocument]
+    chunks: int
+
+
+def _page_ids(pages: list[_Page], base_url: str) -> list[str]:
     used: set[str] = set()
+    ids = []
     for page in pages:
-        link, res = page.link, page.result
-        path = doc_path(link.url, base_url)
-        base_path, n = path, 2
+        path = base_path = doc_path(page.link.url, base_url)
+        n = 2
         while path in used:
             path, n = f"{base_path}~{n}", n + 1
         used.add(path)
+        ids.append(path)
+    return ids
+
+
+def _jobs(pages: list[_Page], ids: list[str], target: Target, prefer_page_title: bool) -> list[PageJob]:
+    c = target.library.chunking
+    return [
+        PageJob(
+            page.text,
+            urlsplit(page.link.url).path.lower().endswith(".mdx"),
+            page.link.title,
+            path,
+            page.link.section,
+            prefer_page_title,
+            c.max_depth,
+            c.min_words,
+            c.max_words,
+        )
+        for page, path in zip(pages, ids, strict=True)
+        if page.text is not None
+    ]
+
+
+def _assemble(
+    pages: list[_Page],
+    ids: list[str],
+    prepared: Iterator[Prepared],
+    target: Target,
+    base_url: str,
+    index: write.IndexWriter,
+) -> _Assembled:
+    """Pair prepared pages with their links, feeding each chunk to the index as it arrives."""
+    out = _Assembled([], [], 0)
+    for page, path in zip(pages, ids, strict=True):
+        link, res = page.link, page.result
         url = _display_url(link.url, target, base_url)
         src = SourceDocument(
             url=url,
@@ -209,48 +245,75 @@ def _make_docs(
         )
         if page.text is None:
             assert res is not None
-            sources.append(
-                msgspec.structs.replace(src, error=res.error or "not fetched", error_kind=res.error_kind)
-            )
+            err = msgspec.structs.replace(src, error=res.error or "not fetched", error_kind=res.error_kind)
+            out.sources.append(err)
             continue
-        mdx = urlsplit(link.url).path.lower().endswith(".mdx")
-        parsed = parse_page(page.text, mdx=mdx)
-        chunks = chunk_markdown(
-            parsed.body,
-            max_depth=chunking.max_depth,
-            min_words=chunking.min_words,
-            max_words=chunking.max_words,
-            mdx=parsed.mdx,
-        )
-        # A folder listing only knows file names; a page's own title is better there.
-        title = (parsed.title or link.title if prefer_page_title else link.title or parsed.title) or path
-        if not chunks:
-            sources.append(
-                msgspec.structs.replace(src, title=title, error="page has no text", error_kind="empty")
+        prep = next(prepared)
+        if not prep.chunks:
+            empty = msgspec.structs.replace(
+                src, title=prep.title, error="page has no text", error_kind="empty"
             )
+            out.sources.append(empty)
             continue
         record = DocRecord(
             id=path,
             url=url,
-            title=title,
-            description=link.notes or parsed.description or "",
+            title=prep.title,
+            description=link.notes or prep.description or "",
             section=link.section,
             optional=link.optional,
-            chunks=[ChunkRecord(c.text, list(c.heading_path), c.start_line, c.end_line) for c in chunks],
+            chunks=prep.chunks,
         )
-        words = sum(c.words for c in chunks)
-        sources.append(
+        docnum = len(out.docs)
+        for ci, analysed in enumerate(prep.analysed):
+            index.add(analysed, docnum, ci)
+        out.chunks += len(prep.chunks)
+        out.sources.append(
             msgspec.structs.replace(
                 src,
-                title=title,
+                title=prep.title,
                 sha256=hashlib.sha256(record.text.encode()).hexdigest(),
-                chunks=len(chunks),
-                words=words,
+                chunks=len(prep.chunks),
+                words=prep.words,
             )
         )
-        docs.append(record)
-        doc_chunks.append(chunks)
-    return docs, doc_chunks, sources
+        out.docs.append(record)
+    return out
+
+
+def input_hash(target: Target, kind: str, pages: list[_Page]) -> str:
+    """sha256 of everything a build's output depends on, computed before any parsing.
+
+    Equal to the current bundle's ``build.input_hash`` ⇒ nothing can have changed, and the build
+    stops without parsing a page (a warm nightly run of an unchanged site is then only the crawl).
+    """
+    lib = target.library
+    h = hashlib.sha256()
+    h.update(
+        msgspec.msgpack.encode(
+            [
+                "docbundle-input/1",
+                FORMAT_VERSION,
+                ANALYZER_ID,
+                SCHEMA_ID,
+                _chunking(target),
+                lib.info(),
+                target.version,
+                lib.search(),
+                kind,
+                target.label,
+            ]
+        )
+    )
+    for page in pages:
+        link = page.link
+        h.update(msgspec.msgpack.encode([link.url, link.title, link.notes, link.section, link.optional]))
+        h.update(hashlib.sha256(page.text.encode()).digest() if page.text is not None else b"\0failed")
+    return h.hexdigest()
+
+
+def _chunking(target: Target) -> ChunkingInfo:
+    return msgspec.structs.replace(target.library.chunking.info(), chunker=CHUNKER_ID)
 
 
 def _fetch_source(target: Target, cache: CrawlCache | None) -> tuple[LlmsTxt, str, FetchResult | None, str]:
@@ -349,40 +412,52 @@ def _build_locked(
     outcome.crawl_seconds = round(time.perf_counter() - t0, 3)
 
     t1 = time.perf_counter()
-    docs, doc_chunks, sources = _make_docs(pages, target, base_url, prefer_page_title=llms_result is None)
-    if not docs:
-        raise FetchError(
-            target.source, "no page could be fetched and indexed; see the failures", kind="empty"
-        )
-    chash = content_hash(lib.info(), target.version, lib.chunking.info(), lib.search(), docs)
-    outcome.content_hash = chash
-    outcome.documents = len(docs)
-    outcome.chunks = sum(len(c) for c in doc_chunks)
-    if chash == write.current_content_hash(vdir):
-        outcome.status = "unchanged"
-        outcome.build_id = read_current(vdir)
-        outcome.bundle = str(vdir / outcome.build_id) if outcome.build_id else None
-        outcome.message = "content unchanged; kept the current bundle"
-        outcome.build_seconds = round(time.perf_counter() - t1, 3)
+    kind = "directory" if llms_result is None and not _is_url(target.source) else llms.kind
+    ihash = input_hash(target, kind, pages)
+    current = write.current_manifest(vdir)
+    if current is not None and current.build.input_hash == ihash:
+        _unchanged(outcome, vdir, current, t1)
         return
 
-    build_id = make_build_id(_iso(started), chash)
-    tmp = write.new_temp_dir(vdir, build_id)
+    ids = _page_ids(pages, base_url)
+    jobs = _jobs(pages, ids, target, prefer_page_title=llms_result is None)
+    build_id_date = _iso(started)
+    tmp = write.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
     try:
+        index = write.IndexWriter(tmp, seed=ihash)
+        try:
+            asm = _assemble(pages, ids, prepare_all(jobs), target, base_url, index)
+            if not asm.docs:
+                raise FetchError(
+                    target.source, "no page could be fetched and indexed; see the failures", kind="empty"
+                )
+            chash = content_hash(lib.info(), target.version, _chunking(target), lib.search(), asm.docs)
+            outcome.content_hash = chash
+            outcome.documents = len(asm.docs)
+            outcome.chunks = asm.chunks
+            if current is not None and current.build.content_hash == chash:
+                index.cancel()
+                shutil.rmtree(tmp)
+                _unchanged(outcome, vdir, current, t1)
+                return
+            index.commit()
+        except BaseException:
+            index.cancel()
+            raise
+        build_id = make_build_id(build_id_date, chash)
         (tmp / "llms.txt").write_text(llms_text, encoding="utf-8")
-        write_store(tmp, docs)
-        write.write_index(tmp, docs, doc_chunks, seed=chash)
+        write_store(tmp, asm.docs)
         manifest = Manifest(
             format_version=FORMAT_VERSION,
             library=lib.info(),
             version=target.version,
             source=SourceInfo(
                 llms_txt=target.label or target.source,
-                kind="directory" if llms_result is None and not _is_url(target.source) else llms.kind,  # type: ignore[arg-type]
+                kind=kind,  # type: ignore[arg-type]
                 fetched_at=_iso(started),
                 title=llms.title,
                 summary=llms.summary,
-                sha256=llms_result.sha256 or "" if llms_result else "",
+                sha256=(llms_result.sha256 or "") if llms_result else "",
                 etag=llms_result.etag if llms_result else None,
                 last_modified=llms_result.last_modified if llms_result else None,
                 conformance=[Conformance(code=i.code, line=i.line, message=i.message) for i in llms.issues],
@@ -390,19 +465,20 @@ def _build_locked(
             build=BuildInfo(
                 build_id=build_id,
                 content_hash=chash,
+                input_hash=ihash,
                 built_at=_iso(_now()),
                 analyzer=ANALYZER_ID,
-                chunking=lib.chunking.info(),
+                chunking=_chunking(target),
                 search=lib.search(),
                 tools=_tool_versions(),
             ),
             counts=Counts(
-                documents=len(docs),
-                chunks=outcome.chunks,
-                failed=sum(1 for s in sources if s.error),
-                words=sum(s.words for s in sources),
+                documents=len(asm.docs),
+                chunks=asm.chunks,
+                failed=sum(1 for s in asm.sources if s.error),
+                words=sum(s.words for s in asm.sources),
             ),
-            documents=sources,
+            documents=asm.sources,
             files=[],
         )
         write.finish_manifest(tmp, manifest)
@@ -415,9 +491,20 @@ def _build_locked(
     outcome.bundle = str(final)
     outcome.pruned = write.prune(vdir, target.keep)
     outcome.build_seconds = round(time.perf_counter() - t1, 3)
-    outcome.message = f"built {build_id}: {len(docs)} documents, {outcome.chunks} chunks"
+    outcome.message = f"built {build_id}: {len(asm.docs)} documents, {asm.chunks} chunks"
     if outcome.pages_failed:
         outcome.message += f", {outcome.pages_failed} page(s) failed"
+
+
+def _unchanged(outcome: Outcome, vdir: Path, current: Manifest, t1: float) -> None:
+    outcome.status = "unchanged"
+    outcome.build_id = current.build.build_id
+    outcome.content_hash = current.build.content_hash
+    outcome.bundle = str(vdir / current.build.build_id)
+    outcome.documents = current.counts.documents
+    outcome.chunks = current.counts.chunks
+    outcome.message = "content unchanged; kept the current bundle"
+    outcome.build_seconds = round(time.perf_counter() - t1, 3)
 
 
 __all__ = ["BuildError", "Outcome", "build_target", "doc_path"]

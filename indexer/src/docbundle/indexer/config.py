@@ -13,7 +13,6 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import msgspec
-
 from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
 from docbundle.bundle.manifest import ChunkingInfo, LibraryInfo, SearchSettings, VersionInfo
 
@@ -27,7 +26,7 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=T
     pass
 
 
-class ChunkingConfig(_Strict):
+class ChunkingConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """How pages are split into search units."""
 
     max_depth: int = 3
@@ -45,7 +44,7 @@ class ChunkingConfig(_Strict):
         return ChunkingInfo(max_depth=self.max_depth, min_words=self.min_words, max_words=self.max_words)
 
 
-class VersionConfig(_Strict):
+class VersionConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One documentation version of a library."""
 
     name: str
@@ -55,7 +54,7 @@ class VersionConfig(_Strict):
     lts: bool = False
 
 
-class LibraryConfig(_Strict):
+class LibraryConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One ``[[library]]`` entry."""
 
     id: str
@@ -91,14 +90,14 @@ class LibraryConfig(_Strict):
         )
 
 
-class Defaults(_Strict):
+class Defaults(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """``[defaults]``: settings every library inherits unless it sets its own."""
 
     keep: int = 3
     crawl: dict[str, Any] = {}
 
 
-class _File(_Strict):
+class _File(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
     defaults: Defaults = Defaults()
     library: list[dict[str, Any]] = []
 

@@ -13,22 +13,23 @@ import hashlib
 import os
 import random
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgspec
-from whoosh.filedb.filestore import FileStorage
-
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, read_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
-from docbundle.bundle.store import DocRecord, write_store
+from whoosh.filedb.filestore import FileStorage
+from whoosh.util.numeric import byte_to_length, length_to_byte
+from whoosh.writing import SegmentWriter
 
-from .chunk import Chunk
 from .errors import BuildError
+from .prepare import Analysed
 
 LOCK_NAME = ".lock"
 TMP_PREFIX = ".tmp-"
@@ -65,38 +66,95 @@ def remove_stale_temps(vdir: Path) -> list[str]:
     return removed
 
 
-def write_index(
-    directory: Path, docs: Sequence[DocRecord], chunks: Sequence[Sequence[Chunk]], seed: str
-) -> None:
-    """Build the whoosh index (one optimized segment, no lock file) of every chunk of every document."""
-    (directory / INDEX_DIR).mkdir()
-    storage = _StableStorage(str(directory / INDEX_DIR))
-    state = random.getstate()
-    random.seed(seed)  # whoosh names segments with the global random module
-    try:
-        ix = storage.create_index(make_schema(), indexname=INDEX_NAME)
-        writer = ix.writer(limitmb=256)
+class _AnalysedSegmentWriter(SegmentWriter):  # type: ignore[misc]
+    """A whoosh SegmentWriter fed with fields analysed elsewhere (see ``prepare``).
+
+    ``add_analysed`` does what ``add_document`` does minus the analysis, and the segment flush looks
+    field lengths up in a dict instead of reading each one back from the length columns (whoosh does
+    that once per posting). A test checks the index files are byte-identical to ``add_document``'s.
+    """
+
+    def __init__(self, ix: Any, **kwargs: Any) -> None:
+        super().__init__(ix, **kwargs)
+        self._lengths: dict[str, dict[int, int]] = {}
+
+    def add_analysed(self, analysed: Analysed, stored: dict[str, object]) -> None:
+        self._check_state()
+        pdw = self.perdocwriter
+        docnum = self.docnum
+        add_post = self.pool.add
+        pdw.start_doc(docnum)
         try:
-            for di, (doc, doc_chunks) in enumerate(zip(docs, chunks, strict=True)):
-                for ci, ch in enumerate(doc_chunks):
-                    writer.add_document(
-                        title=doc.title,
-                        headings=" \u203a ".join(ch.heading_path),
-                        body=ch.plain,
-                        code=ch.code,
-                        section=doc.section,
-                        doc=di,
-                        chunk=ci,
-                    )
+            for name in sorted([*analysed, *stored]):
+                field = self.schema[name]
+                if name in analysed:
+                    items, length = analysed[name]
+                    for tbytes, _freq, weight, vbytes in items:
+                        add_post((name, tbytes, docnum, weight, vbytes))
+                    pdw.add_field(name, field, None, length)
+                    if length:
+                        self._lengths.setdefault(name, {})[docnum] = byte_to_length(length_to_byte(length))
+                else:
+                    pdw.add_field(name, field, stored[name], 0)
         except BaseException:
-            writer.cancel()
+            pdw.cancel_doc()
             raise
-        writer.commit(optimize=True)
-        ix.close()
-    finally:
-        random.setstate(state)
-    for leftover in (directory / INDEX_DIR).glob("*LOCK"):
-        leftover.unlink()
+        pdw.finish_doc()
+        self._added = True
+        self.docnum += 1
+
+    def _flush_segment(self) -> None:
+        self.perdocwriter.close()
+        lengths = self._lengths
+
+        class _Lengths:
+            @staticmethod
+            def doc_field_length(docnum: int, fieldname: str, default: int = 0) -> int:
+                return lengths.get(fieldname, {}).get(docnum, default)
+
+        self.fieldwriter.add_postings(self.schema, _Lengths, self.pool.iter_postings())
+        self.fieldwriter.close()
+
+
+class IndexWriter:
+    """Writes a bundle's whoosh index: one optimized segment, no lock file, stable bytes."""
+
+    def __init__(self, directory: Path, seed: str) -> None:
+        self._dir = directory / INDEX_DIR
+        self._dir.mkdir()
+        storage = _StableStorage(str(self._dir))
+        self._random_state = random.getstate()
+        random.seed(seed)  # whoosh names segments with the global random module
+        try:
+            ix = storage.create_index(make_schema(), indexname=INDEX_NAME)
+            self._writer = _AnalysedSegmentWriter(ix, limitmb=256)
+        except BaseException:
+            random.setstate(self._random_state)
+            raise
+        self._ix = ix
+        self.count = 0
+
+    def add(self, analysed: Analysed, doc: int, chunk: int) -> None:
+        """Add one chunk, already analysed, as record ``doc`` / chunk ``chunk``."""
+        self._writer.add_analysed(analysed, {"doc": doc, "chunk": chunk})
+        self.count += 1
+
+    def commit(self) -> None:
+        """Write the segment and remove the lock file."""
+        try:
+            self._writer.commit(optimize=True)
+            self._ix.close()
+        finally:
+            random.setstate(self._random_state)
+        for leftover in self._dir.glob("*LOCK"):
+            leftover.unlink()
+
+    def cancel(self) -> None:
+        """Abandon the index (the caller removes the directory)."""
+        try:
+            self._writer.cancel()
+        finally:
+            random.setstate(self._random_state)
 
 
 def _fsync_tree(root: Path) -> None:
@@ -158,13 +216,13 @@ def finish_manifest(directory: Path, manifest: Manifest) -> Manifest:
     return done
 
 
-def current_content_hash(vdir: Path) -> str | None:
-    """The content hash of the bundle ``CURRENT`` names, or None when there is none or it is unreadable."""
+def current_manifest(vdir: Path) -> Manifest | None:
+    """The manifest of the bundle ``CURRENT`` names, or None when there is none or it is unreadable."""
     try:
         build_id = read_current(vdir)
         if build_id is None:
             return None
-        return read_manifest(vdir / build_id).build.content_hash
+        return read_manifest(vdir / build_id)
     except (BundleError, OSError):
         return None
 

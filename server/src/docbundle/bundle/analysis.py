@@ -71,10 +71,10 @@ def stem(word: str) -> str:
 
 def _identifier_parts(raw: str) -> list[str]:
     """Split an identifier-like token into its lowercase parts (empty when it has only one part)."""
-    if not any(c in _JOINERS for c in raw) and (raw.islower() or raw.isupper() or raw[1:].islower()):
-        # A plain word ("Hello", "HTTP", "install"): no parts. Also skips digits-in-word like "utf8".
-        if not any(c.isdigit() for c in raw) or raw.isdigit():
-            return []
+    plain = not any(c in _JOINERS for c in raw) and (raw.islower() or raw.isupper() or raw[1:].islower())
+    if plain and (raw.isdigit() or not any(c.isdigit() for c in raw)):
+        # A plain word ("Hello", "HTTP", "install") or number: no parts.
+        return []
     parts = [p.lower() for p in _PART_RE.findall(raw)]
     return parts if len(parts) > 1 else []
 

@@ -33,7 +33,7 @@ class Base(msgspec.Struct, frozen=True, kw_only=True):
     """Base of every manifest Struct: immutable, keyword-only, every field written out."""
 
 
-class LibraryInfo(Base):
+class LibraryInfo(Base, frozen=True, kw_only=True):
     """The library a bundle belongs to, as configured."""
 
     id: str
@@ -42,7 +42,7 @@ class LibraryInfo(Base):
     category: str = ""
 
 
-class VersionInfo(Base):
+class VersionInfo(Base, frozen=True, kw_only=True):
     """The documentation version a bundle holds."""
 
     name: str = "latest"
@@ -51,7 +51,7 @@ class VersionInfo(Base):
     lts: bool = False
 
 
-class Conformance(Base):
+class Conformance(Base, frozen=True, kw_only=True):
     """One way the source llms.txt deviated from the spec (reported, never fatal)."""
 
     code: str
@@ -59,7 +59,7 @@ class Conformance(Base):
     message: str
 
 
-class SourceInfo(Base):
+class SourceInfo(Base, frozen=True, kw_only=True):
     """Where the documents came from."""
 
     llms_txt: str
@@ -73,7 +73,7 @@ class SourceInfo(Base):
     conformance: list[Conformance] = []
 
 
-class SourceDocument(Base):
+class SourceDocument(Base, frozen=True, kw_only=True):
     """One document the llms.txt pointed to: indexed (``chunks`` > 0) or dropped (``error`` set)."""
 
     url: str
@@ -92,7 +92,7 @@ class SourceDocument(Base):
     error_kind: str | None = None
 
 
-class Counts(Base):
+class Counts(Base, frozen=True, kw_only=True):
     """Totals, so a reader need not walk the document list."""
 
     documents: int = 0
@@ -101,34 +101,36 @@ class Counts(Base):
     words: int = 0
 
 
-class ChunkingInfo(Base):
+class ChunkingInfo(Base, frozen=True, kw_only=True):
     """The chunking settings that shaped the search units (part of the content hash)."""
 
     max_depth: int = 3
     min_words: int = 60
     max_words: int = 500
+    chunker: str = ""
 
 
-class SearchSettings(Base):
+class SearchSettings(Base, frozen=True, kw_only=True):
     """Per-library search settings from the config, applied by the server at query time."""
 
     section_weights: dict[str, float] = {}
     synonyms: list[list[str]] = []
 
 
-class BuildInfo(Base):
+class BuildInfo(Base, frozen=True, kw_only=True):
     """How and when the bundle was built."""
 
     build_id: str
     content_hash: str
     built_at: str
     analyzer: str
+    input_hash: str = ""
     chunking: ChunkingInfo = ChunkingInfo()
     search: SearchSettings = SearchSettings()
     tools: dict[str, str] = {}
 
 
-class SafetyFinding(Base):
+class SafetyFinding(Base, frozen=True, kw_only=True):
     """Content that may try to steer an AI assistant (hidden Unicode, injected instructions)."""
 
     path: str
@@ -137,7 +139,7 @@ class SafetyFinding(Base):
     chunk: int | None = None
 
 
-class FileEntry(Base):
+class FileEntry(Base, frozen=True, kw_only=True):
     """One file of the bundle, relative to the bundle directory, with its size and sha256."""
 
     path: str
@@ -145,7 +147,7 @@ class FileEntry(Base):
     sha256: str
 
 
-class Manifest(Base):
+class Manifest(Base, frozen=True, kw_only=True):
     """The whole manifest. ``format_version`` must stay the first field."""
 
     format_version: int

@@ -64,10 +64,14 @@ def verify_bundle(bundle: Path) -> Manifest:
     on_disk = _files_on_disk(bundle)
     missing = sorted(set(listed) - on_disk)
     if missing:
-        raise BundleIntegrityError(f"{bundle}: missing file(s) listed in the manifest: {', '.join(missing[:5])}")
+        raise BundleIntegrityError(
+            f"{bundle}: missing file(s) listed in the manifest: {', '.join(missing[:5])}"
+        )
     extra = sorted(on_disk - set(listed))
     if extra:
-        raise BundleIntegrityError(f"{bundle}: unexpected file(s) not in the manifest: {', '.join(extra[:5])}")
+        raise BundleIntegrityError(
+            f"{bundle}: unexpected file(s) not in the manifest: {', '.join(extra[:5])}"
+        )
     for rel, entry in sorted(listed.items()):
         path = bundle / rel
         if path.is_symlink():

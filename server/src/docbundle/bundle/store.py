@@ -95,15 +95,19 @@ class DocStore:
         if magic != _MAGIC:
             raise BundleFormatError(f"{DOCS_IDX} does not start with the docbundle store magic")
         if len(idx) != _HEAD.size + 8 * (count + 1):
-            raise BundleFormatError(f"{DOCS_IDX} holds {len(idx)} bytes, expected {_HEAD.size + 8 * (count + 1)}")
+            raise BundleFormatError(
+                f"{DOCS_IDX} holds {len(idx)} bytes, expected {_HEAD.size + 8 * (count + 1)}"
+            )
         self._offsets = array("Q")
         self._offsets.frombytes(idx[_HEAD.size :])
         if sys.byteorder != "little":
             self._offsets.byteswap()
-        self._count = count
+        self._count: int = count
         self._fh = open(directory / DOCS_BIN, "rb")  # noqa: SIM115 - lives as long as the store
         size = self._fh.seek(0, 2)
-        if self._offsets[-1] != size or any(a > b for a, b in zip(self._offsets, self._offsets[1:], strict=False)):
+        if self._offsets[-1] != size or any(
+            a > b for a, b in zip(self._offsets, self._offsets[1:], strict=False)
+        ):
             self._fh.close()
             raise BundleFormatError(f"{DOCS_IDX} offsets do not match {DOCS_BIN} ({size} bytes)")
         self._map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None

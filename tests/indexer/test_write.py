@@ -1,0 +1,91 @@
+"""The index writer: fed pre-analysed fields, it must write exactly what whoosh itself would."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
+from docbundle.indexer import prepare, write
+from docbundle.indexer.chunk import chunk_markdown, parse_page
+from docbundle.indexer.prepare import PageJob, prepare_all, prepare_page
+
+PAGES = [
+    "# Hooks\n\nRunning effects with `useEffect`.\n\n## Cleanup\n\n```js\nreturn () => off();\n```\n",
+    "---\ntitle: Tables\n---\n\nRows of sap.m.Table, bound to a JSONModel.\n\n## Columns\n\nHeaders.\n",
+    "# 결제위젯\n\n결제위젯을 연동하는 방법.\n\n## 결제 요청\n\n승인 과정.\n",
+    "",
+]
+
+
+def _jobs() -> list[PageJob]:
+    return [
+        PageJob(t, False, f"Page {i}", f"p{i}.md", "Guides", False, 3, 5, 500) for i, t in enumerate(PAGES)
+    ]
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((d / INDEX_DIR).iterdir())}
+
+
+def test_analysed_writer_is_byte_identical_to_whoosh_add_document(tmp_path: Path) -> None:
+    prepared = [prepare_page(j) for j in _jobs()]
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    w = write.IndexWriter(fast, seed="s")
+    for docnum, p in enumerate(p for p in prepared if p.chunks):
+        for ci, analysed in enumerate(p.analysed):
+            w.add(analysed, docnum, ci)
+    w.commit()
+
+    slow = tmp_path / "slow"
+    (slow / INDEX_DIR).mkdir(parents=True)
+    state = random.getstate()
+    random.seed("s")
+    try:
+        ix = write._StableStorage(str(slow / INDEX_DIR)).create_index(make_schema(), indexname=INDEX_NAME)
+        writer = ix.writer(limitmb=256)
+        indexed = [(job, p) for job, p in zip(_jobs(), prepared, strict=True) if p.chunks]
+        for docnum, (job, p) in enumerate(indexed):
+            chunks = chunk_markdown(parse_page(job.text).body, min_words=job.min_words)
+            assert [c.text for c in chunks] == [c.text for c in p.chunks]
+            for ci, chunk in enumerate(chunks):
+                writer.add_document(
+                    title=p.title,
+                    headings=" \u203a ".join(chunk.heading_path),
+                    body=chunk.plain,
+                    code=chunk.code,
+                    section=job.section,
+                    doc=docnum,
+                    chunk=ci,
+                )
+        writer.commit(optimize=True)
+        ix.close()
+    finally:
+        random.setstate(state)
+    for lock in (slow / INDEX_DIR).glob("*LOCK"):
+        lock.unlink()
+    assert _files(fast) == _files(slow)
+    assert w.count == sum(len(p.chunks) for p in prepared)
+
+
+def test_workers_give_the_same_result_as_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    jobs = _jobs() * 6
+    monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)
+    parallel = list(prepare_all(jobs, workers=2))
+    serial = list(prepare_all(jobs, workers=0))
+    assert parallel == serial
+    assert [bool(p.chunks) for p in serial] == [True, True, True, False] * 6
+
+
+def test_a_page_title_comes_from_the_link_then_the_page() -> None:
+    job = PageJob(
+        "---\ntitle: From page\n---\n\nText here.\n", False, "From link", "x.md", "", False, 3, 5, 500
+    )
+    assert prepare_page(job).title == "From link"
+    assert prepare_page(PageJob(job.text, False, "", "x.md", "", False, 3, 5, 500)).title == "From page"
+    folder = PageJob(job.text, False, "x", "x.md", "", True, 3, 5, 500)
+    assert prepare_page(folder).title == "From page"
+    bare = PageJob("Just text.\n", False, "", "x.md", "", False, 3, 5, 500)
+    assert prepare_page(bare).title == "x.md"
