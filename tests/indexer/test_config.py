@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ConfigError
 
