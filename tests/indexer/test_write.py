@@ -10,6 +10,8 @@ from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
 from docbundle.indexer import prepare, write
 from docbundle.indexer.chunk import chunk_markdown, parse_page
 from docbundle.indexer.prepare import PageJob, prepare_all, prepare_page
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 PAGES = [
     "# Hooks\n\nRunning effects with `useEffect`.\n\n## Cleanup\n\n```js\nreturn () => off();\n```\n",
@@ -89,3 +91,12 @@ def test_a_page_title_comes_from_the_link_then_the_page() -> None:
     assert prepare_page(folder).title == "From page"
     bare = PageJob("Just text.\n", False, "", "x.md", "", False, 3, 5, 500)
     assert prepare_page(bare).title == "x.md"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), st.sampled_from(["title", "headings", "body", "code", "section"]))
+def test_fast_analysis_equals_whoosh_field_index(text: str, field: str) -> None:
+    schema = make_schema()
+    items = list(schema[field].index(text))
+    length = sum(f for _, f, _, _ in items) if schema[field].scorable else 0
+    assert prepare._analyse({field: text})[field] == (items, length)
