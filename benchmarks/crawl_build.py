@@ -36,11 +36,14 @@ def _run(config: Path, out: Path, cache: CrawlCache) -> tuple[Outcome, float]:
 def _line(label: str, o: Outcome, total: float) -> str:
     pages = o.pages_fetched or o.documents
     crawl_rate = pages / o.crawl_seconds if o.crawl_seconds else float("inf")
-    build_rate = o.documents / o.build_seconds if o.build_seconds else float("inf")
+    if o.status == "unchanged":
+        build = f"build skipped (nothing changed) {o.build_seconds:5.2f} s"
+    else:
+        build = f"build {o.build_seconds:6.2f} s = {o.documents / max(o.build_seconds, 1e-9):7.1f} pages/s"
     return (
         f"  {label:<5} {o.status:<9} pages={pages:5d} (304: {o.pages_not_modified:5d}, failed: {o.pages_failed}) "
-        f"crawl {o.crawl_seconds:6.2f} s = {crawl_rate:7.1f} pages/s | build {o.build_seconds:6.2f} s = "
-        f"{build_rate:7.1f} pages/s | total {total:6.2f} s | docs={o.documents} chunks={o.chunks}"
+        f"crawl {o.crawl_seconds:6.2f} s = {crawl_rate:7.1f} pages/s | {build} | total {total:6.2f} s | "
+        f"docs={o.documents} chunks={o.chunks}"
     )
 
 

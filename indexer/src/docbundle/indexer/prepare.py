@@ -32,7 +32,7 @@ Analysed = dict[str, tuple[list[tuple[bytes, int, float, bytes]], int]]
 CHUNKER_ID = f"docbundle-chunker/1 (markdown-it-py {version('markdown-it-py')})"
 
 # Below this much text, starting worker processes costs more than it saves.
-PARALLEL_MIN_BYTES = 2_000_000
+PARALLEL_MIN_BYTES = 1_000_000
 _TEXT_FIELDS = ("title", "headings", "body", "code", "section")
 
 
