@@ -1,0 +1,452 @@
+"""Search one bundle: query text in, ranked (document, chunk) hits out.
+
+Query text is data. It never reaches whoosh's query parser: words are cut out with the same analyzer the
+index was built with, and the query tree (``Term``, ``And``, ``Or``, ``Phrase``) is built here, so no
+wildcard, regex, fuzzy, range, field or boost syntax can be expressed, whatever the user types.
+
+How a query is built:
+
+- ``"quoted text"`` is a phrase; everything else is words.
+- Each word is analysed: an English word gives one stem; an identifier (``useEffect``, ``sap.m.Table``)
+  gives its whole form (boosted) OR all of its parts; a CJK word gives bigrams that must all match
+  (``balanced``), appear as a phrase (``precise``) or any of them (``broad``).
+- Stop words are already gone (the analyzer drops them); question words ("how", "what", "should" ...)
+  are dropped too when other words remain. At most ``MAX_WORDS`` words are searched, the rarest first,
+  so a pasted paragraph cannot make whoosh score every posting in the index.
+- Each word is searched in title, headings, body and code with field boosts, scored with BM25F.
+- Words combine by ``mode``: ``balanced`` ORs them with a bonus for matching more of them, ``broad`` ORs
+  them plainly, ``precise`` requires every word.
+- Scoring is BM25 per field (whoosh's BM25F: K1 1.2, B 0.75, 0.5 for title and headings), computed
+  here from whoosh's posting lists rather than by whoosh's Python matcher tree: each (field, term)
+  posting list is read once, turned into per-chunk impacts, and cached, so a warm query only adds up
+  cached numbers. Quoted phrases need positions and go through whoosh's own phrase matcher.
+- Scores are multiplied by the document's section weight (the llms.txt ``Optional`` section counts half
+  unless the library's config says otherwise), and no document takes more than ``per_doc`` of the hits.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+import re
+import threading
+from array import array
+from dataclasses import dataclass
+from typing import Literal
+
+from docbundle.bundle.analysis import iter_terms
+from docbundle.bundle.reader import Bundle
+from whoosh.codec.whoosh3 import LENGTHS_COLUMN
+from whoosh.reading import IndexReader
+from whoosh.scoring import BM25F
+from whoosh.util.numeric import byte_to_length
+
+Mode = Literal["balanced", "broad", "precise"]
+MODES: tuple[Mode, ...] = ("balanced", "broad", "precise")
+
+FIELD_BOOSTS = {"title": 2.5, "headings": 2.0, "body": 1.0, "code": 1.2}
+MAX_WORDS = 10
+MAX_QUERY_CHARS = 2000
+DEFAULT_SECTION_WEIGHTS = {"optional": 0.5}
+# Words that frame a question rather than say what it is about (stemmed, as the analyzer emits them).
+QUESTION_WORDS = frozenset(
+    [
+        "how",
+        "what",
+        "why",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "do",
+        "doe",
+        "did",
+        "i",
+        "me",
+        "my",
+        "can",
+        "could",
+        "should",
+        "would",
+        "shall",
+        "is",
+        "am",
+        "was",
+        "were",
+        "been",
+        "want",
+        "need",
+        "tell",
+        "show",
+        "explain",
+        "pleas",
+        "know",
+    ]
+)
+_PHRASE_RE = re.compile(r'"([^"]+)"')
+_WHOLE_BOOST = 1.5
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked search unit: record ``doc`` of the store, chunk ``chunk`` of that record."""
+
+    doc: int
+    chunk: int
+    score: float
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """The hits (best first), the terms searched, and the words left out."""
+
+    hits: list[Hit]
+    terms: list[str]
+    dropped: list[str]
+
+
+@dataclass(frozen=True)
+class _Word:
+    text: str
+    terms: tuple[str, ...]  # whole form first for identifiers; bigrams in order for CJK
+    kind: Literal["plain", "ident", "cjk"]
+
+
+def _words(text: str) -> list[_Word]:
+    """Analyse free text into query words (stop words already gone)."""
+    words: list[_Word] = []
+    current_pos = None
+    current: list[str] = []
+    start = end = 0
+    cjk_run: list[str] = []
+    cjk_end = -1
+
+    def flush() -> None:
+        if current:
+            kind: Literal["plain", "ident"] = "ident" if len(current) > 1 else "plain"
+            words.append(_Word(text[start:end], tuple(current), kind))
+
+    for term, pos, sc, ec in iter_terms(text):
+        is_cjk = len(term) <= 2 and not term.isascii() and ec - sc <= 2 and _is_cjk(term)
+        if is_cjk:
+            if current:
+                flush()
+                current, current_pos = [], None
+            if cjk_run and sc <= cjk_end - 1:
+                cjk_run.append(term)  # the next bigram of the same run overlaps the previous one
+            else:
+                if cjk_run:
+                    words.append(_Word("".join(_unbigram(cjk_run)), tuple(cjk_run), "cjk"))
+                cjk_run = [term]
+            cjk_end = ec
+            continue
+        if cjk_run:
+            words.append(_Word("".join(_unbigram(cjk_run)), tuple(cjk_run), "cjk"))
+            cjk_run = []
+        if pos != current_pos:
+            flush()
+            current, current_pos, start = [], pos, sc
+        end = ec
+        if term not in current:
+            current.append(term)
+    flush()
+    if cjk_run:
+        words.append(_Word("".join(_unbigram(cjk_run)), tuple(cjk_run), "cjk"))
+    return words
+
+
+def _unbigram(bigrams: list[str]) -> list[str]:
+    return [bigrams[0], *(b[-1] for b in bigrams[1:])]
+
+
+def _is_cjk(term: str) -> bool:
+    return any(
+        "\u1100" <= c <= "\u11ff"
+        or "\u3040" <= c <= "\u30ff"
+        or "\u3130" <= c <= "\u318f"
+        or "\u3400" <= c <= "\u9fff"
+        or "\uac00" <= c <= "\ud7af"
+        or "\uf900" <= c <= "\ufaff"
+        or "\uff66" <= c <= "\uff9f"
+        or c >= "\U00020000"
+        for c in term
+    )
+
+
+_K1 = 1.2
+_B = {"title": 0.5, "headings": 0.5, "body": 0.75, "code": 0.75}
+_CACHE_POSTINGS = 3_000_000  # cached postings per bundle (8 bytes each) before the cache is reset
+
+Postings = tuple["array[int]", "array[float]"]  # chunk numbers, BM25 impacts
+
+
+class BundleSearcher:
+    """Ranked search over one opened bundle; safe to call from many threads at once."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self._bundle = bundle
+        self._ix = bundle.index
+        self._weighting = BM25F(B=0.75, K1=_K1, title_B=0.5, headings_B=0.5)
+        manifest = bundle.manifest
+        settings = manifest.build.search
+        weights = {**DEFAULT_SECTION_WEIGHTS, **{k.lower(): v for k, v in settings.section_weights.items()}}
+        # whoosh document numbers run chunk by chunk through the store's records, in order, so the
+        # manifest's chunk counts map them back without reading stored fields.
+        indexed = [d for d in manifest.documents if d.chunks > 0 and not d.error]
+        self._starts: list[int] = []
+        self._doc_weight: list[float] = []
+        total = 0
+        for d in indexed:
+            self._starts.append(total)
+            total += d.chunks
+            w = weights.get(d.section.lower(), 1.0)
+            if d.optional:
+                w = min(w, weights.get("optional", 1.0))
+            self._doc_weight.append(w)
+        self._chunk_count = total
+        self._synonyms: dict[str, list[tuple[str, ...]]] = {}
+        for group in settings.synonyms:
+            forms = [tuple(t for t, _, _, _ in iter_terms(s)) for s in group]
+            forms = [f for f in forms if f]
+            for f in forms:
+                if len(f) == 1:
+                    self._synonyms.setdefault(f[0], []).extend(o for o in forms if o != f)
+        self._lock = threading.Lock()
+        self._lengths: dict[str, tuple[array[int], float]] = {}
+        self._cache: dict[tuple[str, str], Postings] = {}
+        self._pos_cache: dict[tuple[str, str], dict[int, list[int]]] = {}
+        self._cached = 0
+
+    # -- postings ------------------------------------------------------------------------------
+
+    def _field_lengths(self, reader: IndexReader, field: str) -> tuple[array[int], float]:
+        found = self._lengths.get(field)
+        if found is None:
+            perdoc = getattr(reader, "_perdoc", None)  # whoosh keeps field lengths in a per-segment column
+            lenfield = f"_{field}_len"
+            if perdoc is None:  # not the one optimized segment a bundle holds: the slow, general way
+                n = self._chunk_count
+                lengths = array("I", (reader.doc_field_length(i, field) or 0 for i in range(n)))
+            elif perdoc.has_column(lenfield):
+                table = [byte_to_length(b) or 0 for b in range(256)]
+                col = perdoc.column_reader(lenfield, LENGTHS_COLUMN)
+                lengths = array("I", (table[b] for b in col.load()))
+            else:  # no chunk has any text in this field
+                lengths = array("I", bytes(4 * self._chunk_count))
+            avg = (sum(lengths) / len(lengths)) if lengths else 1.0
+            found = self._lengths[field] = (lengths, avg or 1.0)
+        return found
+
+    def _postings(self, field: str, term: str) -> Postings:
+        """Chunk numbers and BM25 impacts of ``term`` in ``field`` (read once, then cached)."""
+        key = (field, term)
+        found = self._cache.get(key)
+        if found is not None:
+            return found
+        with self._lock, self._ix.reader() as reader:
+            found = self._cache.get(key)
+            if found is not None:
+                return found
+            ids: array[int] = array("I")
+            tfs: array[float] = array("f")
+            btext = term.encode("utf-8")
+            if (field, btext) in reader:
+                m = reader.postings(field, btext)
+                while m.is_active():
+                    ids.append(m.id())
+                    tfs.append(m.weight())
+                    m.next()
+            n = max(self._chunk_count, 1)
+            df = len(ids)
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            lengths, avg = self._field_lengths(reader, field)
+            b = _B[field]
+            norm = [_K1 * (1.0 - b + b * lengths[i] / avg) for i in ids]
+            impacts = array("f", (idf * tf * (_K1 + 1.0) / (tf + k) for tf, k in zip(tfs, norm, strict=True)))
+            if self._cached + len(ids) > _CACHE_POSTINGS:
+                self._cache.clear()
+                self._cached = 0
+            self._cache[key] = found = (ids, impacts)
+            self._cached += len(ids)
+        return found
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def _score_all(self, field: str, terms: tuple[str, ...], boost: float, out: dict[int, float]) -> None:
+        """Add to ``out`` the score of chunks holding every one of ``terms`` in ``field``."""
+        lists = [self._postings(field, t) for t in terms]
+        if len(lists) == 1:
+            ids, imps = lists[0]
+            get = out.get
+            for i, v in zip(ids, imps, strict=True):
+                out[i] = get(i, 0.0) + boost * v
+            return
+        lists.sort(key=lambda p: len(p[0]))
+        common: dict[int, float] = {i: boost * v for i, v in zip(*lists[0], strict=True)}
+        for ids, imps in lists[1:]:
+            common = {i: common[i] + boost * v for i, v in zip(ids, imps, strict=True) if i in common}
+            if not common:
+                return
+        get = out.get
+        for i, v in common.items():
+            out[i] = get(i, 0.0) + v
+
+    def _word_scores(self, word: _Word, mode: Mode) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for field, boost in FIELD_BOOSTS.items():
+            if word.kind == "plain":
+                self._score_all(field, word.terms, boost, out)
+                for syn in self._synonyms.get(word.terms[0], []):
+                    self._score_all(field, syn, boost, out)
+            elif word.kind == "ident":
+                self._score_all(field, word.terms[:1], boost * _WHOLE_BOOST, out)
+                self._score_all(field, word.terms[1:], boost, out)
+            elif mode == "broad":
+                for t in word.terms:
+                    self._score_all(field, (t,), boost, out)
+            else:
+                self._score_all(field, word.terms, boost, out)
+        return out
+
+    def _positions(self, field: str, term: str) -> dict[int, list[int]]:
+        """Positions of ``term`` in each chunk holding it in ``field`` (read on demand, cached)."""
+        key = ("\0pos:" + field, term)
+        found = self._pos_cache.get(key)
+        if found is not None:
+            return found
+        fmt = self._ix.schema[field].format
+        out: dict[int, list[int]] = {}
+        with self._ix.reader() as reader:
+            btext = term.encode("utf-8")
+            if (field, btext) in reader:
+                m = reader.postings(field, btext)
+                while m.is_active():
+                    out[m.id()] = fmt.decode_positions(m.value())
+                    m.next()
+        if len(self._pos_cache) > 2_000:
+            self._pos_cache.clear()
+        self._pos_cache[key] = out
+        return out
+
+    def _phrase_scores(self, text: str) -> dict[int, float]:
+        """Chunks holding the words of ``text`` in order (stop words may sit between them)."""
+        by_pos: dict[int, str] = {}
+        for term, pos, _, _ in iter_terms(text):
+            by_pos.setdefault(pos, term)  # the whole form of an identifier comes first
+        if not by_pos:
+            return {}
+        positions = sorted(by_pos)
+        terms = tuple(by_pos[p] for p in positions)
+        if len(terms) == 1:
+            return self._word_scores(_Word(text, terms, "plain"), "balanced")
+        gaps = [b - a for a, b in itertools.pairwise(positions)]
+        out: dict[int, float] = {}
+        for field, boost in FIELD_BOOSTS.items():
+            if field == "code":  # indexed without positions
+                continue
+            candidates: dict[int, float] = {}
+            self._score_all(field, terms, boost, candidates)
+            if not candidates:
+                continue
+            pos_lists = [self._positions(field, t) for t in terms]
+            for docnum, score in candidates.items():
+                starts = pos_lists[0].get(docnum, [])
+                if any(_follows(start, docnum, pos_lists[1:], gaps) for start in starts):
+                    out[docnum] = out.get(docnum, 0.0) + score
+        return out
+
+    def _locate(self, docnum: int) -> tuple[int, int]:
+        doc = bisect.bisect_right(self._starts, docnum) - 1
+        return doc, docnum - self._starts[doc]
+
+    def _rank_words(self, words: list[_Word]) -> tuple[list[_Word], list[str]]:
+        """Drop question words (when others remain) and keep the rarest MAX_WORDS words."""
+        dropped: list[str] = []
+        content = [w for w in words if not (w.kind == "plain" and w.terms[0] in QUESTION_WORDS)]
+        if content:
+            dropped += [w.text for w in words if w not in content]
+            words = content
+        seen: set[tuple[str, ...]] = set()
+        unique = []
+        for w in words:
+            if w.terms not in seen:
+                seen.add(w.terms)
+                unique.append(w)
+        if len(unique) > MAX_WORDS:
+            freq = {w: min(len(self._postings("body", t)[0]) for t in w.terms) for w in unique}
+            keep = set(sorted(unique, key=lambda w: freq[w])[:MAX_WORDS])
+            dropped += [w.text for w in unique if w not in keep]
+            unique = [w for w in unique if w in keep]
+        return unique, dropped
+
+    def plan(
+        self, query: str | None = None, keywords: list[str] | None = None
+    ) -> tuple[list[_Word], list[str], list[str]]:
+        """The words and quoted phrases a query searches, and the words it drops."""
+        text = (query or "")[:MAX_QUERY_CHARS]
+        phrases = [p for p in _PHRASE_RE.findall(text) if p.strip()][:4]
+        words = _words(_PHRASE_RE.sub(" ", text))
+        for kw in keywords or []:
+            words += _words(kw[:200])
+        words, dropped = self._rank_words(words)
+        return words, phrases, dropped
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        keywords: list[str] | None = None,
+        mode: Mode = "balanced",
+        limit: int = 5,
+        per_doc: int = 2,
+    ) -> SearchOutcome:
+        """Rank the bundle's chunks for ``query`` / ``keywords``; at most ``per_doc`` hits per document."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        words, phrases, dropped = self.plan(query, keywords)
+        terms = [t for w in words for t in w.terms] + [f'"{p}"' for p in phrases]
+        clauses = [self._word_scores(w, mode) for w in words] + [self._phrase_scores(p) for p in phrases]
+        clauses = [c for c in clauses if c] if mode != "precise" else clauses
+        if not clauses or limit < 1:
+            return SearchOutcome([], terms, dropped)
+        total: dict[int, float] = {}
+        matched: dict[int, int] = {}
+        for c in clauses:
+            for i, v in c.items():
+                total[i] = total.get(i, 0.0) + v
+                matched[i] = matched.get(i, 0) + 1
+        n = len(clauses)
+        if mode == "precise":
+            total = {i: v for i, v in total.items() if matched[i] == n}
+        elif mode == "balanced" and n > 1:
+            # Reward chunks that match more of the words (whoosh's OrGroup.factory(0.9) in spirit).
+            total = {i: v * (1.0 + 0.9 * (matched[i] - 1) / (n - 1)) for i, v in total.items()}
+        scored = []
+        for docnum, score in total.items():
+            doc, chunk = self._locate(docnum)
+            scored.append((score * self._doc_weight[doc], doc, chunk))
+        pool = heapq.nsmallest(max(50, limit * 8), scored, key=lambda h: (-h[0], h[1], h[2]))
+        hits: list[Hit] = []
+        per: dict[int, int] = {}
+        for score, doc, chunk in pool:
+            if per.get(doc, 0) >= per_doc:
+                continue
+            per[doc] = per.get(doc, 0) + 1
+            hits.append(Hit(doc, chunk, round(score, 6)))
+            if len(hits) >= limit:
+                break
+        return SearchOutcome(hits, terms, dropped)
+
+
+def _follows(start: int, docnum: int, rest: list[dict[int, list[int]]], gaps: list[int]) -> bool:
+    """Whether each next phrase word sits exactly ``gap`` positions after the previous one."""
+    at = start
+    for positions, gap in zip(rest, gaps, strict=True):
+        at += gap
+        if at not in positions.get(docnum, ()):
+            return False
+    return True

@@ -1,0 +1,175 @@
+"""Search over one bundle: query text is data, identifiers and CJK match, ranking rules hold."""
+
+from __future__ import annotations
+
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from docbundle.bundle.reader import Bundle, open_bundle
+from docbundle.indexer.build import build_target
+from docbundle.indexer.config import load_config
+from docbundle.server.search import MAX_WORDS, BundleSearcher
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+PAGES = {
+    "guides/effects.md": "# Effects\n\nSynchronise with the outside world using the useEffect hook.\n\n"
+    "## Cleanup\n\nReturn a cleanup function so the effect can unsubscribe.\n",
+    "guides/state.md": "# State\n\nKeep values between renders with the useState hook.\n\n"
+    "## Updating state\n\nCall the setter with the next state.\n",
+    "guides/tables.md": "# Tables\n\nThe sap.m.Table control renders rows bound to a JSON model.\n\n"
+    "## Growing\n\nSet growing to load rows in pages.\n",
+    "guides/routing.md": "# Routing\n\nNavigation between views uses the router and its routes.\n\n"
+    "## Targets\n\nA target names the view to display.\n",
+    "guides/long.md": "# Long page\n\n"
+    + "\n\n".join(f"## Part {i}\n\nThe routing table part {i}." for i in range(8)),
+    "ko/widget.md": "# 결제위젯 연동하기\n\n결제위젯을 연동하는 방법을 알아봅니다.\n\n## 결제 요청\n\n승인 과정을 거칩니다.\n",
+    "zh/database.md": "# 数据库\n\n如何配置数据库连接。\n",
+    "ja/widget.md": "# 決済ウィジェット\n\n決済ウィジェットを連携する方法。\n",
+    "extra/appendix.md": "# Appendix\n\nThe useEffect hook appendix, repeated: useEffect useEffect.\n",
+}
+LLMS = (
+    "# Search fixture\n\n## Guides\n\n"
+    + "".join(f"- [{p}]({p})\n" for p in PAGES if not p.startswith("extra/"))
+    + "\n## Optional\n\n- [Appendix](extra/appendix.md)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    root = tmp_path_factory.mktemp("search")
+    site = root / "site"
+    for rel, text in PAGES.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text, encoding="utf-8")
+    (site / "llms.txt").write_text(LLMS, encoding="utf-8")
+    config = root / "libraries.toml"
+    config.write_text(
+        '[[library]]\nid = "fixture"\nllms_txt = "site/llms.txt"\nsynonyms = [["navigation", "routing"]]\n'
+        "[library.chunking]\nmin_words = 3\n",
+        encoding="utf-8",
+    )
+    cat = load_config(config)
+    (target,) = cat.targets(cat.libraries[0])
+    outcome = build_target(target, root / "bundles")
+    assert outcome.status == "built", outcome.message
+    return open_bundle(Path(outcome.bundle or ""), use_mmap=False)
+
+
+@pytest.fixture(scope="module")
+def searcher(bundle: Bundle) -> BundleSearcher:
+    return BundleSearcher(bundle)
+
+
+def _ids(bundle: Bundle, searcher: BundleSearcher, query: str, **kw: object) -> list[str]:
+    return [bundle.store.get(h.doc).id for h in searcher.search(query, **kw).hits]  # type: ignore[arg-type]
+
+
+def test_identifier_matches_whole_and_by_its_parts(bundle: Bundle, searcher: BundleSearcher) -> None:
+    assert _ids(bundle, searcher, "useEffect")[0] == "guides/effects.md"
+    assert _ids(bundle, searcher, "effect")[0] == "guides/effects.md"
+    assert _ids(bundle, searcher, "sap.m.Table")[0] == "guides/tables.md"
+    assert "guides/tables.md" in _ids(bundle, searcher, "Table")
+
+
+@pytest.mark.parametrize(
+    ("query", "page"),
+    [
+        ("결제위젯", "ko/widget.md"),
+        ("위젯 연동", "ko/widget.md"),
+        ("数据库", "zh/database.md"),
+        ("ウィジェット", "ja/widget.md"),
+    ],
+)
+def test_cjk_queries_find_their_pages(
+    bundle: Bundle, searcher: BundleSearcher, query: str, page: str
+) -> None:
+    assert _ids(bundle, searcher, query)[0] == page
+
+
+def test_english_stemming_matches_other_forms(bundle: Bundle, searcher: BundleSearcher) -> None:
+    assert _ids(bundle, searcher, "renders")[0] in {"guides/state.md", "guides/tables.md"}
+    assert "guides/tables.md" in _ids(bundle, searcher, "binding rows")
+
+
+@pytest.mark.parametrize(
+    "query", ["*", "p*", "title:tables", "rout~2", "[a TO z]", "(", '"unbalanced', "NOT AND OR", "^3"]
+)
+def test_query_syntax_is_treated_as_text(searcher: BundleSearcher, query: str) -> None:
+    out = searcher.search(query)
+    assert all("*" not in t and ":" not in t and "~" not in t for t in out.terms)
+
+
+def test_field_syntax_does_not_restrict_the_field(bundle: Bundle, searcher: BundleSearcher) -> None:
+    # "title:" is just the word "title"; the query still finds "tables" wherever it is.
+    assert "guides/tables.md" in _ids(bundle, searcher, "title:tables")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_is_a_valid_query(searcher: BundleSearcher, text: str) -> None:
+    out = searcher.search(text, limit=3)
+    assert len(out.hits) <= 3
+
+
+def test_no_document_takes_more_than_per_doc_hits(bundle: Bundle, searcher: BundleSearcher) -> None:
+    ids = _ids(bundle, searcher, "routing table part", limit=10)
+    assert ids.count("guides/long.md") == 2
+    assert _ids(bundle, searcher, "routing table part", limit=10, per_doc=1).count("guides/long.md") == 1
+
+
+def test_optional_section_ranks_below_an_equal_match(bundle: Bundle, searcher: BundleSearcher) -> None:
+    ids = _ids(bundle, searcher, "useEffect hook")
+    assert ids.index("guides/effects.md") < ids.index("extra/appendix.md")
+
+
+def test_modes_differ_in_how_many_words_must_match(bundle: Bundle, searcher: BundleSearcher) -> None:
+    precise = _ids(bundle, searcher, "useState growing", mode="precise")
+    broad = _ids(bundle, searcher, "useState growing", mode="broad")
+    assert precise == []
+    assert {"guides/state.md", "guides/tables.md"} <= set(broad)
+
+
+def test_quoted_phrase_requires_the_words_in_order(bundle: Bundle, searcher: BundleSearcher) -> None:
+    assert _ids(bundle, searcher, '"cleanup function"')[0] == "guides/effects.md"
+    assert _ids(bundle, searcher, '"function cleanup"') == []
+
+
+def test_long_questions_are_pruned_and_say_what_was_dropped(searcher: BundleSearcher) -> None:
+    question = "how do I make the router show a view when the user clicks " + " ".join(
+        f"w{i}" for i in range(30)
+    )
+    out = searcher.search(question)
+    assert len({t for t in out.terms}) <= MAX_WORDS * 3
+    assert "how" in out.dropped
+    assert len(out.dropped) >= 30 - MAX_WORDS
+
+
+def test_synonyms_from_the_config_widen_a_word(bundle: Bundle, searcher: BundleSearcher) -> None:
+    assert "guides/routing.md" in _ids(bundle, searcher, "navigation")
+    assert _ids(bundle, searcher, "navigation", mode="precise")
+
+
+def test_keywords_work_like_a_query(bundle: Bundle, searcher: BundleSearcher) -> None:
+    out = searcher.search(keywords=["useState", "setter"])
+    assert bundle.store.get(out.hits[0].doc).id == "guides/state.md"
+
+
+def test_concurrent_searches_agree_with_serial_ones(searcher: BundleSearcher, tmp_path: Path) -> None:
+    queries = ["useEffect", "routing", "결제위젯", '"cleanup function"', "sap.m.Table rows", "state"] * 10
+    serial = [searcher.search(q) for q in queries]
+    with ThreadPoolExecutor(8) as pool:
+        parallel = list(pool.map(searcher.search, queries))
+    assert parallel == serial
+
+
+def test_a_fresh_searcher_over_a_copied_bundle_ranks_the_same(bundle: Bundle, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle.path, copy)
+    other = open_bundle(copy, use_mmap=False)
+    try:
+        assert BundleSearcher(other).search("routing table") == BundleSearcher(bundle).search("routing table")
+    finally:
+        other.close()
