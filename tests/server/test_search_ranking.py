@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,7 +39,7 @@ LLMS = (
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundle]:
     root = tmp_path_factory.mktemp("search")
     site = root / "site"
     for rel, text in PAGES.items():
@@ -55,7 +56,9 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
     (target,) = cat.targets(cat.libraries[0])
     outcome = build_target(target, root / "bundles")
     assert outcome.status == "built", outcome.message
-    return open_bundle(Path(outcome.bundle or ""), use_mmap=False)
+    opened = open_bundle(Path(outcome.bundle or ""), use_mmap=False)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture(scope="module")
