@@ -48,6 +48,21 @@ def bundles(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def serve(session: nox.Session) -> None:
+    """Serve the demo library (this project's docs) over MCP: nox -s serve [-- docbundle serve options].
+
+    Builds the demo bundle first when there is none. Defaults to streamable HTTP on 127.0.0.1:8000
+    (a stdio server would sit waiting for a client on the terminal); pass options to change it, e.g.
+    nox -s serve -- --transport stdio.
+    """
+    session.install(*PACKAGES)
+    if not (ROOT / "bundles" / "docbundle" / "latest" / "CURRENT").is_file():
+        session.run("docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle")
+    args = session.posargs or ["--transport", "http", "--host", "127.0.0.1", "--port", "8000"]
+    session.run("docbundle", "serve", "--bundles", "bundles", *args)
+
+
+@nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing."""
     session.install(*PACKAGES)
