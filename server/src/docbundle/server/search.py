@@ -68,6 +68,7 @@ QUESTION_WORDS = frozenset(
         "i",
         "me",
         "my",
+        "it",
         "can",
         "could",
         "should",
@@ -85,10 +86,14 @@ QUESTION_WORDS = frozenset(
         "explain",
         "pleas",
         "know",
+        "look",
+        "one",
+        "anoth",
     ]
 )
 _PHRASE_RE = re.compile(r'"([^"]+)"')
 _WHOLE_BOOST = 1.5
+_PART_BOOST = 0.5  # parts of an identifier: useEffect must not pull in every use* and *Effect page
 
 
 @dataclass(frozen=True)
@@ -179,7 +184,7 @@ def _is_cjk(term: str) -> bool:
 
 _K1 = 1.2
 _B = {"title": 0.5, "headings": 0.5, "body": 0.75, "code": 0.75}
-_CACHE_POSTINGS = 3_000_000  # cached postings per bundle (8 bytes each) before the cache is reset
+_CACHE_POSTINGS = 600_000  # cached postings per bundle (8 bytes each, ~5 MB) before the cache is reset
 
 Postings = tuple["array[int]", "array[float]"]  # chunk numbers, BM25 impacts
 
@@ -216,12 +221,26 @@ class BundleSearcher:
                 if len(f) == 1:
                     self._synonyms.setdefault(f[0], []).extend(o for o in forms if o != f)
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._lengths: dict[str, tuple[array[int], float]] = {}
         self._cache: dict[tuple[str, str], Postings] = {}
         self._pos_cache: dict[tuple[str, str], dict[int, list[int]]] = {}
         self._cached = 0
 
     # -- postings ------------------------------------------------------------------------------
+
+    def _reader(self) -> IndexReader:
+        """This thread's whoosh reader for the current search, opened on its first cache miss."""
+        reader: IndexReader | None = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = self._ix.reader()
+        return reader
+
+    def _close_reader(self) -> None:
+        reader = getattr(self._local, "reader", None)
+        if reader is not None:
+            self._local.reader = None
+            reader.close()
 
     def _field_lengths(self, reader: IndexReader, field: str) -> tuple[array[int], float]:
         found = self._lengths.get(field)
@@ -252,10 +271,11 @@ class BundleSearcher:
         found = self._cache.get(key)
         if found is not None:
             return found
-        with self._lock, self._ix.reader() as reader:
+        with self._lock:
             found = self._cache.get(key)
             if found is not None:
                 return found
+            reader = self._reader()
             ids: array[int] = array("I")
             tfs: array[float] = array("f")
             btext = term.encode("utf-8")
@@ -309,12 +329,16 @@ class BundleSearcher:
                     self._score_all(field, syn, boost, out)
             elif word.kind == "ident":
                 self._score_all(field, word.terms[:1], boost * _WHOLE_BOOST, out)
-                self._score_all(field, word.terms[1:], boost, out)
-            elif mode == "broad":
-                for t in word.terms:
-                    self._score_all(field, (t,), boost, out)
+                self._score_all(field, word.terms[1:], boost * _PART_BOOST, out)
             else:
-                self._score_all(field, word.terms, boost, out)
+                # A CJK word scores the mean of its bigrams, not their sum: otherwise a long common
+                # word (컴포넌트: 3 bigrams) outweighs a short rare one (지연: 1 bigram).
+                share = boost / len(word.terms)
+                if mode == "broad":
+                    for t in word.terms:
+                        self._score_all(field, (t,), share, out)
+                else:
+                    self._score_all(field, word.terms, share, out)
         return out
 
     def _positions(self, field: str, term: str) -> dict[int, list[int]]:
@@ -325,7 +349,8 @@ class BundleSearcher:
             return found
         fmt = self._ix.schema[field].format
         out: dict[int, list[int]] = {}
-        with self._ix.reader() as reader:
+        with self._lock:
+            reader = self._reader()
             btext = term.encode("utf-8")
             if (field, btext) in reader:
                 m = reader.postings(field, btext)
@@ -412,9 +437,12 @@ class BundleSearcher:
         """Rank the bundle's chunks for ``query`` / ``keywords``; at most ``per_doc`` hits per document."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-        words, phrases, dropped = self.plan(query, keywords)
-        terms = [t for w in words for t in w.terms] + [f'"{p}"' for p in phrases]
-        clauses = [self._word_scores(w, mode) for w in words] + [self._phrase_scores(p) for p in phrases]
+        try:
+            words, phrases, dropped = self.plan(query, keywords)
+            terms = [t for w in words for t in w.terms] + [f'"{p}"' for p in phrases]
+            clauses = [self._word_scores(w, mode) for w in words] + [self._phrase_scores(p) for p in phrases]
+        finally:
+            self._close_reader()
         clauses = [c for c in clauses if c] if mode != "precise" else clauses
         if not clauses or limit < 1:
             return SearchOutcome([], terms, dropped)

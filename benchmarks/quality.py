@@ -1,0 +1,401 @@
+"""Search quality: graded queries over real corpora, scored with nDCG@10, MRR@10 and Recall@10.
+
+Usage::
+
+    python benchmarks/quality.py --corpora ../shared/corpora [--bundles DIR] [--compare-plain]
+                                 [--sets medium-en ko] [--worst 5] [--per-query]
+
+Each query set lives in ``benchmarks/queries/<corpus>.toml``: ``[[query]]`` tables with ``id``,
+``text``, ``kind`` (keyword, identifier, question or phrase) and ``relevant``, a table mapping
+document ids (page paths relative to the corpus llms.txt) to a grade: 2 = the page that answers the
+query, 1 = a related page that helps.
+
+The corpus is served on 127.0.0.1 (``tests/sitesrv.py``) and built with the indexer's own
+``build_target`` into ``--bundles DIR`` (a temporary folder if not given); a bundle already present
+there (``<DIR>/<corpus>/latest/CURRENT``) is reused. Every query runs through the server's
+``BundleSearcher``; hits are reduced to a ranked list of distinct documents (first appearance
+wins) and scored. ``--compare-plain`` also runs the same queries through a plain whoosh
+``MultifieldParser`` (OR group, BM25F defaults) on the same index, grouped to documents the same
+way, so the two can be compared. It prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES_DIR = Path(__file__).resolve().parent / "queries"
+K = 10
+KINDS = ("keyword", "identifier", "question", "phrase")
+
+Ranker = Callable[[str], list[str]]
+
+
+# --------------------------------------------------------------------------------------------------
+# corpora and bundles
+
+
+def default_corpora() -> Path | None:
+    """The corpora folder from ``DOCBUNDLE_SHARED`` (``<it>/corpora``), or None when unset."""
+    shared = os.environ.get("DOCBUNDLE_SHARED")
+    return Path(shared) / "corpora" if shared else None
+
+
+def bundle_path(bundles: Path, library_id: str, version: str = "latest") -> Path | None:
+    """The bundle ``CURRENT`` names for a library version under ``bundles``, or None."""
+    from docbundle.bundle.errors import BundleError
+    from docbundle.bundle.layout import current_bundle
+
+    try:
+        return current_bundle(bundles / library_id / version)
+    except (BundleError, ValueError):
+        return None
+
+
+def ensure_bundles(
+    corpora: Path, bundles: Path, names: Iterable[str], *, quiet: bool = False
+) -> dict[str, Path]:
+    """Build each named corpus into ``bundles`` (library id = corpus name) unless already there.
+
+    Each corpus folder is served from a loopback HTTP server and built with ``build_target``, as in
+    ``benchmarks/crawl_build.py``. Returns library id → bundle directory for the ones available.
+    """
+    sys.path.insert(0, str(ROOT / "tests"))
+    from docbundle.indexer.build import build_target
+    from docbundle.indexer.config import load_config
+    from sitesrv import Site, run_site
+
+    found: dict[str, Path] = {}
+    for name in names:
+        existing = bundle_path(bundles, name)
+        if existing is not None:
+            found[name] = existing
+            continue
+        corpus = corpora / name
+        if not (corpus / "llms.txt").is_file():
+            print(f"{name}: no llms.txt under {corpus}; skipped", file=sys.stderr)
+            continue
+        site = Site()
+        site.serve_dir(corpus)
+        t0 = time.perf_counter()
+        with run_site(site) as base, tempfile.TemporaryDirectory(prefix="docbundle-bench-") as tmp:
+            config = Path(tmp) / "libraries.toml"
+            config.write_text(
+                f'[[library]]\nid = "{name}"\nname = "{name}"\nllms_txt = "{base}/llms.txt"\n',
+                encoding="utf-8",
+            )
+            catalogue = load_config(config)
+            (target,) = catalogue.targets(catalogue.libraries[0])
+            outcome = build_target(target, bundles)
+        if outcome.status not in ("built", "unchanged") or not outcome.bundle:
+            print(f"{name}: build {outcome.status}: {outcome.message}", file=sys.stderr)
+            continue
+        if not quiet:
+            print(
+                f"built {name}: {outcome.documents} docs, {outcome.chunks} chunks in "
+                f"{time.perf_counter() - t0:.1f} s ({outcome.pages_failed} pages failed)",
+                file=sys.stderr,
+            )
+        found[name] = Path(outcome.bundle)
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# query sets
+
+
+@dataclass(frozen=True)
+class Query:
+    """One graded query."""
+
+    id: str
+    text: str
+    kind: str
+    relevant: dict[str, int]
+
+
+def load_queries(path: Path) -> list[Query]:
+    """Read a query set; checks ids are unique, kinds known and grades 1 or 2."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    out: list[Query] = []
+    seen: set[str] = set()
+    for raw in data.get("query", []):
+        q = Query(raw["id"], raw["text"], raw.get("kind", "keyword"), dict(raw["relevant"]))
+        if q.id in seen:
+            raise ValueError(f"{path}: duplicate query id {q.id!r}")
+        if q.kind not in KINDS:
+            raise ValueError(f"{path}: query {q.id!r} has unknown kind {q.kind!r}")
+        if not q.relevant or any(g not in (1, 2) for g in q.relevant.values()):
+            raise ValueError(f"{path}: query {q.id!r} needs relevant pages graded 1 or 2")
+        seen.add(q.id)
+        out.append(q)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# metrics
+
+
+def dcg(gains: Sequence[int]) -> float:
+    """Discounted cumulative gain of graded relevance values in rank order (gain 2^rel - 1)."""
+    return float(sum((2**rel - 1) / math.log2(i + 2) for i, rel in enumerate(gains)))
+
+
+def ndcg_at(ranked: Sequence[str], relevant: dict[str, int], k: int = K) -> float:
+    """nDCG@k of a ranked list of document ids against graded judgements."""
+    ideal = dcg(sorted(relevant.values(), reverse=True)[:k])
+    return dcg([relevant.get(d, 0) for d in ranked[:k]]) / ideal if ideal else 0.0
+
+
+def mrr_at(ranked: Sequence[str], relevant: dict[str, int], k: int = K) -> float:
+    """Reciprocal rank of the first relevant (any grade) document within the top k, else 0."""
+    for i, d in enumerate(ranked[:k]):
+        if relevant.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def recall_at(ranked: Sequence[str], relevant: dict[str, int], k: int = K) -> float:
+    """Share of the relevant documents found within the top k."""
+    return len(set(ranked[:k]) & set(relevant)) / len(relevant)
+
+
+@dataclass
+class Score:
+    """The metrics of one query under one ranker."""
+
+    ndcg: float
+    mrr: float
+    recall: float
+    ranked: list[str]
+    ms: float
+
+
+def score(q: Query, ranked: list[str], ms: float) -> Score:
+    """Score one ranked list."""
+    return Score(
+        ndcg_at(ranked, q.relevant), mrr_at(ranked, q.relevant), recall_at(ranked, q.relevant), ranked, ms
+    )
+
+
+@dataclass
+class Report:
+    """Per-query scores of one ranker over one set."""
+
+    name: str
+    scores: dict[str, Score] = field(default_factory=dict)
+
+    def mean(self, attr: str, ids: Iterable[str] | None = None) -> float:
+        """Mean of one metric over the given query ids (all when None)."""
+        vals = [getattr(self.scores[i], attr) for i in (ids if ids is not None else self.scores)]
+        return sum(vals) / len(vals) if vals else 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# rankers
+
+
+def _distinct(doc_ids: Iterable[str], k: int = K) -> list[str]:
+    out: list[str] = []
+    for d in doc_ids:
+        if d not in out:
+            out.append(d)
+            if len(out) == k:
+                break
+    return out
+
+
+def ours(bundle_dir: Path, per_doc: int, mode: str = "balanced") -> tuple[Ranker, Callable[[], None]]:
+    """A ranker over the server's ``BundleSearcher``."""
+    from docbundle.bundle.reader import open_bundle
+    from docbundle.server.search import BundleSearcher
+
+    bundle = open_bundle(bundle_dir, use_mmap=False)
+    searcher = BundleSearcher(bundle)
+    store = bundle.store
+    names: dict[int, str] = {}
+
+    def doc_id(n: int) -> str:
+        if n not in names:
+            names[n] = store.get(n).id
+        return names[n]
+
+    def rank(text: str) -> list[str]:
+        outcome = searcher.search(text, limit=K, per_doc=per_doc, mode=mode)  # type: ignore[arg-type]
+        return _distinct(doc_id(h.doc) for h in outcome.hits)
+
+    return rank, bundle.close
+
+
+def plain(bundle_dir: Path) -> tuple[Ranker, Callable[[], None]]:
+    """A ranker over plain whoosh: MultifieldParser(title, headings, body, code), OR group, BM25F."""
+    from docbundle.bundle.reader import open_bundle
+    from whoosh.qparser import MultifieldParser, OrGroup
+    from whoosh.query.qcore import QueryError
+
+    bundle = open_bundle(bundle_dir, use_mmap=False)
+    schema = bundle.index.schema
+    parser = MultifieldParser(["title", "headings", "body", "code"], schema, group=OrGroup)
+    # `code` has no positions, so a quoted phrase cannot run on it: phrases fall back to the others.
+    no_code = MultifieldParser(["title", "headings", "body"], schema, group=OrGroup)
+    store = bundle.store
+    names: dict[int, str] = {}
+
+    def doc_id(n: int) -> str:
+        if n not in names:
+            names[n] = store.get(n).id
+        return names[n]
+
+    def rank(text: str) -> list[str]:
+        with bundle.index.searcher() as s:
+            try:
+                results = s.search(parser.parse(text), limit=20 * K)
+            except QueryError:
+                results = s.search(no_code.parse(text), limit=20 * K)
+            return _distinct(doc_id(hit["doc"]) for hit in results)
+
+    return rank, bundle.close
+
+
+def evaluate(name: str, queries: list[Query], rank: Ranker) -> Report:
+    """Run every query through ``rank`` and score it."""
+    report = Report(name)
+    for q in queries:
+        t0 = time.perf_counter()
+        ranked = rank(q.text)
+        report.scores[q.id] = score(q, ranked, 1000 * (time.perf_counter() - t0))
+    return report
+
+
+# --------------------------------------------------------------------------------------------------
+# printing
+
+
+def _short(doc: str) -> str:
+    return doc.removeprefix("pages/")
+
+
+def print_set(
+    label: str,
+    queries: list[Query],
+    reports: list[Report],
+    *,
+    per_query: bool,
+    worst: int,
+) -> None:
+    """Print per-query figures (optionally), means by kind and overall, and the worst queries."""
+    by_id = {q.id: q for q in queries}
+    print(f"\n=== {label}: {len(queries)} queries ===")
+    if per_query:
+        head = "".join(f" | {r.name:>6} nDCG  MRR   R@10" for r in reports)
+        print(f"{'query':<28} {'kind':<10}{head}")
+        for q in queries:
+            cells = "".join(
+                f" | {r.scores[q.id].ndcg:11.3f} {r.scores[q.id].mrr:5.2f} {r.scores[q.id].recall:5.2f}"
+                for r in reports
+            )
+            print(f"{q.id[:28]:<28} {q.kind:<10}{cells}")
+    print(f"{'':<28} {'':<10}" + "".join(f" | {r.name:>6} nDCG  MRR   R@10" for r in reports))
+    for kind in (*KINDS, None):
+        ids = [q.id for q in queries if kind is None or q.kind == kind]
+        if not ids:
+            continue
+        cells = "".join(
+            f" | {r.mean('ndcg', ids):11.3f} {r.mean('mrr', ids):5.2f} {r.mean('recall', ids):5.2f}"
+            for r in reports
+        )
+        name = f"mean ({kind})" if kind else "MEAN"
+        print(f"{name:<28} {f'n={len(ids)}':<10}{cells}")
+    for r in reports:
+        ms = sorted(s.ms for s in r.scores.values())
+        print(f"{r.name}: query time median {ms[len(ms) // 2]:.2f} ms, max {ms[-1]:.2f} ms")
+    main = reports[0]
+    if worst:
+        print(f"\nworst {worst} for {main.name} (by nDCG@10, then MRR):")
+        for qid in sorted(main.scores, key=lambda i: (main.scores[i].ndcg, main.scores[i].mrr))[:worst]:
+            q, s = by_id[qid], main.scores[qid]
+            print(f"  {qid} [{q.kind}] {q.text!r}: nDCG {s.ndcg:.3f}, MRR {s.mrr:.2f}, R@10 {s.recall:.2f}")
+            want = ", ".join(f"{_short(d)}={g}" for d, g in sorted(q.relevant.items(), key=lambda x: -x[1]))
+            print(f"      wanted: {want}")
+            got = ", ".join(
+                f"{i + 1}.{_short(d)}{'*' * q.relevant.get(d, 0)}" for i, d in enumerate(s.ranked[:5])
+            )
+            print(f"      got:    {got or '(nothing)'}")
+            for other in reports[1:]:
+                o = other.scores[qid]
+                print(f"      {other.name}: nDCG {o.ndcg:.3f}, MRR {o.mrr:.2f}")
+
+
+def main() -> int:
+    """Build or reuse bundles, run the query sets and print the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpora", type=Path, default=default_corpora(), help="folder holding the corpora")
+    ap.add_argument("--bundles", type=Path, help="bundles folder to build into / reuse (default: a temp dir)")
+    ap.add_argument("--sets", nargs="+", default=["medium-en", "ko"], help="query sets (= corpus names)")
+    ap.add_argument("--compare-plain", action="store_true", help="also score a plain whoosh baseline")
+    ap.add_argument("--per-query", action="store_true", help="print every query's figures")
+    ap.add_argument("--worst", type=int, default=5, help="list the N worst queries of our search")
+    ap.add_argument("--per-doc", type=int, default=1, help="per_doc passed to BundleSearcher.search")
+    ap.add_argument("--mode", default="balanced", help="mode passed to BundleSearcher.search")
+    ap.add_argument("--no-ours", action="store_true", help="skip our search (plain baseline only)")
+    args = ap.parse_args()
+    if args.corpora is None:
+        ap.error("give --corpora or set DOCBUNDLE_SHARED")
+
+    with tempfile.TemporaryDirectory(prefix="docbundle-quality-") as tmp:
+        bundles = args.bundles or Path(tmp)
+        bundles.mkdir(parents=True, exist_ok=True)
+        paths = ensure_bundles(args.corpora, bundles, args.sets)
+        summary: list[str] = []
+        for name in args.sets:
+            qfile = QUERIES_DIR / f"{name}.toml"
+            if name not in paths or not qfile.is_file():
+                print(f"{name}: no bundle or no {qfile.name}; skipped", file=sys.stderr)
+                continue
+            queries = load_queries(qfile)
+            _check_ids(name, queries, paths[name])
+            rankers: list[tuple[str, Callable[[Path], tuple[Ranker, Callable[[], None]]]]] = []
+            if not args.no_ours:
+                rankers.append(("ours", lambda p: ours(p, args.per_doc, args.mode)))
+            if args.compare_plain or args.no_ours:
+                rankers.append(("plain", plain))
+            reports = []
+            for rname, make in rankers:
+                rank, close = make(paths[name])
+                try:
+                    reports.append(evaluate(rname, queries, rank))
+                finally:
+                    close()
+            print_set(name, queries, reports, per_query=args.per_query, worst=args.worst)
+            for r in reports:
+                summary.append(
+                    f"{name:<10} {r.name:<6} nDCG@10 {r.mean('ndcg'):.3f}  MRR@10 {r.mean('mrr'):.3f}  "
+                    f"Recall@10 {r.mean('recall'):.3f}  ({len(queries)} queries)"
+                )
+        print("\n=== summary ===")
+        print("\n".join(summary))
+    return 0
+
+
+def _check_ids(name: str, queries: list[Query], bundle_dir: Path) -> None:
+    """Warn about judged document ids the bundle does not hold (a typo scores as a miss)."""
+    from docbundle.bundle.reader import read_manifest
+
+    known = {d.path for d in read_manifest(bundle_dir).documents}
+    for q in queries:
+        for d in q.relevant:
+            if d not in known:
+                print(f"{name}: query {q.id!r} judges {d!r}, which is not in the bundle", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
