@@ -1,0 +1,9 @@
+"""``python -m docbundle.server``: the ``docbundle`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,146 @@
+"""Token estimates, and fitting text into a token budget.
+
+The estimate is deliberately simple and slightly generous, because the server cannot know the client's
+tokenizer: ASCII text counts 4 characters per token (English prose in common BPE vocabularies runs at
+about 4-4.5), CJK characters (Han, kana, Hangul) one token each, and any other non-ASCII character half
+a token. It costs one pass in C over the text (``str.encode`` and a regex count), so pages of hundreds of
+kilobytes are measured in well under a millisecond each.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+_CJK_RE = re.compile(
+    "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"
+)
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated token count of ``text`` (see the module docstring for the rule)."""
+    if text.isascii():
+        return math.ceil(len(text) / 4)
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    cjk = len(_CJK_RE.findall(text))
+    other = len(text) - ascii_chars - cjk
+    return math.ceil(ascii_chars / 4 + cjk + other / 2)
+
+
+def _prefix_within(text: str, max_tokens: int) -> int:
+    """The longest prefix length of ``text`` whose estimate fits ``max_tokens`` (binary search)."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def cut_within(text: str, max_tokens: int) -> int:
+    """Where to cut ``text`` to fit ``max_tokens``: after the last whole line that fits, else mid-line.
+
+    Returns ``len(text)`` when the whole text fits, and at least 1 for a non-empty text, so a caller
+    paging through a document always moves forward.
+    """
+    if estimate_tokens(text) <= max_tokens:
+        return len(text)
+    used = 0
+    pos = 0
+    cut_line = ""
+    for line in text.splitlines(keepends=True):
+        cost = estimate_tokens(line)
+        if used + cost > max_tokens:
+            cut_line = line
+            break
+        used += cost
+        pos += len(line)
+    rest = max_tokens - used
+    if cut_line and (pos == 0 or rest >= max(8, max_tokens // 4)):
+        # Whole lines leave much of the budget unused (a long paragraph is one line): fill it
+        # with the start of the next line, ending at a space when there is one.
+        k = _prefix_within(cut_line, rest)
+        space = cut_line.rfind(" ", 0, k)
+        pos += space + 1 if space > k // 2 else k
+    return max(pos, 1) if text else 0
+
+
+def fit_text(text: str, max_tokens: int) -> tuple[str, bool]:
+    """``text`` cut to about ``max_tokens`` at a line boundary; returns (text, whether it was cut).
+
+    A code block left open by the cut is closed again, so the markdown that follows still renders.
+    """
+    if estimate_tokens(text) <= max_tokens:
+        return text, False
+    # Keep room for a closing fence.
+    kept = text[: cut_within(text, max(max_tokens - 3, 1))]
+    fence = open_fence(kept)
+    if fence is not None:
+        kept = kept + ("" if kept.endswith("\n") else "\n") + fence + "\n"
+    return kept, True
+
+
+def open_fence(markdown: str) -> str | None:
+    """The fence marker of a code block ``markdown`` leaves open, or None."""
+    fence: str | None = None
+    for line in markdown.splitlines():
+        m = _FENCE_RE.match(line)
+        if not m:
+            continue
+        marker = m.group(1)
+        if fence is None:
+            fence = marker
+        elif marker[0] == fence[0] and len(marker) >= len(fence) and not line.strip()[len(marker) :].strip():
+            fence = None
+    return fence
+
+
+def page_end(text: str, start: int, max_tokens: int, boundaries: Sequence[int]) -> int:
+    """End of the page of ``text`` that starts at ``start`` and fits ``max_tokens``.
+
+    The page ends at the last of ``boundaries`` (sorted offsets where a cut is preferred: chunk
+    starts; the end of the text is always one) that fits; when not even the next boundary fits, it ends at a line boundary or, failing
+    that, inside a line. Always past ``start`` when ``start < len(text)``.
+    """
+    end = start
+    used = 0
+    for b in (*boundaries, len(text)):
+        if b <= end:
+            continue
+        cost = estimate_tokens(text[end:b])
+        if used + cost > max_tokens:
+            break
+        used += cost
+        end = b
+    if end >= len(text) or end > start:
+        return end
+    return start + cut_within(text[start : boundaries_next(boundaries, start, len(text))], max_tokens)
+
+
+def boundaries_next(boundaries: Sequence[int], start: int, default: int) -> int:
+    """The first boundary after ``start`` (``default`` when there is none)."""
+    return next((b for b in boundaries if b > start), default)
+
+
+def share(needs: Sequence[int], budget: int) -> list[int]:
+    """Split ``budget`` among items needing ``needs`` tokens: small items whole, large ones equally cut.
+
+    Water-filling: items are served smallest first, each getting at most an equal share of what is
+    left, so one huge item cannot starve the others and nothing is wasted on items that need less.
+    """
+    if sum(needs) <= budget:
+        return list(needs)
+    alloc = [0] * len(needs)
+    remaining = max(budget, 0)
+    left = len(needs)
+    for i in sorted(range(len(needs)), key=lambda k: needs[k]):
+        give = min(needs[i], remaining // left)
+        alloc[i] = give
+        remaining -= give
+        left -= 1
+    return alloc

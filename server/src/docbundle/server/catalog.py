@@ -1,0 +1,519 @@
+"""The catalogue of served libraries: manifests read at start-up, bundles opened (verified) on first use.
+
+Start-up reads, for every ``<root>/<libraryId>/<version>/``, the ``CURRENT`` pointer and the manifest of
+the bundle it names, nothing else: no hashing and no whoosh, so a server with many large bundles starts
+at once. A library version is opened the first time a request needs it: every file is checked against
+the manifest's sha256 list (``verify_bundle``) *before* whoosh unpickles anything, then the index is
+opened without mmap and a ``BundleSearcher`` built over it. The result is cached; concurrent first
+requests for the same version wait on a per-version lock, so it is opened once. A version that fails to
+open is remembered with its reason and reported, while every other library keeps serving.
+
+Why ``use_mmap=False``: whoosh's mmap mode still copies the terms and postings of the segment into the
+heap for each searcher (~50 ms and RAM equal to their size), while without mmap a searcher costs ~0.3 ms
+and almost no memory. A non-mmap searcher must never be shared between threads (its file position
+races) and MCP tools run in worker threads, so ``BundleSearcher`` opens one per call.
+
+A lock file (``bundles.lock``) pins what may be served::
+
+    [libraries.react]
+    latest = "<content hash>"                                         # pins the content
+    "18" = { content_hash = "<content hash>", manifest_sha256 = "<sha256 of manifest.json>" }
+
+When a lock file is in use, only the versions it lists are served. The content hash names *what* the
+documents say; ``manifest_sha256`` pins the exact bytes of ``manifest.json``, which lists the sha256 of
+every other file, so it pins the whole bundle (the search index included) byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
+
+from docbundle.bundle.errors import BundleError
+from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current
+from docbundle.bundle.manifest import MANIFEST_NAME, Manifest, decode_manifest
+
+from .errors import (
+    InvalidIdError,
+    LibraryUnavailableError,
+    LockFileError,
+    UnknownLibraryError,
+    UnknownVersionError,
+)
+
+if TYPE_CHECKING:
+    from docbundle.bundle.reader import Bundle
+
+    from .search import BundleSearcher
+
+log = logging.getLogger(__name__)
+
+State = Literal["available", "ready", "failed"]
+T = TypeVar("T")
+LOCK_FILE_NAME = "bundles.lock"
+# Same cap as docbundle.bundle.reader (not imported here: it imports whoosh, kept off the start-up path).
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+# -- the lock file ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What the lock file requires of one library version."""
+
+    content_hash: str
+    manifest_sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class LockFile:
+    """A parsed ``bundles.lock``: ``(libraryId, version) -> Pin``."""
+
+    path: Path
+    pins: dict[tuple[str, str], Pin]
+
+    @classmethod
+    def load(cls, path: Path) -> LockFile:
+        """Read and validate a lock file; raises LockFileError naming the offending key."""
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise LockFileError(f"lock file {path} not found") from exc
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise LockFileError(f"lock file {path} is not readable TOML: {exc}") from exc
+        unknown = sorted(set(raw) - {"libraries"})
+        if unknown:
+            raise LockFileError(f"lock file {path}: unknown top-level key(s) {', '.join(unknown)}")
+        libraries = raw.get("libraries", {})
+        if not isinstance(libraries, dict):
+            raise LockFileError(f"lock file {path}: 'libraries' must be a table")
+        pins: dict[tuple[str, str], Pin] = {}
+        for lib, versions in libraries.items():
+            if not LIBRARY_ID_RE.match(lib) or not isinstance(versions, dict):
+                raise LockFileError(
+                    f"lock file {path}: [libraries.{lib}] must be a table of a valid library id"
+                )
+            for version, value in versions.items():
+                where = f"lock file {path}: libraries.{lib}.{version}"
+                pins[(lib, version)] = _parse_pin(where, value)
+        return cls(path, pins)
+
+
+def _parse_pin(where: str, value: object) -> Pin:
+    if isinstance(value, str):
+        value = {"content_hash": value}
+    if not isinstance(value, dict):
+        raise LockFileError(f"{where}: expected a content hash string or a table")
+    unknown = sorted(set(value) - {"content_hash", "manifest_sha256"})
+    if unknown:
+        raise LockFileError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    content = value.get("content_hash")
+    manifest = value.get("manifest_sha256")
+    if not isinstance(content, str) or not _HEX64.match(content):
+        raise LockFileError(f"{where}: content_hash must be 64 lowercase hex digits")
+    if manifest is not None and (not isinstance(manifest, str) or not _HEX64.match(manifest)):
+        raise LockFileError(f"{where}: manifest_sha256 must be 64 lowercase hex digits")
+    return Pin(content, manifest)
+
+
+# -- catalogue entries ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """One library version as found at start-up: its bundle and manifest, or why it cannot be served."""
+
+    library_id: str
+    version: str
+    bundle_path: Path | None
+    manifest: Manifest | None
+    problem: str | None = None  # set when the version was refused at start-up
+
+    @property
+    def build_id(self) -> str | None:
+        """The build id of the bundle ``CURRENT`` names (None when unknown)."""
+        return self.manifest.build.build_id if self.manifest else None
+
+    @property
+    def content_hash(self) -> str | None:
+        """The content hash the manifest records (None when unknown)."""
+        return self.manifest.build.content_hash if self.manifest else None
+
+
+@dataclass(frozen=True)
+class LibraryEntry:
+    """One library: its versions (default first) and the metadata of its default version."""
+
+    id: str
+    versions: dict[str, VersionEntry]
+    default_version: str
+
+    @property
+    def default(self) -> VersionEntry:
+        """The version served when a request names none."""
+        return self.versions[self.default_version]
+
+    def _manifest(self) -> Manifest | None:
+        if self.default.manifest is not None:
+            return self.default.manifest
+        return next((v.manifest for v in self.versions.values() if v.manifest is not None), None)
+
+    @property
+    def name(self) -> str:
+        """Display name from the manifest (the id when no manifest could be read)."""
+        m = self._manifest()
+        return m.library.name if m and m.library.name else self.id
+
+    @property
+    def description(self) -> str:
+        """One-line description from the manifest."""
+        m = self._manifest()
+        return m.library.description if m else ""
+
+    @property
+    def category(self) -> str:
+        """Category from the manifest."""
+        m = self._manifest()
+        return m.library.category if m else ""
+
+
+@dataclass
+class OpenedLibrary:
+    """A verified, opened bundle and its searcher."""
+
+    entry: VersionEntry
+    bundle: Bundle
+    searcher: BundleSearcher
+    _cache: dict[str, object] = field(default_factory=dict, repr=False)
+    _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def manifest(self) -> Manifest:
+        """The verified manifest."""
+        return self.bundle.manifest
+
+    def cached(self, key: str, make: Callable[[], T]) -> T:
+        """A value computed once per opened library and kept as long as it is open."""
+        with self._cache_lock:
+            if key not in self._cache:
+                self._cache[key] = make()
+            return cast(T, self._cache[key])
+
+
+# -- loading ----------------------------------------------------------------------------------------
+
+
+def _read_manifest(bundle: Path) -> tuple[Manifest, str]:
+    """Decode a bundle's manifest and hash its bytes (one read, so both describe the same file)."""
+    path = bundle / MANIFEST_NAME
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as exc:
+        raise BundleError(f"{bundle} is not a bundle: it has no {MANIFEST_NAME}") from exc
+    if size > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{path} is {size} bytes, over the {MAX_MANIFEST_BYTES} byte limit")
+    data = path.read_bytes()
+    return decode_manifest(data), hashlib.sha256(data).hexdigest()
+
+
+def _looks_like_version_dir(vdir: Path) -> bool:
+    """A version directory holds CURRENT, builds, or the indexer's lock/temp entries."""
+    try:
+        names = [p.name for p in vdir.iterdir()]
+    except OSError:
+        return False
+    return any(n == CURRENT or n == ".lock" or n.startswith(".tmp-") or BUILD_ID_RE.match(n) for n in names)
+
+
+def _load_version(root: Path, library_id: str, version: str, lock: LockFile | None) -> VersionEntry:
+    vdir = root / library_id / version
+    where = f"{library_id}/{version}"
+    try:
+        build_id = read_current(vdir)
+    except BundleError as exc:
+        return VersionEntry(library_id, version, None, None, _relative(str(exc), root))
+    if build_id is None:
+        return VersionEntry(
+            library_id, version, None, None, f"no bundle built yet in {where} (no CURRENT file)"
+        )
+    bundle = vdir / build_id
+    if not bundle.is_dir():
+        return VersionEntry(
+            library_id, version, None, None, f"{where}/CURRENT names {build_id}, which does not exist"
+        )
+    try:
+        manifest, manifest_sha = _read_manifest(bundle)
+    except BundleError as exc:
+        return VersionEntry(library_id, version, bundle, None, _relative(str(exc), root))
+    except OSError as exc:
+        return VersionEntry(
+            library_id, version, bundle, None, f"{where}/{build_id}: unreadable manifest: {exc}"
+        )
+    problem = _check_manifest(manifest, library_id, version, build_id)
+    if problem is None and lock is not None:
+        problem = _check_pin(lock, library_id, version, manifest, manifest_sha)
+    return VersionEntry(library_id, version, bundle, manifest, problem)
+
+
+def _check_manifest(manifest: Manifest, library_id: str, version: str, build_id: str) -> str | None:
+    """The manifest must describe the directory it sits in (a misplaced bundle would mislabel answers)."""
+    if manifest.library.id != library_id:
+        return f"the manifest is for library {manifest.library.id!r}, but it sits under {library_id!r}"
+    if manifest.version.name != version:
+        return f"the manifest is for version {manifest.version.name!r}, but it sits under {version!r}"
+    if manifest.build.build_id != build_id:
+        return f"the manifest's build id {manifest.build.build_id} differs from its directory {build_id}"
+    return None
+
+
+def _check_pin(
+    lock: LockFile, library_id: str, version: str, manifest: Manifest, manifest_sha: str
+) -> str | None:
+    pin = lock.pins.get((library_id, version))
+    name = lock.path.name
+    if pin is None:
+        return f"refused: {library_id}/{version} is not pinned in the lock file {name}"
+    if pin.content_hash != manifest.build.content_hash:
+        return (
+            f"refused: content hash {manifest.build.content_hash[:12]}… does not match "
+            f"{pin.content_hash[:12]}… pinned in the lock file {name}"
+        )
+    if pin.manifest_sha256 is not None and pin.manifest_sha256 != manifest_sha:
+        return f"refused: manifest.json does not match the manifest_sha256 pinned in the lock file {name}"
+    return None
+
+
+def _relative(message: str, root: Path) -> str:
+    """Strip the bundles directory from a message (server paths are none of a client's business)."""
+    for prefix in {str(root.resolve()), str(root)}:
+        message = message.replace(prefix + os.sep, "")
+    return message
+
+
+def _pick_default(versions: dict[str, VersionEntry]) -> str:
+    """The manifest marked latest (newest build wins a tie), else "latest", else the newest build."""
+    loaded = [v for v in versions.values() if v.manifest is not None]
+
+    def newest(entries: list[VersionEntry]) -> VersionEntry:
+        """The entry with the latest build time."""
+        return max(entries, key=lambda v: (v.manifest.build.built_at if v.manifest else "", v.version))
+
+    marked = [v for v in loaded if v.manifest is not None and v.manifest.version.latest]
+    if marked:
+        return newest(marked).version
+    if "latest" in versions:
+        return "latest"
+    if loaded:
+        return newest(loaded).version
+    return sorted(versions)[0]
+
+
+def _order(versions: dict[str, VersionEntry], default: str) -> dict[str, VersionEntry]:
+    """Default first, then the newest builds."""
+    rest = sorted(
+        (v for v in versions.values() if v.version != default),
+        key=lambda v: (v.manifest.build.built_at if v.manifest else "", v.version),
+        reverse=True,
+    )
+    return {default: versions[default], **{v.version: v for v in rest}}
+
+
+# -- the catalogue ----------------------------------------------------------------------------------
+
+
+class Catalog:
+    """Every library under a bundles directory; opens each version on first use and caches it."""
+
+    def __init__(self, root: Path, libraries: dict[str, LibraryEntry], lock: LockFile | None = None) -> None:
+        self.root = root
+        self.lock = lock
+        self._libraries = libraries
+        self._opened: dict[tuple[str, str], OpenedLibrary] = {}
+        self._failed: dict[tuple[str, str], str] = {}
+        self._guard = threading.Lock()
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._closed = False
+
+    @classmethod
+    def load(cls, root: Path, *, lock: Path | None = None) -> Catalog:
+        """Read every library version's CURRENT and manifest under ``root`` (nothing is opened)."""
+        if not root.is_dir():
+            raise FileNotFoundError(f"bundles directory {root} does not exist or is not a directory")
+        lockfile = LockFile.load(lock) if lock is not None else None
+        libraries: dict[str, LibraryEntry] = {}
+        for lib_dir in sorted(root.iterdir()):
+            if not lib_dir.is_dir() or not LIBRARY_ID_RE.match(lib_dir.name):
+                continue
+            versions: dict[str, VersionEntry] = {}
+            for vdir in sorted(lib_dir.iterdir()):
+                if vdir.is_dir() and VERSION_RE.match(vdir.name) and _looks_like_version_dir(vdir):
+                    versions[vdir.name] = _load_version(root, lib_dir.name, vdir.name, lockfile)
+            if not versions:
+                # Not a library directory (the bundles folder also holds config and query files).
+                continue
+            default = _pick_default(versions)
+            libraries[lib_dir.name] = LibraryEntry(lib_dir.name, _order(versions, default), default)
+        if lockfile is not None:
+            for lib, version in sorted(lockfile.pins):
+                if lib not in libraries or version not in libraries[lib].versions:
+                    log.warning("lock file pins %s/%s, which is not in %s", lib, version, root)
+        for lib_entry in libraries.values():
+            for v in lib_entry.versions.values():
+                if v.problem:
+                    log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
+        return cls(root, libraries, lockfile)
+
+    # -- lookups ------------------------------------------------------------------------------------
+
+    def library_ids(self) -> list[str]:
+        """Every library id, sorted."""
+        return sorted(self._libraries)
+
+    def libraries(self) -> list[LibraryEntry]:
+        """Every library, sorted by id."""
+        return [self._libraries[k] for k in sorted(self._libraries)]
+
+    def entries(self) -> list[VersionEntry]:
+        """Every library version (each library's default first)."""
+        return [v for lib in self.libraries() for v in lib.versions.values()]
+
+    def library(self, library_id: str) -> LibraryEntry:
+        """The library with this id; raises InvalidIdError or UnknownLibraryError (listing the ids)."""
+        lib_id = normalize_library_id(library_id)
+        try:
+            return self._libraries[lib_id]
+        except KeyError:
+            raise UnknownLibraryError(lib_id, self.library_ids()) from None
+
+    def resolve(self, library_id: str, version: str | None = None) -> VersionEntry:
+        """The entry for a library version (``None`` or an absent "latest" mean the default version)."""
+        lib = self.library(library_id)
+        if version is None or not version.strip():
+            return lib.default
+        version = version.strip()
+        if not VERSION_RE.match(version):
+            raise InvalidIdError(
+                f"invalid version {version!r}: versions are letters, digits, '.', '_' and '-'. "
+                f"Versions of {lib.id!r}: {', '.join(lib.versions)}"
+            )
+        if version in lib.versions:
+            return lib.versions[version]
+        if version == "latest":
+            return lib.default
+        raise UnknownVersionError(lib.id, version, list(lib.versions))
+
+    def state(self, entry: VersionEntry) -> tuple[State, str | None]:
+        """``available`` (not opened yet), ``ready`` (opened and verified) or ``failed`` with the reason."""
+        if entry.problem:
+            return "failed", entry.problem
+        key = (entry.library_id, entry.version)
+        if key in self._opened:
+            return "ready", None
+        if key in self._failed:
+            return "failed", self._failed[key]
+        return "available", None
+
+    # -- opening ------------------------------------------------------------------------------------
+
+    def open(self, library_id: str, version: str | None = None) -> OpenedLibrary:
+        """Open (verified, cached) a library version; raises LibraryUnavailableError with the reason."""
+        return self.open_entry(self.resolve(library_id, version))
+
+    def open_entry(self, entry: VersionEntry) -> OpenedLibrary:
+        """Open the bundle of a catalogue entry once, whatever the number of concurrent callers."""
+        key = (entry.library_id, entry.version)
+        opened = self._opened.get(key)
+        if opened is not None:
+            return opened
+        with self._key_lock(key):
+            opened = self._opened.get(key)
+            if opened is not None:
+                return opened
+            reason = entry.problem or self._failed.get(key)
+            if reason is None:
+                if self._closed:
+                    raise LibraryUnavailableError(
+                        entry.library_id, entry.version, "the server is shutting down"
+                    )
+                try:
+                    opened = self._open(entry)
+                except Exception as exc:
+                    reason = self._reason(entry, exc)
+                    self._failed[key] = reason
+                    log.error("cannot open %s/%s: %s", entry.library_id, entry.version, reason)
+                else:
+                    self._opened[key] = opened
+                    return opened
+        raise LibraryUnavailableError(entry.library_id, entry.version, reason)
+
+    @contextmanager
+    def _key_lock(self, key: tuple[str, str]) -> Iterator[None]:
+        with self._guard:
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:
+            yield
+
+    def _open(self, entry: VersionEntry) -> OpenedLibrary:
+        # Imported here: whoosh (behind the reader and the searcher) costs ~0.1 s to import, and a
+        # server that is only asked list_libraries never needs it.
+        from docbundle.bundle import reader
+
+        from .search import BundleSearcher
+
+        assert entry.bundle_path is not None and entry.manifest is not None
+        # Every file's size and sha256 before whoosh unpickles anything.
+        verified = reader.verify_bundle(entry.bundle_path)
+        if verified != entry.manifest:
+            raise BundleError("the bundle's manifest changed after the server started; restart the server")
+        bundle = reader.open_bundle(entry.bundle_path, verify=False, use_mmap=False)
+        try:
+            searcher = BundleSearcher(bundle)
+        except BaseException:
+            bundle.close()
+            raise
+        return OpenedLibrary(entry, bundle, searcher)
+
+    def _reason(self, entry: VersionEntry, exc: Exception) -> str:
+        if isinstance(exc, BundleError):
+            return _relative(str(exc), self.root)
+        # Not a bundle error: a bug or an environment problem. Keep the traceback in the log.
+        log.exception("unexpected error opening %s/%s", entry.library_id, entry.version)
+        return _relative(f"the bundle cannot be opened ({type(exc).__name__}: {exc})", self.root)
+
+    def close(self) -> None:
+        """Close every opened bundle; later opens fail."""
+        with self._guard:
+            self._closed = True
+            opened, self._opened = list(self._opened.values()), {}
+        for lib in opened:
+            lib.bundle.close()
+
+
+def normalize_library_id(library_id: str) -> str:
+    """Trim and lowercase a library id, then check its format (raises InvalidIdError)."""
+    lib_id = library_id.strip().lower()
+    if not LIBRARY_ID_RE.match(lib_id):
+        raise InvalidIdError(
+            f"invalid libraryId {library_id!r}: ids are lowercase letters, digits and '-' "
+            "(pattern ^[a-z0-9][a-z0-9-]*$). Call list_libraries to see them."
+        )
+    return lib_id
+
+
+def find_lock(root: Path, explicit: Path | None) -> Path | None:
+    """The lock file to use: the one given, else ``<root>/bundles.lock`` when it exists."""
+    if explicit is not None:
+        return explicit
+    candidate = root / LOCK_FILE_NAME
+    return candidate if candidate.is_file() else None

@@ -1,0 +1,950 @@
+"""What the tools do, independent of MCP: catalogue lookups, search, documents, budgets and renderings.
+
+Both front ends use this module: the MCP app (``app.py``) wraps each operation in a tool, resource or
+prompt, and the CLI (``cli.py``) calls the same operations for ``docbundle search`` and ``info`` without
+importing the MCP SDK. Results are pydantic models (camelCase on the wire) so MCP can publish their JSON
+Schema as each tool's output schema; ``render_*`` turns each into the markdown text a model reads.
+
+Every result names the library, version, buildId and content hash it came from. Errors are raised as
+``docbundle.server.errors`` exceptions with messages that say what to do next.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import quote
+
+from docbundle.bundle.store import DocRecord
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from .budget import estimate_tokens, fit_text, page_end, share
+from .catalog import Catalog, LibraryEntry, OpenedLibrary, State, VersionEntry
+from .errors import (
+    BadCursorError,
+    BadRequestError,
+    LibraryUnavailableError,
+    UnknownDocumentError,
+)
+
+# The same values as docbundle.server.search.Mode (not imported: search imports whoosh).
+SearchMode = Literal["balanced", "broad", "precise"]
+VersionStatus = Literal["active", "deprecated", "eol"]
+
+DEFAULT_LIMIT = 5
+MAX_LIMIT = 20
+DEFAULT_MAX_TOKENS = 5000
+MIN_MAX_TOKENS = 500
+MAX_MAX_TOKENS = 50_000
+DEFAULT_WINDOW = 1
+MAX_WINDOW = 5
+PER_DOC = 2
+# A hit or neighbour chunk given fewer tokens than this is dropped rather than cut to a stub.
+MIN_TEXT_TOKENS = 60
+# Room for a result's own header and closing notes in the text rendering.
+HEADER_TOKENS = 120
+_RESERVED = ":/?#[]@!$&'()*+,;="
+
+
+class Model(BaseModel):
+    """Base of every result: camelCase names on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class Source(Model):
+    """The bundle an answer came from."""
+
+    library_id: str
+    version: str
+    build_id: str
+    content_hash: str
+
+
+class SkippedLibrary(Model):
+    """A library a search across libraries could not use, and why."""
+
+    library_id: str
+    version: str
+    reason: str
+
+
+class LibrarySummary(Model):
+    """One library of the catalogue."""
+
+    id: str
+    name: str
+    description: str
+    category: str
+    versions: list[str]
+    default_version: str
+    documents: int | None = Field(description="Documents in the default version")
+    built_at: str | None
+    build_id: str | None
+    content_hash: str | None
+    status: State = Field(
+        description="available: not opened yet (verified on first use); ready: opened and verified; "
+        "failed: cannot be served (see reason)"
+    )
+    reason: str | None = None
+
+
+class LibraryList(Model):
+    """Result of list_libraries."""
+
+    libraries: list[LibrarySummary]
+    category: str | None = None
+    categories: list[str]
+    message: str | None = None
+
+
+class VersionSummary(Model):
+    """One documentation version of a library."""
+
+    version: str
+    status: VersionStatus | None = Field(description="The docs' own lifecycle: active, deprecated or eol")
+    latest: bool
+    lts: bool
+    default: bool = Field(description="Served when a request names no version")
+    availability: State
+    reason: str | None = None
+    build_id: str | None
+    content_hash: str | None
+    built_at: str | None
+    documents: int | None
+
+
+class VersionList(Model):
+    """Result of list_library_versions (and the library:// resource)."""
+
+    library: LibrarySummary
+    versions: list[VersionSummary]
+
+
+class SearchHit(Model):
+    """One ranked section of a document."""
+
+    rank: int
+    library_id: str
+    version: str
+    build_id: str
+    document_id: str = Field(description="Pass to get_document / get_chunk_with_context")
+    chunk_id: int
+    title: str
+    heading_path: list[str]
+    section: str
+    url: str
+    uri: str = Field(description="docs:// resource URI of the whole page")
+    score: float
+    text: str = Field(description="The section's markdown (cut when truncated is true)")
+    truncated: bool
+
+
+class SearchResult(Model):
+    """Result of search_documents."""
+
+    query: str | None
+    keywords: list[str]
+    mode: SearchMode
+    library_id: str | None = Field(description="Set when one library was searched")
+    version: str | None
+    build_id: str | None
+    content_hash: str | None
+    searched: list[Source]
+    skipped: list[SkippedLibrary]
+    terms: list[str] = Field(description="The query terms actually searched")
+    dropped: list[str] = Field(description="Words left out (question words, over the word cap)")
+    hits: list[SearchHit]
+    truncated: bool = Field(description="True when hits were cut or left out to fit maxTokens")
+    omitted_hits: int
+    max_tokens: int
+    message: str | None = None
+    suggestions: list[str] = []
+
+
+class DocumentPage(Model):
+    """Result of get_document: one page of a document's markdown."""
+
+    library_id: str
+    version: str
+    build_id: str
+    content_hash: str
+    document_id: str
+    title: str
+    url: str
+    section: str
+    description: str
+    text: str = Field(description="This page of the markdown; pages concatenated give the document exactly")
+    start: int = Field(description="Character offset of this page in the document")
+    end: int
+    total_chars: int
+    chunks: int
+    truncated: bool = Field(description="True when more of the document follows (see nextCursor)")
+    next_cursor: str | None = None
+
+
+class TocDocument(Model):
+    """One document of the table of contents."""
+
+    id: str
+    title: str
+    url: str
+    description: str
+    optional: bool
+    chunks: int
+
+
+class TocSection(Model):
+    """One llms.txt section, with its documents in order."""
+
+    name: str
+    documents: list[TocDocument]
+    count: int = Field(description="Documents in the section (some may be omitted when truncated)")
+
+
+class NotIndexed(Model):
+    """A page the llms.txt listed that the bundle does not hold, and why."""
+
+    url: str
+    title: str
+    section: str
+    reason: str
+
+
+class DocumentList(Model):
+    """Result of list_documents: the table of contents as the llms.txt gave it."""
+
+    library_id: str
+    version: str
+    build_id: str
+    content_hash: str
+    title: str | None
+    summary: str | None
+    section: str | None
+    sections: list[TocSection]
+    documents: int
+    not_indexed: list[NotIndexed]
+    truncated: bool
+    omitted_documents: int
+    message: str | None = None
+
+
+class ChunkView(Model):
+    """One chunk of a document."""
+
+    chunk_id: int
+    heading_path: list[str]
+    text: str
+    is_target: bool
+    truncated: bool
+
+
+class ChunkContext(Model):
+    """Result of get_chunk_with_context."""
+
+    library_id: str
+    version: str
+    build_id: str
+    content_hash: str
+    document_id: str
+    title: str
+    url: str
+    chunk_id: int
+    window_size: int
+    chunk_count: int
+    chunks: list[ChunkView]
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class _TocEntry:
+    number: int
+    id: str
+    url: str
+    title: str
+    description: str
+    section: str
+    optional: bool
+    chunks: int
+
+
+def _source(opened: OpenedLibrary) -> Source:
+    b = opened.manifest.build
+    return Source(
+        library_id=opened.entry.library_id,
+        version=opened.entry.version,
+        build_id=b.build_id,
+        content_hash=b.content_hash,
+    )
+
+
+def doc_uri(library_id: str, version: str, doc_id: str) -> str:
+    """The ``docs://`` resource URI of a document."""
+    return f"docs://{library_id}/{quote(version, safe='')}/{quote(doc_id, safe=_RESERVED)}"
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise BadRequestError(f"{name} must be between {low} and {high}, not {value}")
+
+
+class Docs:
+    """The operations behind the tools, over one catalogue."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    # -- catalogue ----------------------------------------------------------------------------------
+
+    def _summary(self, lib: LibraryEntry) -> LibrarySummary:
+        entry = lib.default
+        state, reason = self.catalog.state(entry)
+        m = entry.manifest
+        return LibrarySummary(
+            id=lib.id,
+            name=lib.name,
+            description=lib.description,
+            category=lib.category,
+            versions=list(lib.versions),
+            default_version=lib.default_version,
+            documents=m.counts.documents if m else None,
+            built_at=m.build.built_at if m else None,
+            build_id=m.build.build_id if m else None,
+            content_hash=m.build.content_hash if m else None,
+            status=state,
+            reason=reason,
+        )
+
+    def list_libraries(self, category: str | None = None) -> LibraryList:
+        """Every library (optionally of one category), with its status."""
+        libs = self.catalog.libraries()
+        categories = sorted({lib.category for lib in libs if lib.category})
+        wanted = category.strip().lower() if category and category.strip() else None
+        chosen = [lib for lib in libs if wanted is None or lib.category.lower() == wanted]
+        message = None
+        if not libs:
+            message = "No libraries are installed: the bundles directory holds no built bundle."
+        elif not chosen:
+            message = (
+                f"No library has category {category!r}. Categories: {', '.join(categories) or '(none)'}."
+            )
+        return LibraryList(
+            libraries=[self._summary(lib) for lib in chosen],
+            category=wanted,
+            categories=categories,
+            message=message,
+        )
+
+    def list_versions(self, library_id: str) -> VersionList:
+        """A library and every version of it, with lifecycle status and availability."""
+        lib = self.catalog.library(library_id)
+        versions = []
+        for v in lib.versions.values():
+            state, reason = self.catalog.state(v)
+            m = v.manifest
+            versions.append(
+                VersionSummary(
+                    version=v.version,
+                    status=m.version.status if m else None,
+                    latest=m.version.latest if m else False,
+                    lts=m.version.lts if m else False,
+                    default=v.version == lib.default_version,
+                    availability=state,
+                    reason=reason,
+                    build_id=v.build_id,
+                    content_hash=v.content_hash,
+                    built_at=m.build.built_at if m else None,
+                    documents=m.counts.documents if m else None,
+                )
+            )
+        return VersionList(library=self._summary(lib), versions=versions)
+
+    # -- search -------------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        keywords: list[str] | None = None,
+        library_id: str | None = None,
+        version: str | None = None,
+        mode: SearchMode = "balanced",
+        limit: int = DEFAULT_LIMIT,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> SearchResult:
+        """Search one library (or every library when ``library_id`` is None), fitted to ``max_tokens``."""
+        _check_range("limit", limit, 1, MAX_LIMIT)
+        _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        query = query.strip() if query and query.strip() else None
+        keywords = [k.strip() for k in keywords or [] if k and k.strip()]
+        if query is None and not keywords:
+            raise BadRequestError(
+                "give query (words or a question, e.g. 'useEffect cleanup') or keywords (a list of terms)"
+            )
+        if library_id is None and version:
+            raise BadRequestError("version needs libraryId: versions belong to one library")
+
+        targets: list[VersionEntry]
+        skipped: list[SkippedLibrary] = []
+        if library_id is not None:
+            targets = [self.catalog.resolve(library_id, version)]
+        else:
+            targets = [lib.default for lib in self.catalog.libraries()]
+        opened: list[OpenedLibrary] = []
+        for entry in targets:
+            try:
+                opened.append(self.catalog.open_entry(entry))
+            except LibraryUnavailableError as exc:
+                if library_id is not None:
+                    raise
+                skipped.append(
+                    SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=exc.reason)
+                )
+
+        raw: list[tuple[float, OpenedLibrary, int, int]] = []
+        terms: list[str] = []
+        dropped: list[str] = []
+        for lib in opened:
+            outcome = lib.searcher.search(query, keywords=keywords, mode=mode, limit=limit, per_doc=PER_DOC)
+            terms = terms or list(outcome.terms)
+            dropped = dropped or list(outcome.dropped)
+            raw.extend((h.score, lib, h.doc, h.chunk) for h in outcome.hits)
+        raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[2], r[3]))
+        raw = raw[:limit]
+
+        single = opened[0] if library_id is not None and opened else None
+        base = SearchResult(
+            query=query,
+            keywords=keywords,
+            mode=mode,
+            library_id=single.entry.library_id if single else None,
+            version=single.entry.version if single else None,
+            build_id=single.manifest.build.build_id if single else None,
+            content_hash=single.manifest.build.content_hash if single else None,
+            searched=[_source(o) for o in opened],
+            skipped=skipped,
+            terms=terms,
+            dropped=dropped,
+            hits=[],
+            truncated=False,
+            omitted_hits=0,
+            max_tokens=max_tokens,
+        )
+        if not raw:
+            return base.model_copy(update=_empty_advice(base, opened, library_id))
+        # The header, and the closing note should hits be left out, come out of the same budget.
+        fixed = estimate_tokens(_search_head(base)) + estimate_tokens(_omitted_note(len(raw), max_tokens))
+        hits, omitted = self._fit_hits(raw, max_tokens - fixed)
+        return base.model_copy(
+            update={
+                "hits": hits,
+                "truncated": omitted > 0 or any(h.truncated for h in hits),
+                "omitted_hits": omitted,
+            }
+        )
+
+    def _fit_hits(
+        self, raw: list[tuple[float, OpenedLibrary, int, int]], available: int
+    ) -> tuple[list[SearchHit], int]:
+        """The hits with their texts fitted into ``available`` tokens, and how many were left out."""
+        records: dict[tuple[int, int], DocRecord] = {}
+        full: list[SearchHit] = []
+        for rank, (score, lib, doc_no, chunk_no) in enumerate(raw, start=1):
+            key = (id(lib), doc_no)
+            if key not in records:
+                records[key] = lib.bundle.store.get(doc_no)
+            doc = records[key]
+            chunk = doc.chunks[chunk_no]
+            full.append(
+                SearchHit(
+                    rank=rank,
+                    library_id=lib.entry.library_id,
+                    version=lib.entry.version,
+                    build_id=lib.manifest.build.build_id,
+                    document_id=doc.id,
+                    chunk_id=chunk_no,
+                    title=doc.title,
+                    heading_path=list(chunk.heading_path),
+                    section=doc.section,
+                    url=doc.url,
+                    uri=doc_uri(lib.entry.library_id, lib.entry.version, doc.id),
+                    score=round(score, 4),
+                    text=chunk.text,
+                    truncated=False,
+                )
+            )
+        # What each hit costs besides its text: its header, and the note added when it is cut.
+        overheads = [estimate_tokens(_hit_header(h)) + estimate_tokens(_cut_note(h)) + 4 for h in full]
+        # Leave out the lowest-ranked hits until every kept one can show a useful amount of text.
+        kept = len(full)
+        while kept > 1 and sum(overheads[:kept]) + kept * MIN_TEXT_TOKENS > available:
+            kept -= 1
+        needs = [estimate_tokens(h.text) for h in full[:kept]]
+        alloc = share(needs, available - sum(overheads[:kept]))
+        hits: list[SearchHit] = []
+        for h, need, give in zip(full[:kept], needs, alloc, strict=True):
+            if give >= need:
+                hits.append(h)
+            else:
+                text, _ = fit_text(h.text, give)
+                hits.append(h.model_copy(update={"text": text, "truncated": True}))
+        return hits, len(full) - kept
+
+    # -- documents ----------------------------------------------------------------------------------
+
+    def _toc(self, lib: OpenedLibrary) -> list[_TocEntry]:
+        def make() -> list[_TocEntry]:
+            """Every document's metadata, in store (llms.txt) order."""
+            return [
+                _TocEntry(i, d.id, d.url, d.title, d.description, d.section, d.optional, len(d.chunks))
+                for i, d in enumerate(lib.bundle.store)
+            ]
+
+        return lib.cached("toc", make)
+
+    def _find(self, lib: OpenedLibrary, document_id: str) -> tuple[int, DocRecord]:
+        store = lib.bundle.store
+        wanted = document_id.strip()
+        candidates = [wanted, wanted.lstrip("/"), wanted.removeprefix("./")]
+        for c in candidates:
+            n = store.number_of(c)
+            if n is not None:
+                return n, store.get(n)
+        toc = self._toc(lib)
+        for e in toc:
+            # A model often passes the URL it saw in a search hit instead of the id.
+            if wanted and (e.url == wanted or e.url.rstrip("/") == wanted.rstrip("/")):
+                return e.number, store.get(e.number)
+        ids = [e.id for e in toc]
+        close = difflib.get_close_matches(wanted, ids, n=5, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        example = f" Ids look like {ids[0]!r}." if ids else ""
+        raise UnknownDocumentError(
+            f"no document {document_id!r} in {lib.entry.library_id}@{lib.entry.version}.{hint}{example} "
+            f"Call list_documents(libraryId={lib.entry.library_id!r}) for every document id, or "
+            "search_documents to find pages by topic."
+        )
+
+    def get_document(
+        self,
+        library_id: str,
+        document_id: str,
+        *,
+        version: str | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        cursor: str | None = None,
+    ) -> DocumentPage:
+        """One page of a document's markdown; ``next_cursor`` continues it."""
+        _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        lib = self.catalog.open(library_id, version)
+        src = _source(lib)
+        _, doc = self._find(lib, document_id)
+        text = doc.text
+        start = 0
+        if cursor:
+            start = _decode_cursor(cursor, src, doc.id, len(text))
+        boundaries: list[int] = []
+        pos = 0
+        for c in doc.chunks:
+            pos += len(c.text)
+            boundaries.append(pos)
+        header = _doc_header(doc, src)
+        budget = max(max_tokens - estimate_tokens(header) - HEADER_TOKENS, MIN_TEXT_TOKENS)
+        end = page_end(text, start, budget, boundaries)
+        more = end < len(text)
+        return DocumentPage(
+            **src.model_dump(),
+            document_id=doc.id,
+            title=doc.title,
+            url=doc.url,
+            section=doc.section,
+            description=doc.description,
+            text=text[start:end],
+            start=start,
+            end=end,
+            total_chars=len(text),
+            chunks=len(doc.chunks),
+            truncated=more,
+            next_cursor=_encode_cursor(src, doc.id, end) if more else None,
+        )
+
+    def page_markdown(self, library_id: str, version: str, path: str) -> str:
+        """A whole document's markdown (the ``docs://`` resource)."""
+        lib = self.catalog.open(library_id, version)
+        _, doc = self._find(lib, path)
+        return doc.text
+
+    def list_documents(
+        self,
+        library_id: str,
+        *,
+        version: str | None = None,
+        section: str | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> DocumentList:
+        """The table of contents: sections in llms.txt order, each with its documents."""
+        _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        lib = self.catalog.open(library_id, version)
+        src = _source(lib)
+        toc = self._toc(lib)
+        order: dict[str, list[_TocEntry]] = {}
+        for e in toc:
+            order.setdefault(e.section, []).append(e)
+        wanted = section.strip() if section and section.strip() else None
+        if wanted is not None:
+            match = next((s for s in order if s.lower() == wanted.lower()), None)
+            if match is None:
+                names = ", ".join(repr(s or "(no section)") for s in order)
+                raise BadRequestError(
+                    f"{lib.entry.library_id}@{lib.entry.version} has no section {section!r}. Sections: {names}"
+                )
+            order = {match: order[match]}
+        m = lib.manifest
+        not_indexed = [
+            NotIndexed(url=d.url, title=d.title, section=d.section, reason=d.error or "not indexed")
+            for d in m.documents
+            if d.error
+        ]
+        counts = ", ".join(f"{name or '(no section)'} ({len(entries)})" for name, entries in order.items())
+
+        def listing(sections: list[TocSection], omitted: int) -> DocumentList:
+            """The result for these sections, with the message when documents were left out."""
+            message = None
+            if omitted:
+                message = (
+                    f"{omitted} documents not shown to fit maxTokens. Call list_documents with section= "
+                    f"one of: {counts}; or raise maxTokens."
+                )
+            return DocumentList(
+                **src.model_dump(),
+                title=m.source.title,
+                summary=m.source.summary,
+                section=next(iter(order)) if wanted is not None else None,
+                sections=sections,
+                documents=sum(s.count for s in sections),
+                not_indexed=not_indexed,
+                truncated=omitted > 0,
+                omitted_documents=omitted,
+                message=message,
+            )
+
+        # What the answer costs with every document left out (headings, notes, the message) is fixed.
+        total = len(toc) if wanted is None else len(order[next(iter(order))])
+        skeleton = [TocSection(name=n, documents=[], count=len(e)) for n, e in order.items()]
+        budget = max_tokens - estimate_tokens(render_documents(listing(skeleton, total)))
+        used = 0
+        omitted = 0
+        sections: list[TocSection] = []
+        for name, entries in order.items():
+            docs: list[TocDocument] = []
+            for e in entries:
+                item = TocDocument(
+                    id=e.id,
+                    title=e.title,
+                    url=e.url,
+                    description=e.description,
+                    optional=e.optional,
+                    chunks=e.chunks,
+                )
+                cost = estimate_tokens(_toc_line(item)) + 1
+                if omitted or used + cost > budget:
+                    omitted += 1
+                    continue
+                used += cost
+                docs.append(item)
+            sections.append(TocSection(name=name, documents=docs, count=len(entries)))
+        return listing(sections, omitted)
+
+    def chunk_with_context(
+        self,
+        library_id: str,
+        document_id: str,
+        chunk_id: int,
+        *,
+        version: str | None = None,
+        window: int = DEFAULT_WINDOW,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> ChunkContext:
+        """A chunk with ``window`` chunks either side, the target kept whole first."""
+        _check_range("windowSize", window, 0, MAX_WINDOW)
+        _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        lib = self.catalog.open(library_id, version)
+        src = _source(lib)
+        _, doc = self._find(lib, document_id)
+        n = len(doc.chunks)
+        if not 0 <= chunk_id < n:
+            raise UnknownDocumentError(
+                f"document {doc.id!r} has chunks 0..{n - 1}, not {chunk_id}. chunkId comes from a "
+                "search_documents hit; get_document returns the whole document."
+            )
+        lo, hi = max(0, chunk_id - window), min(n, chunk_id + window + 1)
+        available = max_tokens - HEADER_TOKENS - estimate_tokens(doc.title + doc.url)
+        numbers = list(range(lo, hi))
+        overhead = {i: estimate_tokens(" › ".join(doc.chunks[i].heading_path)) + 12 for i in numbers}
+        available -= sum(overhead.values())
+        need = {i: estimate_tokens(doc.chunks[i].text) for i in numbers}
+        give = {chunk_id: min(need[chunk_id], max(available, MIN_TEXT_TOKENS))}
+        others = [i for i in numbers if i != chunk_id]
+        for i, g in zip(others, share([need[i] for i in others], available - give[chunk_id]), strict=True):
+            give[i] = g
+        views: list[ChunkView] = []
+        cut = False
+        for i in numbers:
+            c = doc.chunks[i]
+            if i != chunk_id and give[i] < min(need[i], MIN_TEXT_TOKENS):
+                cut = True  # a neighbour squeezed below a useful size is left out
+                continue
+            text, was_cut = fit_text(c.text, give[i])
+            cut = cut or was_cut
+            views.append(
+                ChunkView(
+                    chunk_id=i,
+                    heading_path=list(c.heading_path),
+                    text=text,
+                    is_target=i == chunk_id,
+                    truncated=was_cut,
+                )
+            )
+        return ChunkContext(
+            **src.model_dump(),
+            document_id=doc.id,
+            title=doc.title,
+            url=doc.url,
+            chunk_id=chunk_id,
+            window_size=window,
+            chunk_count=n,
+            chunks=views,
+            truncated=cut,
+        )
+
+
+def _empty_advice(
+    result: SearchResult, opened: list[OpenedLibrary], library_id: str | None
+) -> dict[str, object]:
+    where = f"{result.library_id}@{result.version}" if result.library_id else "any library"
+    asked = result.query or ", ".join(result.keywords)
+    if not opened:
+        return {
+            "message": "No library could be searched: every one failed to open (see skipped).",
+            "suggestions": ["Call list_libraries to see each library's status and reason."],
+        }
+    suggestions: list[str] = []
+    if not result.terms:
+        message = (
+            f"Nothing to search for in {asked!r}: every word is a stop word or a question word. "
+            "Name the topic: an API, a feature, an error message."
+        )
+    else:
+        message = f"No results for {asked!r} in {where}."
+        if result.mode != "broad":
+            suggestions.append("Retry with mode='broad' (any word may match instead of most of them).")
+        suggestions.append(
+            "Use fewer or different words: the library's own names for things, or an identifier."
+        )
+    lib_arg = f"libraryId={library_id!r}" if library_id else "libraryId=..."
+    suggestions.append(f"Browse the table of contents with list_documents({lib_arg}).")
+    if library_id is not None:
+        suggestions.append("Search every library by omitting libraryId.")
+    return {"message": message, "suggestions": suggestions}
+
+
+# -- cursors ----------------------------------------------------------------------------------------
+
+
+def _encode_cursor(src: Source, doc_id: str, offset: int) -> str:
+    data = json.dumps({"v": 1, "b": src.build_id, "d": doc_id, "o": offset}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(data.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _decode_cursor(cursor: str, src: Source, doc_id: str, length: int) -> int:
+    restart = "Call get_document without cursor to start at the beginning."
+    try:
+        raw = base64.urlsafe_b64decode(cursor.strip() + "=" * (-len(cursor.strip()) % 4))
+        data = json.loads(raw.decode("utf-8"))
+        ok = isinstance(data, dict) and data.get("v") == 1
+        build, doc, offset = data["b"], data["d"], data["o"]
+    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError):
+        raise BadCursorError(f"cursor {cursor[:40]!r} is not one get_document returned. {restart}") from None
+    if not ok or not isinstance(offset, int) or not isinstance(doc, str) or not isinstance(build, str):
+        raise BadCursorError(f"cursor {cursor[:40]!r} is not one get_document returned. {restart}")
+    if doc != doc_id:
+        raise BadCursorError(f"this cursor continues document {doc!r}, not {doc_id!r}. {restart}")
+    if build != src.build_id:
+        raise BadCursorError(
+            f"this cursor was made for build {build} but {src.library_id}@{src.version} serves build "
+            f"{src.build_id}. {restart}"
+        )
+    if not 0 < offset < length:
+        raise BadCursorError(
+            f"cursor offset {offset} is outside the document ({length} characters). {restart}"
+        )
+    return offset
+
+
+# -- text renderings --------------------------------------------------------------------------------
+
+
+def _where(src: Source | SearchHit | DocumentPage | DocumentList | ChunkContext) -> str:
+    return f"{src.library_id}@{src.version} (build {src.build_id})"
+
+
+def hit_title(h: SearchHit) -> str:
+    """The hit's title and heading path without saying the page title twice."""
+    path = list(h.heading_path)
+    if path and path[0].strip() == h.title.strip():
+        path = path[1:]
+    return " › ".join([h.title, *path])
+
+
+def _hit_header(h: SearchHit) -> str:
+    return (
+        f"## {h.rank}. {hit_title(h)}\n"
+        f"library {h.library_id}@{h.version} · documentId `{h.document_id}` · chunkId {h.chunk_id} · "
+        f"score {h.score:.3f}\nURL: {h.url}\n"
+    )
+
+
+def _search_head(r: SearchResult) -> str:
+    asked = r.query if r.query is not None else ", ".join(r.keywords)
+    where = (
+        f"{r.library_id}@{r.version} (build {r.build_id})"
+        if r.library_id
+        else f"every library ({', '.join(s.library_id for s in r.searched) or 'none could be opened'})"
+    )
+    out = [f"# Search: {asked}", f"Searched {where}; mode {r.mode}; {len(r.hits)} hit(s)."]
+    if r.dropped:
+        out.append(f"Ignored words: {', '.join(r.dropped)}.")
+    out.extend(f"Skipped {s.library_id}@{s.version}: {s.reason}" for s in r.skipped)
+    if r.message:
+        out.append(r.message)
+    out.extend(f"- {s}" for s in r.suggestions)
+    return "\n".join(out) + "\n"
+
+
+def _cut_note(h: SearchHit) -> str:
+    return (
+        f"\n[… cut to fit maxTokens; get_chunk_with_context(libraryId={h.library_id!r}, "
+        f"documentId={h.document_id!r}, chunkId={h.chunk_id}) returns it whole]"
+    )
+
+
+def _omitted_note(count: int, max_tokens: int) -> str:
+    return f"\n[{count} more hit(s) left out to fit maxTokens={max_tokens}]"
+
+
+def render_search(r: SearchResult) -> str:
+    """Markdown rendering of a search result."""
+    out = [_search_head(r).rstrip("\n")]
+    for h in r.hits:
+        out.append("")
+        out.append(_hit_header(h))
+        out.append(h.text.rstrip("\n"))
+        if h.truncated:
+            out.append(_cut_note(h))
+    if r.omitted_hits:
+        out.append(_omitted_note(r.omitted_hits, r.max_tokens))
+    return "\n".join(out) + "\n"
+
+
+def _doc_header(doc: DocRecord, src: Source) -> str:
+    return f"# {doc.title}\nDocument `{doc.id}` of {_where(src)} · URL: {doc.url}\n"
+
+
+def render_document(p: DocumentPage) -> str:
+    """Markdown rendering of a document page."""
+    head = f"# {p.title}\nDocument `{p.document_id}` of {_where(p)} · URL: {p.url}\n"
+    span = f"characters {p.start}-{p.end} of {p.total_chars}"
+    tail = (
+        f"\n\n[Page ends here ({span}). Continue with get_document(cursor={p.next_cursor!r}).]"
+        if p.next_cursor
+        else ("" if p.start == 0 else f"\n\n[Last page ({span}).]")
+    )
+    return f"{head}\n{p.text.rstrip()}{tail}\n"
+
+
+def _toc_line(d: TocDocument) -> str:
+    desc = f": {d.description}" if d.description else ""
+    opt = " (optional)" if d.optional else ""
+    return f"- [{d.title}]({d.url}) — id `{d.id}`{opt}{desc}"
+
+
+def render_documents(r: DocumentList) -> str:
+    """Markdown rendering of a table of contents."""
+    out = [f"# {r.title or r.library_id} — {_where(r)}, {r.documents} document(s)"]
+    if r.summary:
+        out.append(f"> {r.summary}")
+    for s in r.sections:
+        out.append("")
+        out.append(f"## {s.name or '(no section)'}")
+        out.extend(_toc_line(d) for d in s.documents)
+        if len(s.documents) < s.count:
+            out.append(f"- … {s.count - len(s.documents)} more")
+    if r.not_indexed:
+        out.append("")
+        out.append(
+            f"Not indexed ({len(r.not_indexed)}): "
+            + "; ".join(f"{d.url} ({d.reason})" for d in r.not_indexed[:10])
+        )
+    if r.message:
+        out.append("")
+        out.append(r.message)
+    return "\n".join(out) + "\n"
+
+
+def render_chunks(r: ChunkContext) -> str:
+    """Markdown rendering of a chunk with its neighbours."""
+    out = [
+        f"# {r.title} — chunk {r.chunk_id} of {r.chunk_count} (window {r.window_size})",
+        f"Document `{r.document_id}` of {_where(r)} · URL: {r.url}",
+    ]
+    for c in r.chunks:
+        mark = " (requested)" if c.is_target else ""
+        out.append("")
+        out.append(f"## Chunk {c.chunk_id}{mark}: {' › '.join(c.heading_path) or r.title}")
+        out.append(c.text.rstrip("\n"))
+        if c.truncated:
+            out.append("[… cut to fit maxTokens]")
+    if r.truncated:
+        out.append("\n[Some text was cut or left out to fit maxTokens; raise maxTokens or lower windowSize.]")
+    return "\n".join(out) + "\n"
+
+
+def render_libraries(r: LibraryList) -> str:
+    """Markdown rendering of the library list."""
+    out = [f"# Libraries ({len(r.libraries)})" + (f" in category {r.category}" if r.category else "")]
+    for lib in r.libraries:
+        status = f"FAILED: {lib.reason}" if lib.status == "failed" else lib.status
+        docs = f"{lib.documents} docs" if lib.documents is not None else "no manifest"
+        out.append(
+            f"- **{lib.id}** — {lib.name}"
+            + (f" [{lib.category}]" if lib.category else "")
+            + f": {lib.description}\n"
+            f"  versions: {', '.join(lib.versions)} (default {lib.default_version}); {docs}; "
+            f"built {lib.built_at or '?'}; build {lib.build_id or '?'}; status {status}"
+        )
+    if r.message:
+        out.append(r.message)
+    if r.categories:
+        out.append(f"Categories: {', '.join(r.categories)}")
+    return "\n".join(out) + "\n"
+
+
+def render_versions(r: VersionList) -> str:
+    """Markdown rendering of a library's versions."""
+    lib = r.library
+    out = [f"# {lib.name} ({lib.id}) — {len(r.versions)} version(s)"]
+    if lib.description:
+        out.append(lib.description)
+    for v in r.versions:
+        flags = [f for f, on in (("latest", v.latest), ("lts", v.lts), ("default", v.default)) if on]
+        avail = f"FAILED: {v.reason}" if v.availability == "failed" else v.availability
+        out.append(
+            f"- **{v.version}** — {v.status or '?'}" + (f" ({', '.join(flags)})" if flags else "") + f"; "
+            f"{v.documents if v.documents is not None else '?'} docs; build {v.build_id or '?'}; {avail}"
+        )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,219 @@
+"""Fixture bundles for the server tests: a generated site built with the indexer, and broken copies.
+
+The tree ``build_tree`` makes::
+
+    <root>/golden/latest/<build>/   the committed golden bundle (tests/bundle/golden/v1)
+    <root>/demo/2.x/<build>/        demo site, version 2.x (latest): identifiers, a long handbook page,
+    <root>/demo/1.x/<build>/        an Optional section, a listed page that does not exist; 1.x deprecated, LTS
+    <root>/cjk/latest/<build>/      Korean, Chinese and Japanese pages
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import msgspec
+from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
+from docbundle.indexer.build import build_target
+from docbundle.indexer.config import load_config
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE.parent / "bundle" / "golden" / "v1"
+GOLDEN_BUILD = "20260101-573833773b18"
+GOLDEN_HASH = "573833773b1832a0e0da030caf02aec1c937e203115dd83bc42a336a74f803b7"
+
+# The damaged libraries of the ``broken_root`` fixture, and what the refusal says about each.
+BROKEN = {
+    "flipped": "does not match its sha256",
+    "missing": "missing file(s) listed in the manifest",
+    "extra": "unexpected file(s) not in the manifest",
+    "future": "format_version 99 is not supported",
+    "nocurrent": "no CURRENT file",
+}
+
+HANDBOOK_TOPICS = [
+    "authentication", "pagination", "webhooks", "idempotency", "versioning", "sandbox", "refunds",
+    "disputes", "payouts", "invoices", "subscriptions", "coupons", "taxes", "currencies", "receipts",
+    "metadata", "logging", "testing", "migration", "security",
+]  # fmt: skip
+
+
+def handbook() -> str:
+    """A long page: one section per topic, each a few paragraphs, some with code."""
+    parts = ["# Handbook\n\nEverything about running the demo SDK in production.\n"]
+    for i, topic in enumerate(HANDBOOK_TOPICS):
+        body = (
+            f"The {topic} settings control how the client behaves. "
+            + f"Careful operators review {topic} before every release and document the choice. " * 6
+        )
+        parts.append(f"## {topic.capitalize()}\n\n{body}\n")
+        if i % 4 == 0:
+            parts.append(f"```python\nclient.configure({topic}=True)  # {topic}\n```\n")
+        parts.append(f"### {topic.capitalize()} notes\n\n" + f"Further notes on {topic}. " * 8 + "\n")
+    return "\n".join(parts)
+
+
+def topic_page(topic: str) -> str:
+    """A medium-sized page about one topic (the budget tests need many matching documents)."""
+    lead = f"How the demo SDK handles {topic}, and which settings operators review. " * 10
+    more = f"Settings for {topic} are read at start-up; operators change them with care. " * 10
+    return f"# {topic.capitalize()}\n\n{lead}\n\n## {topic.capitalize()} settings\n\n{more}\n"
+
+
+TOPIC_PAGES = HANDBOOK_TOPICS[:10]
+
+DEMO_V2 = {
+    "guides/install.md": "# Installation\n\nInstall the widget SDK with pip and configure the API key.\n\n"
+    "## Configure the API key\n\nSet the WIDGET_API_KEY environment variable before the client starts.\n",
+    "guides/hooks.md": "# Hooks\n\nUse the useEffect hook to synchronise a component with an external system.\n\n"
+    "## Cleanup\n\nReturn a cleanup function from the effect so it can unsubscribe.\n\n"
+    "```js\nuseEffect(() => {\n  const id = subscribe();\n  return () => unsubscribe(id);\n}, []);\n```\n",
+    "guides/handbook.md": handbook(),
+    "reference/tables.md": "# Tables\n\nRender rows with sap.m.Table and bind them to a JSON model.\n\n"
+    "## Columns\n\nEach column of the sap.m.Table has a header and a cell template.\n",
+    "reference/retries.md": "# Retries\n\nSet max_retry_after to cap how long the client waits between attempts.\n\n"
+    "## Backoff\n\nThe delay doubles after every failed attempt until max_retry_after is reached.\n",
+    "changelog.md": "# Changelog\n\n## 2.0\n\nThe hooks guide now covers useEffect cleanup in detail.\n",
+    **{f"topics/{t}.md": topic_page(t) for t in TOPIC_PAGES},
+}
+DEMO_V2_LLMS = (
+    """# Demo SDK
+
+> The demo payment SDK.
+
+## Guides
+
+- [Installation](guides/install.md): install and configure
+- [Hooks](guides/hooks.md): effects and their cleanup
+- [Handbook](guides/handbook.md): running in production
+
+## Reference
+
+- [Tables](reference/tables.md): sap.m.Table rows
+- [Retries](reference/retries.md)
+- [Missing page](reference/missing.md): listed, but the file does not exist
+
+## Topics
+
+"""
+    + "".join(f"- [{t.capitalize()}](topics/{t}.md)\n" for t in TOPIC_PAGES)
+    + """
+## Optional
+
+- [Changelog](changelog.md)
+"""
+)
+DEMO_V1 = {
+    "guides/install.md": "# Installation\n\nRun the legacyInstaller script to install version one of the SDK.\n\n"
+    "## Requirements\n\nVersion one needs the componentDidMount lifecycle of class components.\n",
+}
+DEMO_V1_LLMS = "# Demo SDK 1\n\n> Version one.\n\n## Guides\n\n- [Installation](guides/install.md)\n"
+CJK = {
+    "ko/widget.md": "# 결제위젯 연동하기\n\n결제위젯을 연동하는 방법을 알아봅니다. 결제 요청과 승인 과정을 설명합니다.\n\n"
+    "## 결제 요청\n\n결제 요청 후 승인 과정을 거칩니다.\n",
+    "zh/database.md": "# 数据库连接\n\n本文介绍如何配置数据库连接。连接池可以提高性能。\n\n## 连接池\n\n设置最大连接数。\n",
+    "ja/widget.md": "# 決済ウィジェット\n\n決済ウィジェットを連携する方法を説明します。\n\n"
+    "## 設定\n\nクライアントキーを設定します。\n",
+}
+CJK_LLMS = """# CJK Docs
+
+> Pages in Korean, Chinese and Japanese.
+
+## 한국어
+
+- [결제위젯 연동하기](ko/widget.md)
+
+## 中文
+
+- [数据库连接](zh/database.md)
+
+## 日本語
+
+- [決済ウィジェット](ja/widget.md)
+"""
+CONFIG = """
+[[library]]
+id = "demo"
+name = "Demo SDK"
+description = "The demo payment SDK"
+category = "payments"
+
+[library.chunking]
+min_words = 5
+
+[[library.version]]
+name = "2.x"
+llms_txt = "demo-v2/llms.txt"
+latest = true
+
+[[library.version]]
+name = "1.x"
+llms_txt = "demo-v1/llms.txt"
+status = "deprecated"
+lts = true
+
+[[library]]
+id = "cjk"
+name = "CJK Docs"
+description = "Korean, Chinese and Japanese pages"
+category = "i18n"
+llms_txt = "cjk/llms.txt"
+
+[library.chunking]
+min_words = 3
+"""
+
+
+def _write_site(folder: Path, pages: dict[str, str], llms: str) -> None:
+    for rel, text in pages.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (folder / "llms.txt").write_text(llms, encoding="utf-8")
+
+
+def install_golden(root: Path, library_id: str = "golden") -> Path:
+    """Copy the golden bundle under ``root/<library_id>/latest/`` (relabelled when another id)."""
+    vdir = root / library_id / "latest"
+    bundle = vdir / GOLDEN_BUILD
+    shutil.copytree(GOLDEN, bundle)
+    (vdir / "CURRENT").write_text(GOLDEN_BUILD + "\n", encoding="ascii")
+    if library_id != "golden":
+        # manifest.json is not in its own file list, so relabelling it keeps the bundle verifiable.
+        m = decode_manifest((bundle / MANIFEST_NAME).read_bytes())
+        m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=library_id))
+        (bundle / MANIFEST_NAME).write_bytes(encode_manifest(m))
+    return bundle
+
+
+def build_tree(root: Path, work: Path) -> Path:
+    """Build the fixture tree described in the module docstring into ``root``; returns ``root``."""
+    _write_site(work / "demo-v2", DEMO_V2, DEMO_V2_LLMS)
+    _write_site(work / "demo-v1", DEMO_V1, DEMO_V1_LLMS)
+    _write_site(work / "cjk", CJK, CJK_LLMS)
+    config = work / "libraries.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    catalogue = load_config(config)
+    for lib in catalogue.libraries:
+        for target in catalogue.targets(lib):
+            outcome = build_target(target, root)
+            assert outcome.status == "built", outcome.message
+    install_golden(root)
+    return root
+
+
+def flip_byte(path: Path, offset: int = 100) -> None:
+    """Change one byte of a file in place (same size, different sha256)."""
+    data = bytearray(path.read_bytes())
+    data[offset % len(data)] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def set_format_version(bundle: Path, version: int) -> None:
+    """Rewrite a bundle's manifest with another format_version."""
+    path = bundle / MANIFEST_NAME
+    text = path.read_text(encoding="utf-8")
+    path.write_text(
+        text.replace('"format_version": 1,', f'"format_version": {version},', 1), encoding="utf-8"
+    )
