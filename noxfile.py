@@ -57,7 +57,9 @@ def serve(session: nox.Session) -> None:
     """
     session.install(*PACKAGES)
     if not (ROOT / "bundles" / "docbundle" / "latest" / "CURRENT").is_file():
-        session.run("docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle")
+        session.run(
+            "docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle"
+        )
     args = session.posargs or ["--transport", "http", "--host", "127.0.0.1", "--port", "8000"]
     session.run("docbundle", "serve", "--bundles", "bundles", *args)
 

@@ -207,6 +207,12 @@ def test_a_local_llms_txt_and_a_markdown_folder_need_no_network(tmp_path: Path, 
     assert (o.status, o.documents) == ("built", 3), o.message
     assert verify_bundle(Path(o.bundle or "")).documents[0].path == "guides/install.md"
 
+    (src / "llms.txt").write_text((src / "llms.txt").read_text() + "- [Gone](guides/missing.md)\n")
+    o = build(write_config(tmp_path, "site/llms.txt"), out=tmp_path / "with-missing")
+    (gone,) = [d for d in verify_bundle(Path(o.bundle or "")).documents if d.error]
+    assert gone.error_kind == "not-found" and str(tmp_path) not in (gone.error or "") + gone.url
+    assert "site/guides/missing.md" in (gone.error or "")
+
     (src / "llms.txt").unlink()
     o = build(write_config(tmp_path, "site"), out=tmp_path / "from-dir")
     assert (o.status, o.documents) == ("built", 3), o.message

@@ -128,6 +128,17 @@ def _display_url(url: str, target: Target, base_url: str) -> str:
     return f"{folder}/{rel}" if folder else rel
 
 
+def _scrub(message: str, target: Target) -> str:
+    """A page error message with the local source's absolute folder replaced by the path as configured."""
+    if urlsplit(target.source).scheme.lower() in ("http", "https"):
+        return message
+    source = Path(target.source)
+    folder = source if source.is_dir() else source.parent
+    label = (target.label or source.name).rstrip("/")
+    shown = label if source.is_dir() else (posixpath.dirname(label) or ".")
+    return message.replace(folder.as_uri(), shown).replace(str(folder), shown)
+
+
 def _strip_fragment(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
@@ -245,7 +256,8 @@ def _assemble(
         )
         if page.text is None:
             assert res is not None
-            err = msgspec.structs.replace(src, error=res.error or "not fetched", error_kind=res.error_kind)
+            reason = _scrub(res.error or "not fetched", target)
+            err = msgspec.structs.replace(src, error=reason, error_kind=res.error_kind)
             out.sources.append(err)
             continue
         prep = next(prepared)
