@@ -34,7 +34,7 @@ import re
 import threading
 from array import array
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from docbundle.bundle.analysis import iter_terms
 from docbundle.bundle.reader import Bundle
@@ -280,11 +280,7 @@ class BundleSearcher:
             tfs: array[float] = array("f")
             btext = term.encode("utf-8")
             if (field, btext) in reader:
-                m = reader.postings(field, btext)
-                while m.is_active():
-                    ids.append(m.id())
-                    tfs.append(m.weight())
-                    m.next()
+                _read_postings(reader.postings(field, btext), ids, tfs)
             n = max(self._chunk_count, 1)
             df = len(ids)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -483,3 +479,21 @@ def _follows(start: int, docnum: int, rest: list[dict[int, list[int]]], gaps: li
         if at not in positions.get(docnum, ()):
             return False
     return True
+
+
+def _read_postings(m: Any, ids: array[int], tfs: array[float]) -> None:
+    """Append every (chunk, term frequency) of a posting list, a whole block at a time when possible."""
+    if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_ids", "_weights")):
+        # whoosh's W3 leaf matcher decodes 128 postings per block; taking its decoded arrays avoids a
+        # Python call per posting (a first search on large-en loads tens of thousands of them).
+        while m.is_active():
+            m._read_ids()
+            m._read_weights()
+            ids.extend(m._ids)
+            tfs.extend(m._weights)
+            m._next_block()
+        return
+    while m.is_active():
+        ids.append(m.id())
+        tfs.append(m.weight())
+        m.next()
