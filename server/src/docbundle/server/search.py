@@ -39,7 +39,7 @@ from typing import Any, Literal
 from docbundle.bundle.analysis import iter_terms
 from docbundle.bundle.reader import Bundle
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN
-from whoosh.reading import IndexReader
+from whoosh.reading import IndexReader, TermNotFound
 from whoosh.scoring import BM25F
 from whoosh.util.numeric import byte_to_length
 
@@ -279,15 +279,24 @@ class BundleSearcher:
             ids: array[int] = array("I")
             tfs: array[float] = array("f")
             btext = term.encode("utf-8")
-            if (field, btext) in reader:
-                _read_postings(reader.postings(field, btext), ids, tfs)
+            try:  # one term lookup: asking "in" first would look the term up twice
+                matcher = reader.postings(field, btext)
+            except TermNotFound:
+                matcher = None
+            if matcher is not None:
+                _read_postings(matcher, ids, tfs)
             n = max(self._chunk_count, 1)
             df = len(ids)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             lengths, avg = self._field_lengths(reader, field)
             b = _B[field]
-            norm = [_K1 * (1.0 - b + b * lengths[i] / avg) for i in ids]
-            impacts = array("f", (idf * tf * (_K1 + 1.0) / (tf + k) for tf, k in zip(tfs, norm, strict=True)))
+            # BM25: idf * tf * (K1 + 1) / (tf + K1 * (1 - b + b * len / avg)), folded into constants.
+            top = idf * (_K1 + 1.0)
+            base = _K1 * (1.0 - b)
+            slope = _K1 * b / avg
+            impacts = array(
+                "f", [top * tf / (tf + base + slope * lengths[i]) for i, tf in zip(ids, tfs, strict=True)]
+            )
             if self._cached + len(ids) > _CACHE_POSTINGS:
                 self._cache.clear()
                 self._cached = 0
