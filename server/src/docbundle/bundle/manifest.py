@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Literal
 
 import msgspec
 
-from .errors import BundleFormatError, UnsupportedFormatVersionError
+from .errors import BundleFormatError, BundleNotFoundError, UnsupportedFormatVersionError
 
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS: tuple[int, ...] = (1,)
 MANIFEST_NAME = "manifest.json"
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 
 VersionStatus = Literal["active", "deprecated", "eol"]
 
@@ -173,6 +175,18 @@ _decoder = msgspec.json.Decoder(Manifest)
 def encode_manifest(manifest: Manifest) -> bytes:
     """Encode a manifest as indented, key-ordered JSON (stable bytes for the same manifest)."""
     return msgspec.json.format(_encoder.encode(manifest), indent=2) + b"\n"
+
+
+def manifest_bytes(bundle: Path) -> bytes:
+    """The raw bytes of ``bundle``'s manifest, refusing a missing or oversized file."""
+    path = bundle / MANIFEST_NAME
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as exc:
+        raise BundleNotFoundError(f"{bundle} is not a bundle: it has no {MANIFEST_NAME}") from exc
+    if size > MAX_MANIFEST_BYTES:
+        raise BundleFormatError(f"{path} is {size} bytes, over the {MAX_MANIFEST_BYTES} byte limit")
+    return path.read_bytes()
 
 
 def decode_manifest(data: bytes) -> Manifest:

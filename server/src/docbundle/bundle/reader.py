@@ -19,25 +19,17 @@ from pathlib import Path, PurePosixPath
 from whoosh.filedb.filestore import FileStorage
 from whoosh.index import Index
 
-from .errors import BundleError, BundleFormatError, BundleIntegrityError, BundleNotFoundError
-from .manifest import MANIFEST_NAME, Manifest, decode_manifest
+from .errors import BundleError, BundleFormatError, BundleIntegrityError
+from .manifest import MANIFEST_NAME, Manifest, decode_manifest, manifest_bytes
 from .schema import INDEX_DIR, INDEX_NAME, make_schema
 from .store import DocStore
 
-MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 
 
 def read_manifest(bundle: Path) -> Manifest:
     """Read and decode a bundle's manifest (format version checked; files not verified)."""
-    path = bundle / MANIFEST_NAME
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError as exc:
-        raise BundleNotFoundError(f"{bundle} is not a bundle: it has no {MANIFEST_NAME}") from exc
-    if size > MAX_MANIFEST_BYTES:
-        raise BundleFormatError(f"{path} is {size} bytes, over the {MAX_MANIFEST_BYTES} byte limit")
-    return decode_manifest(path.read_bytes())
+    return decode_manifest(manifest_bytes(bundle))
 
 
 def _files_on_disk(bundle: Path) -> set[str]:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current
-from docbundle.bundle.manifest import MANIFEST_NAME, Manifest, decode_manifest
+from docbundle.bundle.manifest import Manifest, decode_manifest, manifest_bytes
 
 from .errors import (
     InvalidIdError,
@@ -61,7 +61,6 @@ State = Literal["available", "ready", "failed"]
 T = TypeVar("T")
 LOCK_FILE_NAME = "bundles.lock"
 # Same cap as docbundle.bundle.reader (not imported here: it imports whoosh, kept off the start-up path).
-MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -216,14 +215,7 @@ class OpenedLibrary:
 
 def _read_manifest(bundle: Path) -> tuple[Manifest, str]:
     """Decode a bundle's manifest and hash its bytes (one read, so both describe the same file)."""
-    path = bundle / MANIFEST_NAME
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError as exc:
-        raise BundleError(f"{bundle} is not a bundle: it has no {MANIFEST_NAME}") from exc
-    if size > MAX_MANIFEST_BYTES:
-        raise BundleError(f"{path} is {size} bytes, over the {MAX_MANIFEST_BYTES} byte limit")
-    data = path.read_bytes()
+    data = manifest_bytes(bundle)
     return decode_manifest(data), hashlib.sha256(data).hexdigest()
 
 
