@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from docsite import TOPICS, page_markdown
-
 from docbundle.indexer import prepare
+from docsite import TOPICS, page_markdown
 
 
 def _site(root: Path) -> Path:
