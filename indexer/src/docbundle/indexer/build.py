@@ -39,6 +39,7 @@ from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord, write_store
 
 from . import write
+from .audit import scan_document
 from .cache import CrawlCache
 from .config import Target
 from .crawl import FetchResult, crawl, fetch_one
@@ -484,6 +485,7 @@ def _build_locked(
                 search=lib.search(),
                 tools=_tool_versions(),
             ),
+            safety=[f for doc in asm.docs for f in scan_document(doc)],
             counts=Counts(
                 documents=len(asm.docs),
                 chunks=asm.chunks,
