@@ -1,0 +1,241 @@
+"""Search regression checks: golden queries with graded relevance, run against a bundle.
+
+A golden file (TOML) holds queries, each with the documents that answer it graded 2 (the answer) or 1
+(helps), and the metric values the search is expected to reach, each with a tolerance and the reason
+for the number::
+
+    library = "docbundle"
+
+    [expect]
+    ndcg10 = { value = 0.91, tolerance = 0.02, reason = "baseline of 2026-11-21" }
+
+    [[query]]
+    id = "content-hash"
+    text = "what makes two builds the same bundle"
+    relevant = { "bundle-format.md" = 2, "indexer.md" = 1 }
+    expect = { ndcg10 = { value = 1.0, tolerance = 0.0, reason = "the page is titled for it" } }
+
+Metrics are document-level over the top 10 distinct documents (one hit per document): nDCG@10 with
+gains 2^grade - 1, MRR@10 (first document with grade >= 1), Recall@10 (share of graded documents found).
+They are computed here in a few lines rather than with an IR library: the definitions are short, and the
+established libraries (pytrec_eval, ir-measures) need a C toolchain to install.
+
+``regress`` prints ``[OK]`` / ``[FAIL]`` per expectation and fails on any FAIL; with a baseline bundle it
+also lists the queries whose top results changed.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+from docbundle.bundle.reader import open_bundle
+from docbundle.server.search import BundleSearcher
+
+from .errors import ConfigError
+
+Metric = Literal["ndcg10", "mrr10", "recall10"]
+METRICS: tuple[Metric, ...] = ("ndcg10", "mrr10", "recall10")
+DEPTH = 10
+
+
+class Expectation(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A metric value a query (or the whole set) must reach, give or take ``tolerance``."""
+
+    value: float
+    tolerance: float = 0.0
+    reason: str = ""
+
+
+class GoldenQuery(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """One golden query and its graded relevant documents."""
+
+    id: str
+    text: str
+    relevant: dict[str, int]
+    kind: str = ""
+    mode: Literal["balanced", "broad", "precise"] = "balanced"
+    expect: dict[Metric, Expectation] = {}
+
+
+class GoldenSet(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A golden file."""
+
+    library: str = ""
+    expect: dict[Metric, Expectation] = {}
+    query: list[GoldenQuery] = []
+
+
+class QueryResult(msgspec.Struct):
+    """What one golden query got."""
+
+    id: str
+    text: str
+    ranked: list[str]
+    ndcg10: float
+    mrr10: float
+    recall10: float
+
+
+class Check(msgspec.Struct):
+    """One expectation checked: ``[OK]`` or ``[FAIL]``."""
+
+    scope: str  # "overall" or a query id
+    metric: str
+    value: float
+    expected: float
+    tolerance: float
+    reason: str
+    ok: bool
+
+
+class RegressReport(msgspec.Struct, kw_only=True):
+    """The outcome of a regression run."""
+
+    bundle: str
+    library: str
+    build_id: str
+    content_hash: str
+    queries: list[QueryResult]
+    overall: dict[str, float]
+    checks: list[Check]
+    changed: list[dict[str, object]] = []
+
+    @property
+    def failed(self) -> list[Check]:
+        """The checks that failed."""
+        return [c for c in self.checks if not c.ok]
+
+
+def load_golden(path: Path) -> GoldenSet:
+    """Read a golden file; ConfigError names what is wrong."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        golden = msgspec.convert(raw, GoldenSet)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: golden file not found") from exc
+    except (tomllib.TOMLDecodeError, msgspec.ValidationError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    ids = [q.id for q in golden.query]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: query ids must be unique")
+    for q in golden.query:
+        if not q.relevant or any(g not in (1, 2, 3) for g in q.relevant.values()):
+            raise ConfigError(f"{path}: query {q.id!r}: relevant needs documents graded 1..3")
+    return golden
+
+
+def ndcg(ranked: list[str], relevant: dict[str, int], depth: int = DEPTH) -> float:
+    """nDCG@depth with gains 2^grade - 1."""
+    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:depth]))
+    ideal = sorted(relevant.values(), reverse=True)[:depth]
+    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def mrr(ranked: list[str], relevant: dict[str, int], depth: int = DEPTH) -> float:
+    """Reciprocal rank of the first relevant document within depth."""
+    for i, d in enumerate(ranked[:depth]):
+        if relevant.get(d, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def recall(ranked: list[str], relevant: dict[str, int], depth: int = DEPTH) -> float:
+    """Share of the relevant documents found within depth."""
+    wanted = {d for d, g in relevant.items() if g > 0}
+    return len(wanted & set(ranked[:depth])) / len(wanted) if wanted else 0.0
+
+
+def run_queries(bundle_path: Path, golden: GoldenSet) -> tuple[list[QueryResult], dict[str, str]]:
+    """Run every golden query; returns the results and the bundle's identity."""
+    bundle = open_bundle(bundle_path, use_mmap=False)
+    try:
+        searcher = BundleSearcher(bundle)
+        results = []
+        for q in golden.query:
+            hits = searcher.search(q.text, mode=q.mode, limit=DEPTH, per_doc=1).hits
+            ranked = [bundle.store.get(h.doc).id for h in hits]
+            results.append(
+                QueryResult(
+                    q.id,
+                    q.text,
+                    ranked,
+                    round(ndcg(ranked, q.relevant), 4),
+                    round(mrr(ranked, q.relevant), 4),
+                    round(recall(ranked, q.relevant), 4),
+                )
+            )
+        m = bundle.manifest
+        ident = {"library": m.library.id, "build_id": m.build.build_id, "content_hash": m.build.content_hash}
+        return results, ident
+    finally:
+        bundle.close()
+
+
+def _check(scope: str, metric: str, value: float, exp: Expectation) -> Check:
+    ok = value >= exp.value - exp.tolerance - 1e-9
+    return Check(scope, metric, value, exp.value, exp.tolerance, exp.reason, ok)
+
+
+def regress(bundle: Path, golden: GoldenSet, *, baseline: Path | None = None) -> RegressReport:
+    """Run the golden queries against ``bundle`` and check every expectation."""
+    results, ident = run_queries(bundle, golden)
+    n = max(len(results), 1)
+    overall: dict[str, float] = {m: round(sum(getattr(r, m) for r in results) / n, 4) for m in METRICS}
+    checks = [_check("overall", m, overall[m], e) for m, e in golden.expect.items()]
+    by_id = {r.id: r for r in results}
+    for q in golden.query:
+        checks += [_check(q.id, m, getattr(by_id[q.id], m), e) for m, e in q.expect.items()]
+    changed: list[dict[str, object]] = []
+    if baseline is not None:
+        before, _ = run_queries(baseline, golden)
+        for old, new in zip(before, results, strict=True):
+            if old.ranked != new.ranked:
+                changed.append(
+                    {
+                        "id": new.id,
+                        "text": new.text,
+                        "before": old.ranked[:5],
+                        "after": new.ranked[:5],
+                        "ndcg10": [old.ndcg10, new.ndcg10],
+                    }
+                )
+    return RegressReport(
+        bundle=str(bundle),
+        library=ident["library"],
+        build_id=ident["build_id"],
+        content_hash=ident["content_hash"],
+        queries=results,
+        overall=overall,
+        checks=checks,
+        changed=changed,
+    )
+
+
+def render_regress(report: RegressReport, *, per_query: bool = True) -> str:
+    """The readable report: metrics per query and overall, then one [OK]/[FAIL] line per expectation."""
+    lines = [f"{report.library} build {report.build_id} (content {report.content_hash[:12]})"]
+    if per_query:
+        lines.append(f"  {'query':<32} {'nDCG@10':>8} {'MRR@10':>7} {'R@10':>6}")
+        for r in report.queries:
+            lines.append(f"  {r.id[:32]:<32} {r.ndcg10:8.3f} {r.mrr10:7.3f} {r.recall10:6.3f}")
+    o = report.overall
+    lines.append(
+        f"  {'overall (' + str(len(report.queries)) + ' queries)':<32} {o['ndcg10']:8.3f} {o['mrr10']:7.3f} "
+        f"{o['recall10']:6.3f}"
+    )
+    for c in report.checks:
+        mark = "[OK]  " if c.ok else "[FAIL]"
+        why = f" ({c.reason})" if c.reason else ""
+        lines.append(
+            f"{mark} {c.scope} {c.metric} = {c.value:.4f}, expected >= {c.expected:.4f} - {c.tolerance:.4f}{why}"
+        )
+    if report.changed:
+        lines.append(f"{len(report.changed)} query(ies) changed their top results against the baseline:")
+        for ch in report.changed:
+            lines.append(f"  {ch['id']}: {ch['before']} -> {ch['after']} (nDCG@10 {ch['ndcg10']})")
+    return "\n".join(lines)

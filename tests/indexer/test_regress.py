@@ -1,0 +1,118 @@
+"""Search regression checks: metrics, expectations with tolerances, a worse bundle failing, baselines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from docbundle.indexer.build import build_target
+from docbundle.indexer.config import load_config
+from docbundle.indexer.errors import ConfigError
+from docbundle.indexer.regress import load_golden, mrr, ndcg, recall, regress, render_regress
+
+PAGES = {
+    "install.md": "# Installation\n\nInstall the package with pip and set the API key in the environment.\n",
+    "webhooks.md": "# Webhooks\n\nRegister a webhook endpoint; every event is signed with the signing secret.\n",
+    "retries.md": "# Retries\n\nFailed requests are retried with exponential backoff up to max_retry_after.\n",
+    "tables.md": "# Tables\n\nThe sap.m.Table control renders rows bound to a JSON model.\n",
+}
+GOLDEN = """
+library = "golden"
+
+[expect]
+ndcg10 = { value = 0.95, tolerance = 0.05, reason = "every query names its page" }
+mrr10 = { value = 1.0, tolerance = 0.0, reason = "the answer ranks first" }
+
+[[query]]
+id = "install"
+text = "how do I install the package"
+relevant = { "install.md" = 2 }
+expect = { ndcg10 = { value = 1.0, tolerance = 0.0, reason = "title match" } }
+
+[[query]]
+id = "signing"
+text = "webhook signing secret"
+relevant = { "webhooks.md" = 2 }
+
+[[query]]
+id = "backoff"
+text = "exponential backoff"
+relevant = { "retries.md" = 2 }
+
+[[query]]
+id = "table"
+text = "sap.m.Table rows"
+relevant = { "tables.md" = 2 }
+"""
+
+
+def _build(root: Path, pages: dict[str, str], out: Path) -> Path:
+    site = root / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    for old in site.glob("*.md"):
+        old.unlink()
+    for name, text in pages.items():
+        (site / name).write_text(text, encoding="utf-8")
+    listing = "# Golden\n\n## Docs\n\n" + "".join(f"- [Page {i}]({n})\n" for i, n in enumerate(pages))
+    (site / "llms.txt").write_text(listing, encoding="utf-8")
+    config = root / "libraries.toml"
+    config.write_text('[[library]]\nid = "golden"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    cat = load_config(config)
+    (target,) = cat.targets(cat.libraries[0])
+    outcome = build_target(target, out)
+    assert outcome.status == "built", outcome.message
+    return Path(outcome.bundle or "")
+
+
+@pytest.fixture
+def golden(tmp_path: Path) -> Path:
+    path = tmp_path / "golden.toml"
+    path.write_text(GOLDEN, encoding="utf-8")
+    return path
+
+
+def test_metrics_follow_their_definitions() -> None:
+    rel = {"a": 2, "b": 1}
+    assert ndcg(["a", "b"], rel) == pytest.approx(1.0)
+    assert ndcg(["b", "a"], rel) == pytest.approx((1 + 3 / 1.5849625) / (3 + 1 / 1.5849625))
+    assert ndcg(["x"], rel) == 0.0
+    assert mrr(["x", "b", "a"], rel) == pytest.approx(0.5)
+    assert recall(["a", "x"], rel) == 0.5
+
+
+def test_a_good_bundle_passes_every_expectation(tmp_path: Path, golden: Path) -> None:
+    bundle = _build(tmp_path, PAGES, tmp_path / "out")
+    report = regress(bundle, load_golden(golden))
+    text = render_regress(report)
+    assert report.failed == [], text
+    assert text.count("[OK]") == 3 and "[FAIL]" not in text
+    assert report.overall["mrr10"] == 1.0
+
+
+def test_a_worse_bundle_fails_and_the_baseline_shows_what_changed(tmp_path: Path, golden: Path) -> None:
+    good = _build(tmp_path, PAGES, tmp_path / "good")
+    worse_pages = dict(PAGES)
+    worse_pages["install.md"] = "# Setup notes\n\nSee the webhooks page for the signing secret.\n"
+    worse_pages["retries.md"] = "# Retries\n\nNothing to see here.\n"
+    worse = _build(tmp_path / "w", worse_pages, tmp_path / "worse")
+    report = regress(worse, load_golden(golden), baseline=good)
+    text = render_regress(report)
+    assert report.failed, text
+    assert "[FAIL] overall ndcg10" in text and "[FAIL] install ndcg10" in text
+    assert {c["id"] for c in report.changed} >= {"backoff"}
+    assert "changed their top results against the baseline" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[query]]\nid = "a"\ntext = "x"\nrelevant = {}\n', "relevant needs documents"),
+        ('[[query]]\nid = "a"\ntext = "x"\nrelevant = { "p.md" = 2 }\ntypo = 1\n', "unknown field"),
+        ('[[query]]\nid = "a"\ntext = "x"\nrelevant = { "p.md" = 2 }\n' * 2, "unique"),
+    ],
+)
+def test_malformed_golden_files_are_config_errors(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "g.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_golden(path)
