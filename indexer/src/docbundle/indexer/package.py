@@ -1,0 +1,108 @@
+"""Package bundles as release assets: one archive per bundle, ``SHA256SUMS`` and a catalogue ``index.json``.
+
+An archive ``<libraryId>-<version>-<buildId>.tar.gz`` holds ``<libraryId>/<version>/<buildId>/...``, so
+unpacking it into a bundles directory puts the bundle where the server looks (the installer then points
+``CURRENT`` at it). Archives are deterministic: entries sorted, owner 0, mode 0644/0755, mtimes from
+``SOURCE_DATE_EPOCH`` (else 0), and no timestamp in the gzip header, so the same bundle always packs to
+the same bytes and the same checksum.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import msgspec
+from docbundle.bundle.layout import current_bundle
+from docbundle.bundle.manifest import Manifest
+from docbundle.bundle.reader import verify_bundle
+
+SUMS = "SHA256SUMS"
+INDEX = "index.json"
+
+
+class PackagedBundle(msgspec.Struct, kw_only=True):
+    """One entry of ``index.json``."""
+
+    library: str
+    name: str
+    version: str
+    status: str
+    latest: bool
+    build_id: str
+    content_hash: str
+    built_at: str
+    documents: int
+    archive: str
+    sha256: str
+    size: int
+
+
+def archive_name(manifest: Manifest) -> str:
+    """``<libraryId>-<version>-<buildId>.tar.gz``."""
+    return f"{manifest.library.id}-{manifest.version.name}-{manifest.build.build_id}.tar.gz"
+
+
+def _mtime() -> int:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return int(epoch) if epoch.isdigit() else 0
+
+
+def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
+    """Verify ``bundle`` and write its deterministic archive into ``out_dir``."""
+    manifest = verify_bundle(bundle)
+    prefix = f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
+    mtime = _mtime()
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        dirs = sorted({p.relative_to(bundle) for p in bundle.rglob("*") if p.is_dir()})
+        for rel in [Path("."), *dirs]:
+            info = tarfile.TarInfo(prefix if rel == Path(".") else f"{prefix}/{rel.as_posix()}")
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, mtime
+            tar.addfile(info)
+        for path in sorted(p for p in bundle.rglob("*") if p.is_file()):
+            info = tarfile.TarInfo(f"{prefix}/{path.relative_to(bundle).as_posix()}")
+            info.size, info.mode, info.mtime = path.stat().st_size, 0o644, mtime
+            with open(path, "rb") as src:
+                tar.addfile(info, src)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = archive_name(manifest)
+    tmp = out_dir / f".{name}.tmp"
+    with open(tmp, "wb") as dst, gzip.GzipFile(filename="", mode="wb", fileobj=dst, mtime=0) as gz:
+        gz.write(raw.getvalue())
+    os.replace(tmp, out_dir / name)
+    data = (out_dir / name).read_bytes()
+    return PackagedBundle(
+        library=manifest.library.id,
+        name=manifest.library.name,
+        version=manifest.version.name,
+        status=manifest.version.status,
+        latest=manifest.version.latest,
+        build_id=manifest.build.build_id,
+        content_hash=manifest.build.content_hash,
+        built_at=manifest.build.built_at,
+        documents=manifest.counts.documents,
+        archive=name,
+        sha256=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+    )
+
+
+def current_bundles(bundles_dir: Path) -> list[Path]:
+    """Every bundle a ``CURRENT`` names under ``bundles_dir`` (``<lib>/<version>/CURRENT``), sorted."""
+    return [current_bundle(cur.parent) for cur in sorted(bundles_dir.glob("*/*/CURRENT"))]
+
+
+def package(bundles: list[Path], out_dir: Path) -> list[PackagedBundle]:
+    """Pack every bundle and write ``SHA256SUMS`` and ``index.json`` beside the archives."""
+    entries = [pack_bundle(b, out_dir) for b in bundles]
+    sums = "".join(f"{e.sha256}  {e.archive}\n" for e in sorted(entries, key=lambda e: e.archive))
+    (out_dir / SUMS).write_text(sums, encoding="ascii")
+    index = {"format": "docbundle-release-index", "version": 1, "bundles": msgspec.to_builtins(entries)}
+    (out_dir / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return entries

@@ -1,0 +1,60 @@
+"""Release packaging: deterministic archives, SHA256SUMS and index.json that a consumer can check."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from docbundle.bundle.errors import BundleIntegrityError
+from docbundle.bundle.reader import verify_bundle
+from docbundle.indexer.package import SUMS, current_bundles, package
+
+GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
+
+
+@pytest.fixture
+def bundles_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "bundles"
+    vdir = root / "golden" / "latest"
+    build_id = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]
+    shutil.copytree(GOLDEN, vdir / build_id)
+    (vdir / "CURRENT").write_text(build_id + "\n")
+    return root
+
+
+def test_archives_checksums_and_index_are_consistent(bundles_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "dist"
+    (entry,) = package(current_bundles(bundles_dir), out)
+    archive = out / entry.archive
+    assert entry.archive.startswith("golden-latest-") and entry.archive.endswith(".tar.gz")
+    line = (out / SUMS).read_text().strip()
+    assert line == f"{hashlib.sha256(archive.read_bytes()).hexdigest()}  {entry.archive}"
+    index = json.loads((out / "index.json").read_text())
+    assert index["bundles"][0]["content_hash"] == entry.content_hash
+    assert index["bundles"][0]["sha256"] == entry.sha256
+
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(archive) as tar:
+        tar.extractall(unpacked, filter="data")
+    restored = unpacked / "golden" / "latest" / entry.build_id
+    assert verify_bundle(restored).build.content_hash == entry.content_hash
+
+
+def test_packing_twice_gives_the_same_bytes(bundles_dir: Path, tmp_path: Path) -> None:
+    (a,) = package(current_bundles(bundles_dir), tmp_path / "a")
+    (b,) = package(current_bundles(bundles_dir), tmp_path / "b")
+    assert a.sha256 == b.sha256
+    assert (tmp_path / "a" / a.archive).read_bytes() == (tmp_path / "b" / b.archive).read_bytes()
+
+
+def test_a_tampered_bundle_is_not_packaged(bundles_dir: Path, tmp_path: Path) -> None:
+    (bundle,) = current_bundles(bundles_dir)
+    with open(bundle / "llms.txt", "ab") as fh:
+        fh.write(b"tampered")
+    with pytest.raises(BundleIntegrityError):
+        package([bundle], tmp_path / "dist")
+    assert not (tmp_path / "dist" / SUMS).exists()
