@@ -1,7 +1,13 @@
-"""``docbundle-index``: build bundles from a library catalogue.
+"""``docbundle-index``: build bundles from a library catalogue, export them, and compare two builds.
 
-Exit codes: 0 every library was built or unchanged; 1 at least one library failed (the others were
-still built); 2 usage or configuration error.
+Exit codes of ``build``: 0 every library was built or unchanged; 1 at least one library failed (the
+others were still built); 2 usage or configuration error.
+
+``export``: 0 written; 1 the bundle cannot be read or fails verification, or the export cannot be
+written; 2 usage (including an existing ``--out`` without ``--force``, or one inside the bundle).
+
+``diff``: 0 whatever the differences (it is a report); 1 a bundle cannot be read or fails
+verification; 2 usage.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
+from docbundle.bundle.errors import BundleError
 
 from .build import Outcome, build_target
 from .cache import CrawlCache
 from .config import load_config
+from .diff import diff_bundles, encode_diff, render_diff
 from .errors import ConfigError
+from .export import FORMATS, ExportError, ExportUsageError, export_bundle
 from .progress import make_progress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -59,6 +68,30 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
     b.add_argument("--report", type=Path, help="also write the JSON crawl report to this file")
     b.add_argument("--quiet", action="store_true", help="no progress output")
+
+    e = sub.add_parser(
+        "export",
+        help="export a bundle as JSON, SQLite or markdown",
+        description="Verify a bundle and write its documents and chunks in a format other tools read.",
+    )
+    e.add_argument(
+        "bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory (its CURRENT)"
+    )
+    e.add_argument(
+        "--format", required=True, choices=FORMATS, help="json file, sqlite file or markdown folder"
+    )
+    e.add_argument("--out", required=True, type=Path, metavar="PATH", help="the file or folder to write")
+    e.add_argument("--force", action="store_true", help="replace an existing --out")
+
+    d = sub.add_parser(
+        "diff",
+        help="compare two bundles",
+        description="Report the documents, sections, counts, llms.txt findings and page errors that differ "
+        "between two bundles (each a bundle directory, or a version directory: its CURRENT).",
+    )
+    d.add_argument("old", type=Path, metavar="A", help="the old bundle (or version directory)")
+    d.add_argument("new", type=Path, metavar="B", help="the new bundle (or version directory)")
+    d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     return p
 
 
@@ -124,6 +157,37 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.failed else EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Run ``export``."""
+    try:
+        result = export_bundle(args.bundle, args.format, args.out, force=args.force)
+    except ExportUsageError as exc:
+        print(f"docbundle-index: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (BundleError, ExportError) as exc:
+        print(f"docbundle-index: cannot export: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        print(f"docbundle-index: export failed: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(
+        f"docbundle-index: exported {result.bundle} ({result.documents} documents, {result.chunks} chunks) "
+        f"as {result.format} to {args.out}"
+    )
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Run ``diff``."""
+    try:
+        diff = diff_bundles(args.old, args.new)
+    except (BundleError, OSError) as exc:
+        print(f"docbundle-index: cannot compare: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    sys.stdout.write(encode_diff(diff) if args.json else render_diff(diff))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``docbundle-index``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
@@ -131,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "build":
             return cmd_build(args)
+        if args.command == "export":
+            return cmd_export(args)
+        if args.command == "diff":
+            return cmd_diff(args)
     except ConfigError as exc:
         print(f"docbundle-index: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
