@@ -81,6 +81,26 @@ def serve(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def regress(session: nox.Session) -> None:
+    """Golden search regression checks: nox -s regress [-- BUNDLE --golden FILE [--baseline BUNDLE]].
+
+    With no arguments: builds the demo library into a temporary folder and checks it against
+    bundles/golden/docbundle.toml (exit 1 on any [FAIL]).
+    """
+    session.install(*PACKAGES)
+    if session.posargs:
+        session.run("docbundle-index", "regress", *session.posargs)
+        return
+    out = Path(session.create_tmp()) / "regress-bundles"
+    session.run(
+        "docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle",
+        "--out", str(out), "--no-cache", "--quiet",
+    )  # fmt: skip
+    vdir = out / "docbundle" / "latest"
+    session.run("docbundle-index", "regress", str(vdir), "--golden", "bundles/golden/docbundle.toml")
+
+
+@nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing."""
     session.install(*PACKAGES)

@@ -143,3 +143,44 @@ def test_killing_a_build_midway_leaves_current_valid_and_nothing_partial(site: S
     assert r.returncode == 0, r.stderr
     assert not [p for p in vdir.iterdir() if p.name.startswith(".tmp-")]
     assert read_current(vdir) != first
+
+
+def test_regress_audit_and_package_commands(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = _cli(
+        "build",
+        "--config",
+        str(ROOT / "bundles" / "libraries.toml"),
+        "--library",
+        "docbundle",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert r.returncode == 0, r.stderr
+    vdir = out / "docbundle" / "latest"
+    golden = ROOT / "bundles" / "golden" / "docbundle.toml"
+
+    r = _cli("regress", str(vdir), "--golden", str(golden))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "[OK]" in r.stdout and "[FAIL]" not in r.stdout
+
+    impossible = tmp_path / "impossible.toml"
+    impossible.write_text(
+        '[expect]\nndcg10 = { value = 1.0, reason = "no search is perfect" }\n'
+        '[[query]]\nid = "nonsense"\ntext = "zebra quantum marmalade"\nrelevant = { "index.md" = 2 }\n',
+        encoding="utf-8",
+    )
+    r = _cli("regress", str(vdir), "--golden", str(impossible), "--json")
+    assert r.returncode == 1
+    assert json.loads(r.stdout)["checks"][0]["ok"] is False
+
+    r = _cli("audit", str(vdir), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["library"] == "docbundle"
+
+    r = _cli("package", str(out), "--out", str(tmp_path / "dist"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "dist" / "SHA256SUMS").read_text().count(".tar.gz") == 1
+
+    r = _cli("regress", str(tmp_path / "nowhere"))
+    assert r.returncode == 1 and "cannot run the golden queries" in r.stderr

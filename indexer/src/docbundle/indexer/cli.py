@@ -8,6 +8,10 @@ written; 2 usage (including an existing ``--out`` without ``--force``, or one in
 
 ``diff``: 0 whatever the differences (it is a report); 1 a bundle cannot be read or fails
 verification; 2 usage.
+
+``regress``: 0 every expectation holds; 1 a [FAIL] (or the bundle cannot be read); 2 usage or a malformed
+golden file. ``audit``: 0 reported; 1 the bundle cannot be read. ``package``: 0 written; 1 a bundle fails
+verification or nothing was found.
 """
 
 from __future__ import annotations
@@ -21,14 +25,18 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
+from docbundle.bundle.reader import read_manifest
 
+from .audit import audit_bundle, render_audit
 from .build import Outcome, build_target
 from .cache import CrawlCache
 from .config import load_config
 from .diff import diff_bundles, encode_diff, render_diff
 from .errors import ConfigError
-from .export import FORMATS, ExportError, ExportUsageError, export_bundle
+from .export import FORMATS, ExportError, ExportUsageError, export_bundle, resolve_bundle
+from .package import current_bundles, package
 from .progress import make_progress
+from .regress import load_golden, regress, render_regress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -92,6 +100,41 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("old", type=Path, metavar="A", help="the old bundle (or version directory)")
     d.add_argument("new", type=Path, metavar="B", help="the new bundle (or version directory)")
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+    r = sub.add_parser(
+        "regress",
+        help="run golden queries against a bundle and check expectations",
+        description="Print nDCG@10, MRR@10 and Recall@10 per golden query and overall, one [OK]/[FAIL] line "
+        "per stored expectation, and exit 1 on any FAIL.",
+    )
+    r.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
+    r.add_argument(
+        "--golden",
+        type=Path,
+        help="golden query file (default: bundles/golden/<libraryId>.toml, from the current directory)",
+    )
+    r.add_argument(
+        "--baseline", type=Path, metavar="BUNDLE", help="also list queries whose top results changed"
+    )
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    a = sub.add_parser(
+        "audit",
+        help="report freshness, completeness, coverage and content safety of a bundle",
+        description="Verify a bundle and report its age and last crawl, failed pages, empty pages and odd "
+        "chunk sizes, and content-safety findings (hidden Unicode, text addressed to AI assistants).",
+    )
+    a.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    k = sub.add_parser(
+        "package",
+        help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
+        description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
+        "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
+    )
+    k.add_argument("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles")
+    k.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the release assets go")
     return p
 
 
@@ -188,6 +231,63 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_regress(args: argparse.Namespace) -> int:
+    """Run ``regress``."""
+    try:
+        bundle = resolve_bundle(args.bundle)
+        golden_path = args.golden
+        if golden_path is None:
+            library = read_manifest(bundle).library.id
+            golden_path = Path("bundles") / "golden" / f"{library}.toml"
+        golden = load_golden(golden_path)
+        baseline = resolve_bundle(args.baseline) if args.baseline else None
+        report = regress(bundle, golden, baseline=baseline)
+    except (BundleError, OSError) as exc:
+        print(f"docbundle-index: cannot run the golden queries: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n")
+    else:
+        print(render_regress(report))
+    return EXIT_FAILED if report.failed else EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Run ``audit``."""
+    try:
+        report = audit_bundle(resolve_bundle(args.bundle))
+    except (BundleError, OSError) as exc:
+        print(f"docbundle-index: cannot audit: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n")
+    else:
+        print(render_audit(report))
+    return EXIT_OK
+
+
+def cmd_package(args: argparse.Namespace) -> int:
+    """Run ``package``."""
+    try:
+        bundles: list[Path] = []
+        for given in args.bundles:
+            is_root = (
+                given.is_dir() and not (given / "manifest.json").exists() and not (given / "CURRENT").exists()
+            )
+            bundles += current_bundles(given) if is_root else [resolve_bundle(given)]
+        if not bundles:
+            print(f"docbundle-index: no bundles under {', '.join(map(str, args.bundles))}", file=sys.stderr)
+            return EXIT_FAILED
+        entries = package(bundles, args.out)
+    except (BundleError, OSError) as exc:
+        print(f"docbundle-index: cannot package: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for e in entries:
+        print(f"{e.sha256}  {e.archive}  ({e.library}@{e.version}, {e.documents} documents)")
+    print(f"docbundle-index: wrote {len(entries)} archive(s), SHA256SUMS and index.json to {args.out}")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``docbundle-index``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
@@ -199,6 +299,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_export(args)
         if args.command == "diff":
             return cmd_diff(args)
+        if args.command == "regress":
+            return cmd_regress(args)
+        if args.command == "audit":
+            return cmd_audit(args)
+        if args.command == "package":
+            return cmd_package(args)
     except ConfigError as exc:
         print(f"docbundle-index: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
