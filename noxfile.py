@@ -101,6 +101,16 @@ def regress(session: nox.Session) -> None:
 
 
 @nox.session(python="3.11")
+def nightly(session: nox.Session) -> None:
+    """The nightly release job, runnable locally: nox -s nightly -- [--library ID,ID] [--dist DIR].
+
+    Also: nox -s nightly -- --shards 20 (the CI matrix) and nox -s nightly -- --merge DIR ... --dist DIR.
+    """
+    session.install(*PACKAGES)
+    session.run("python", "-m", "docbundle.indexer.nightly", *session.posargs)
+
+
+@nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing."""
     session.install(*PACKAGES)

@@ -106,3 +106,23 @@ def package(bundles: list[Path], out_dir: Path) -> list[PackagedBundle]:
     index = {"format": "docbundle-release-index", "version": 1, "bundles": msgspec.to_builtins(entries)}
     (out_dir / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return entries
+
+
+def merge(dists: list[Path], out_dir: Path) -> list[PackagedBundle]:
+    """Merge shard outputs of ``package`` into one release folder, checking every archive's sha256."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entries: list[PackagedBundle] = []
+    for dist in dists:
+        index = json.loads((dist / INDEX).read_text(encoding="utf-8"))
+        for raw in index["bundles"]:
+            entry = msgspec.convert(raw, PackagedBundle)
+            data = (dist / entry.archive).read_bytes()
+            if hashlib.sha256(data).hexdigest() != entry.sha256:
+                raise ValueError(f"{dist / entry.archive} does not match the sha256 in {dist / INDEX}")
+            (out_dir / entry.archive).write_bytes(data)
+            entries.append(entry)
+    entries.sort(key=lambda e: e.archive)
+    (out_dir / SUMS).write_text("".join(f"{e.sha256}  {e.archive}\n" for e in entries), encoding="ascii")
+    index_out = {"format": "docbundle-release-index", "version": 1, "bundles": msgspec.to_builtins(entries)}
+    (out_dir / INDEX).write_text(json.dumps(index_out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return entries
