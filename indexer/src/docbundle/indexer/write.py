@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, read_current
+from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, read_current, write_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -175,15 +175,7 @@ def _fsync_tree(root: Path) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_dir(Path(dirpath))
 
 
 def list_files(directory: Path) -> list[FileEntry]:
@@ -208,14 +200,8 @@ def publish(vdir: Path, tmp: Path, build_id: str) -> Path:
         shutil.rmtree(tmp)
     else:
         os.rename(tmp, final)
-    _fsync_dir(vdir)
-    pointer = vdir / (CURRENT + ".tmp")
-    with open(pointer, "w", encoding="ascii") as fh:
-        fh.write(build_id + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(pointer, vdir / CURRENT)
-    _fsync_dir(vdir)
+    fsync_dir(vdir)
+    write_current(vdir, build_id)
     return final
 
 
@@ -260,7 +246,7 @@ def prune(vdir: Path, keep: int) -> list[str]:
         shutil.rmtree(vdir / name, ignore_errors=True)
         removed.append(name)
     if removed:
-        _fsync_dir(vdir)
+        fsync_dir(vdir)
     return removed
 
 

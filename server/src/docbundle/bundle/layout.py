@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -55,3 +56,25 @@ def current_bundle(vdir: Path) -> Path:
     if not path.is_dir():
         raise BundleNotFoundError(f"{vdir / CURRENT} names {build_id}, which does not exist")
     return path
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory, so a rename or new entry in it survives a crash."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_current(vdir: Path, build_id: str) -> None:
+    """Point ``CURRENT`` at ``build_id`` atomically: write a temporary file, fsync, rename, fsync the dir."""
+    if not BUILD_ID_RE.match(build_id):
+        raise ValueError(f"not a build id: {build_id!r}")
+    pointer = vdir / (CURRENT + ".tmp")
+    with open(pointer, "w", encoding="ascii") as fh:
+        fh.write(build_id + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(pointer, vdir / CURRENT)
+    fsync_dir(vdir)
