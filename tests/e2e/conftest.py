@@ -10,7 +10,7 @@ from docbundle.indexer.build import Outcome, build_target
 from docbundle.indexer.cache import CrawlCache
 from docbundle.indexer.config import load_config
 
-Build = Callable[..., Outcome]
+Build = Callable[..., Outcome]  # the same as docsite.Build, typed
 
 
 @pytest.fixture

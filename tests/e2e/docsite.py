@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sitesrv import Site
 
@@ -76,3 +78,7 @@ def write_config(directory: Path, source: str, extra: str = "") -> Path:
         encoding="utf-8",
     )
     return path
+
+
+#: The type of the ``build`` fixture (tests/e2e/conftest.py): build library ``demo`` from a config.
+Build = Callable[..., Any]

@@ -5,10 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import Build
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import open_bundle, verify_bundle
-from docsite import TOPICS, llms_txt, page_markdown, publish_site, write_config
+from docsite import TOPICS, Build, llms_txt, page_markdown, publish_site, write_config
 from sitesrv import Site
 
 
