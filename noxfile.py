@@ -76,7 +76,8 @@ def serve(session: nox.Session) -> None:
         session.run(
             "docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle"
         )
-    args = session.posargs or ["--transport", "http", "--host", "127.0.0.1", "--port", "8000"]
+    # The demo serves this machine only, without API keys (docs/deployment.md for a shared server).
+    args = session.posargs or ["--transport", "http", "--host", "127.0.0.1", "--port", "8000", "--no-auth"]
     session.run("docbundle", "serve", "--bundles", "bundles", *args)
 
 

@@ -6,11 +6,19 @@ The tree ``build_tree`` makes::
     <root>/demo/2.x/<build>/        demo site, version 2.x (latest): identifiers, a long handbook page,
     <root>/demo/1.x/<build>/        an Optional section, a listed page that does not exist; 1.x deprecated, LTS
     <root>/cjk/latest/<build>/      Korean, Chinese and Japanese pages
+
+``HttpServerProcess`` runs ``docbundle serve --transport http`` as a subprocess for the HTTP tests.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -217,3 +225,97 @@ def set_format_version(bundle: Path, version: int) -> None:
     path.write_text(
         text.replace('"format_version": 1,', f'"format_version": {version},', 1), encoding="utf-8"
     )
+
+
+class HttpServerProcess:
+    """``docbundle serve --transport http --port 0`` as a subprocess, its stderr lines collected.
+
+    Use as a context manager: entering starts the server and waits (bounded) for the line that gives
+    its URL; leaving stops it with SIGINT and checks it exited cleanly.
+    """
+
+    def __init__(self, bundles: Path, *options: str, startup_timeout: float = 30) -> None:
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "docbundle.server",
+            "serve",
+            "--bundles",
+            str(bundles),
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            *options,
+        ]
+        self.startup_timeout = startup_timeout
+        self.url = ""
+        self.returncode: int | None = None
+        self._lines: list[str] = []
+        self._cond = threading.Condition()
+        self._proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        return int(self.url.split(":")[2].split("/")[0])
+
+    def __enter__(self) -> HttpServerProcess:
+        self._proc = subprocess.Popen(self.cmd, stderr=subprocess.PIPE, text=True)
+        self._reader = threading.Thread(target=self._pump, daemon=True)
+        self._reader.start()
+        try:
+            line = self.wait_for(lambda s: "over streamable HTTP at " in s, self.startup_timeout)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        self.url = line.split(" at ")[1].split()[0]
+        return self
+
+    def _pump(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        for line in self._proc.stderr:
+            with self._cond:
+                self._lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def lines(self) -> list[str]:
+        """Every stderr line so far."""
+        with self._cond:
+            return list(self._lines)
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float = 10) -> str:
+        """The first stderr line matching ``predicate``, waiting at most ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = next((x for x in self._lines if predicate(x)), None)
+                if found is not None:
+                    return found
+                left = deadline - time.monotonic()
+                exited = self._proc is not None and self._proc.poll() is not None
+                if left <= 0 or (exited and not (self._reader and self._reader.is_alive())):
+                    tail = "\n".join(self._lines[-20:])
+                    raise AssertionError(
+                        f"no matching server log line within {timeout} s; last lines:\n{tail}"
+                    )
+                self._cond.wait(min(left, 0.5))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGINT)
+        try:
+            self.returncode = self._proc.wait(timeout=15)
+        finally:
+            if self._proc.poll() is None:
+                self._proc.kill()
+                self._proc.wait(timeout=5)
+            if self._reader is not None:
+                self._reader.join(timeout=5)
+            if self._proc.stderr is not None:
+                self._proc.stderr.close()

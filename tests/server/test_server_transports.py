@@ -193,7 +193,7 @@ async def test_cli_http_subprocess_listens_only(bundles_root: Path, tmp_path: Pa
     log = tmp_path / "audit.log"
     cmd = [sys.executable, "-c", AUDITED, str(log), "serve", "--bundles", str(bundles_root)]
     with subprocess.Popen(
-        [*cmd, "--transport", "http", "--port", "0"], stderr=subprocess.PIPE, text=True
+        [*cmd, "--transport", "http", "--port", "0", "--no-auth"], stderr=subprocess.PIPE, text=True
     ) as proc:
         lines: queue.Queue[str] = queue.Queue()
 

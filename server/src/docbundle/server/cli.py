@@ -1,23 +1,29 @@
 """``docbundle``: serve documentation bundles over MCP, and search, inspect or verify them from a shell.
 
-Commands: ``serve`` (stdio or streamable HTTP), ``search``, ``info``, ``verify``.
+Commands: ``serve`` (stdio or streamable HTTP), ``search``, ``info``, ``verify``, ``keys`` (API keys
+for the HTTP transport: ``create``, ``list``, ``revoke``).
 
 Exit codes: 0 success; 1 something failed (a bundle did not verify, a library could not be opened, the
 HTTP port could not be bound); 2 usage or configuration error (bad arguments, unknown library, missing
-bundles directory, malformed lock file).
+bundles directory, malformed lock file, missing or malformed keys file, HTTP with neither keys nor
+``--no-auth``, unknown key id).
 
-Only ``serve`` imports the MCP SDK, so ``search``, ``info`` and ``verify`` start quickly. Logs go to
-stderr; in stdio mode stdout belongs to MCP.
+Only ``serve`` imports the MCP SDK, so the other commands start quickly. Logs go to stderr (JSON lines
+when serving HTTP); in stdio mode stdout belongs to MCP.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT
@@ -26,15 +32,68 @@ from docbundle.bundle.manifest import MANIFEST_NAME
 from .catalog import Catalog, find_lock
 from .errors import LibraryUnavailableError, LockFileError, ServerError
 
+if TYPE_CHECKING:
+    from .keys import KeyStore
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ENV_BUNDLES = "DOCBUNDLE_BUNDLES"
+ENV_KEYS = "DOCBUNDLE_KEYS"
+DEFAULT_KEYS_FILE = "docbundle-keys.toml"
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+# serve options that only mean something over HTTP (argparse dest names, all defaulting to None).
+HTTP_ONLY = (
+    "keys",
+    "no_auth",
+    "allowed_host",
+    "allowed_origin",
+    "rate",
+    "burst",
+    "max_body_size",
+    "body_timeout",
+)
 
 log = logging.getLogger("docbundle.server")
 
 
 def _default_bundles() -> Path:
     return Path(os.environ.get(ENV_BUNDLES) or "bundles")
+
+
+def _rate(text: str) -> float:
+    """``--rate``: ``N/s``, ``N/m``, ``N/h`` or ``N`` (per second) as requests per second; ``off`` is 0."""
+    if text.strip().lower() in ("off", "0", "none"):
+        return 0.0
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*", text.lower())
+    if m is None or float(m[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give N/s, N/m or N/h (e.g. 10/s), or off")
+    per = {"m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}.get(m[2] or "s", 1)
+    return float(m[1]) / per
+
+
+def _size(text: str) -> int:
+    """``--max-body-size``: bytes, or with a K or M suffix (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmM]i?[bB]?)?\s*", text)
+    if m is None or int(m[1]) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of bytes, e.g. 1048576 or 1M")
+    return int(m[1]) * {"k": 1024, "m": 1024 * 1024}.get((m[2] or " ")[0].lower(), 1)
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        return value
+
+    return parse
+
+
+def _default_keys() -> Path:
+    return Path(os.environ.get(ENV_KEYS) or DEFAULT_KEYS_FILE)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +126,70 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000; 0 picks a free one)")
+    h = s.add_argument_group("HTTP transport")
+    h.add_argument(
+        "--keys",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"API keys file (default: ${ENV_KEYS}); HTTP refuses to start without one unless --no-auth",
+    )
+    h.add_argument(
+        "--no-auth",
+        action="store_true",
+        default=None,
+        help="serve HTTP without API keys (binds to 127.0.0.1 unless --host says otherwise)",
+    )
+    h.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        metavar="HOST",
+        help="a Host header clients may use (NAME, NAME:PORT or *), besides localhost and the bind "
+        "address; repeatable",
+    )
+    h.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="a browser Origin allowed besides those of the allowed hosts (scheme://host[:port|:*] or *); "
+        "repeatable",
+    )
+    h.add_argument(
+        "--rate",
+        type=_rate,
+        default=None,
+        metavar="RATE",
+        help="requests per key (per client address with --no-auth): N/s, N/m, N/h or off (default: 10/s)",
+    )
+    h.add_argument(
+        "--burst",
+        type=_positive(int),
+        default=None,
+        metavar="N",
+        help="requests a key may make at once before --rate applies (default: 40)",
+    )
+    h.add_argument(
+        "--max-body-size",
+        type=_size,
+        default=None,
+        metavar="BYTES",
+        help="largest request body, e.g. 65536 or 1M (default: 1M); larger is refused with 413",
+    )
+    h.add_argument(
+        "--body-timeout",
+        type=_positive(float),
+        default=None,
+        metavar="SECONDS",
+        help="time a client has to send a request body (default: 10); slower is refused with 408",
+    )
+    s.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=None,
+        help="default: info over HTTP (JSON lines on stderr, one per request), warning over stdio",
+    )
 
     q = sub.add_parser("search", help="search one library", description="Search one library's bundle.")
     common(q)
@@ -93,6 +216,67 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--lock", type=Path, default=None, metavar="FILE", help="also check content hashes against it"
     )
+
+    n = sub.add_parser(
+        "install",
+        help="install a release archive (offline)",
+        description="Check a release archive against SHA256SUMS, unpack it safely, verify it against its "
+        "manifest and the lock file, then point CURRENT at it. Needs no network.",
+    )
+    n.add_argument("archive", metavar="ARCHIVE", type=Path, help="<libraryId>-<version>-<buildId>.tar.gz")
+    n.add_argument(
+        "--bundles",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="bundles directory (default: $DOCBUNDLE_BUNDLES, else ./bundles)",
+    )
+    n.add_argument(
+        "--sums", type=Path, default=None, metavar="FILE", help="SHA256SUMS (default: beside the archive)"
+    )
+    n.add_argument(
+        "--lock", type=Path, default=None, metavar="FILE", help="lock file (default: DIR/bundles.lock)"
+    )
+
+    k = sub.add_parser(
+        "keys",
+        help="manage API keys for the HTTP transport",
+        description="Create, list and revoke the API keys `docbundle serve --transport http --keys FILE` "
+        "accepts. The file stores only a salted scrypt hash of each key's secret.",
+    )
+    ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
+
+    def keys_file(sp: argparse.ArgumentParser) -> None:
+        """The --keys option of every keys action."""
+        sp.add_argument(
+            "--keys",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help=f"keys file (default: ${ENV_KEYS}, else ./{DEFAULT_KEYS_FILE})",
+        )
+
+    kc = ksub.add_parser(
+        "create", help="create a key and print it once", description="Create a key; prints it once."
+    )
+    kc.add_argument("--name", required=True, help="who or what the key is for (shown by keys list)")
+    kc.add_argument(
+        "--expires",
+        metavar="DATE",
+        default=None,
+        help="last day (UTC) the key works: YYYY-MM-DD, or a number of days such as 90d (default: never)",
+    )
+    keys_file(kc)
+    kl = ksub.add_parser("list", help="list keys (never their secrets)", description="List the keys.")
+    keys_file(kl)
+    kl.add_argument("--json", action="store_true", help="print JSON")
+    kr = ksub.add_parser(
+        "revoke",
+        help="revoke a key",
+        description="Revoke a key; a running server refuses it within a second.",
+    )
+    kr.add_argument("key_id", metavar="ID", help="the key's id (the part before the dot)")
+    keys_file(kr)
     return p
 
 
@@ -100,8 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``docbundle`` command."""
     args = _parser().parse_args(argv)
     # Before the MCP SDK is imported: MCPServer() configures root logging at INFO unless a handler exists.
+    level = getattr(args, "log_level", None)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=level.upper() if level else logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr,
         format="docbundle: %(levelname)s %(name)s: %(message)s",
     )
@@ -112,6 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _search(args)
         if args.command == "info":
             return _info(args)
+        if args.command == "keys":
+            return _keys(args)
+        if args.command == "install":
+            return _install(args)
         return _verify(args)
     except LibraryUnavailableError as exc:
         _err(str(exc))
@@ -121,6 +310,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_FAILED
+
+
+def _install(args: argparse.Namespace) -> int:
+    from .install import InstallError, install  # whoosh and tarfile only for this command
+
+    bundles: Path = args.bundles or _default_bundles()
+    if not args.archive.is_file():
+        _err(f"{args.archive} not found")
+        return EXIT_FAILED
+    try:
+        done = install(args.archive, bundles, sums=args.sums, lock=args.lock)
+    except InstallError as exc:
+        _err(str(exc))
+        return EXIT_FAILED
+    note = " (already present; CURRENT points at it)" if done.already_present else ""
+    print(
+        f"installed {done.library}@{done.version} build {done.build_id} (content {done.content_hash[:12]}){note}"
+    )
+    print("restart a running server to serve it", file=sys.stderr)
+    return EXIT_OK
 
 
 def _err(message: str) -> None:
@@ -136,47 +345,136 @@ def _load(args: argparse.Namespace) -> Catalog:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.transport != "http":
+        given = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name) is not None]
+        if given:
+            _err(f"{', '.join(given)} only apply to --transport http")
+            return EXIT_USAGE
+        return _serve_stdio(args)
+    return _serve_http(args)
+
+
+def _serve_stdio(args: argparse.Namespace) -> int:
     catalog = _load(args)
     n = len(catalog.library_ids())
     if n == 0:
         log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
-    from .app import bind_socket, create_server, http_server
+    from .app import create_server
 
     server = create_server(catalog)
     try:
-        if args.transport == "stdio":
-            print(
-                f"docbundle: serving {n} libraries from {catalog.root} over stdio",
-                file=sys.stderr,
-                flush=True,
-            )
-            server.run("stdio")
-            return EXIT_OK
-        host: str = args.host
-        try:
-            sock = bind_socket(host, args.port)
-        except OSError as exc:
-            _err(f"cannot listen on {host}:{args.port}: {exc}")
-            return EXIT_FAILED
-        port = sock.getsockname()[1]
-        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-        if host not in LOOPBACK:
-            log.warning(
-                "listening on %s: the HTTP transport has no authentication yet; keep it on loopback", host
-            )
-        print(
-            f"docbundle: serving {n} libraries from {catalog.root} over streamable HTTP at "
-            f"http://{shown}:{port}/mcp (unauthenticated)",
-            file=sys.stderr,
-            flush=True,
-        )
-        http_server(server, host).run(sockets=[sock])
+        print(f"docbundle: serving {n} libraries from {catalog.root} over stdio", file=sys.stderr, flush=True)
+        server.run("stdio")
         return EXIT_OK
     except KeyboardInterrupt:
         # Ctrl-C (or SIGINT from a supervisor) is how a server is meant to stop.
         return EXIT_OK
     finally:
         catalog.close()
+
+
+def _serve_http(args: argparse.Namespace) -> int:
+    keys_path: Path | None = args.keys or (Path(os.environ[ENV_KEYS]) if os.environ.get(ENV_KEYS) else None)
+    if args.no_auth and args.keys is not None:
+        _err("--keys and --no-auth exclude each other")
+        return EXIT_USAGE
+    if args.no_auth:
+        keys_path = None
+    elif keys_path is None:
+        _err(
+            "the HTTP transport needs API keys: create one with "
+            f"`docbundle keys create --name NAME --keys FILE` and pass --keys FILE (or set ${ENV_KEYS}); "
+            "or pass --no-auth to serve without authentication on 127.0.0.1"
+        )
+        return EXIT_USAGE
+    from . import logs
+    from .keys import KeyStore
+
+    keys = KeyStore(keys_path) if keys_path is not None else None
+    # From here on every line on stderr is JSON (the catalogue's warnings included).
+    handler = logs.configure(args.log_level or "info")
+    catalog = _load(args)
+    try:
+        return _run_http(args, catalog, keys, handler)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    finally:
+        catalog.close()
+
+
+def _run_http(
+    args: argparse.Namespace, catalog: Catalog, keys: KeyStore | None, handler: logging.Handler
+) -> int:
+    from .app import create_server
+    from .http import (
+        DEFAULT_BODY_TIMEOUT,
+        DEFAULT_BURST,
+        DEFAULT_MAX_BODY,
+        DEFAULT_RATE,
+        HttpApp,
+        HttpOptions,
+        bind_socket,
+        http_server,
+    )
+
+    n = len(catalog.library_ids())
+    if n == 0:
+        log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
+    host: str = args.host
+    options = HttpOptions(
+        host=host,
+        allowed_hosts=tuple(args.allowed_host or ()),
+        allowed_origins=tuple(args.allowed_origin or ()),
+        rate=(args.rate if args.rate is not None else DEFAULT_RATE) or None,
+        burst=args.burst or DEFAULT_BURST,
+        max_body_size=args.max_body_size or DEFAULT_MAX_BODY,
+        body_timeout=args.body_timeout or DEFAULT_BODY_TIMEOUT,
+    )
+    app = HttpApp(create_server(catalog), catalog, keys, options)
+    try:
+        sock = bind_socket(host, args.port)
+    except OSError as exc:
+        _err(f"cannot listen on {host}:{args.port}: {exc}")
+        return EXIT_FAILED
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    url = f"http://{shown}:{port}/mcp"
+    if keys is None:
+        auth = "no authentication"
+        if host not in LOOPBACK:
+            log.warning("listening on %s with --no-auth: anyone who can reach it can use it", host)
+    else:
+        active = sum(1 for k in keys.records() if k.status(datetime.now(UTC)) == "active")
+        auth = f"API keys from {keys.path}: {active} active"
+        if active == 0:
+            log.warning("no active key in %s: every request will be refused", keys.path)
+    if host.strip("[]") in ("0.0.0.0", "::") and not args.allowed_host:
+        log.warning(
+            "listening on all interfaces without --allowed-host: requests are accepted only with a Host of "
+            "localhost or 127.0.0.1; pass --allowed-host NAME for the name clients use"
+        )
+    # Always shown, whatever the log level: supervisors and scripts read the address from it.
+    handler.handle(
+        logging.makeLogRecord(
+            {
+                "name": log.name,
+                "levelno": logging.INFO,
+                "levelname": "INFO",
+                "msg": f"docbundle: serving {n} libraries from {catalog.root} over streamable HTTP at {url} ({auth})",
+                "fields": {
+                    "event": "listening",
+                    "url": url,
+                    "libraries": n,
+                    "auth": "keys" if keys is not None else "none",
+                    "rate": options.rate,
+                    "burst": options.burst,
+                    "maxBodySize": options.max_body_size,
+                },
+            }
+        )
+    )
+    http_server(app, log_level=args.log_level or "info").run(sockets=[sock])
+    return EXIT_OK
 
 
 # -- search -----------------------------------------------------------------------------------------
@@ -258,6 +556,54 @@ def _info(args: argparse.Namespace) -> int:
     for s in libraries.libraries:
         state = f"FAILED: {s.reason}" if s.status == "failed" else f"{s.documents} docs, build {s.build_id}"
         print(f"{s.id:<20} {s.default_version:<10} {state}")
+    return EXIT_OK
+
+
+# -- keys -------------------------------------------------------------------------------------------
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from .keys import create_key, load_keys, parse_expiry, revoke_key
+
+    path: Path = args.keys or _default_keys()
+    if args.keys_command == "create":
+        expires = parse_expiry(args.expires) if args.expires else None
+        record, key = create_key(path, args.name, expires=expires)
+        until = f"until {record.expires.isoformat()} (UTC)" if record.expires else "with no expiry"
+        print(
+            f"docbundle: created key {record.id} ({record.name}) in {path}, valid {until}. "
+            "This is the only time the key is shown: store it now.",
+            file=sys.stderr,
+        )
+        print(key)
+        return EXIT_OK
+    if args.keys_command == "revoke":
+        record, already = revoke_key(path, args.key_id)
+        state = "was already revoked" if already else "revoked"
+        print(f"{record.id} ({record.name}) {state}; a running server refuses it within a second")
+        return EXIT_OK
+    now = datetime.now(UTC)
+    keys = load_keys(path)
+    rows: list[dict[str, str | None]] = [
+        {
+            "id": k.id,
+            "name": k.name,
+            "status": k.status(now),
+            "created": k.created.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "expires": k.expires.isoformat() if k.expires else None,
+        }
+        for k in keys.values()
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not rows:
+        print(f"no keys in {path}")
+    for r in rows:
+        print(
+            f"{r['id']}  {r['status']:<8} created {(r['created'] or '')[:10]}  "
+            f"expires {r['expires'] or 'never':<10}  {r['name']}"
+        )
     return EXIT_OK
 
 

@@ -1,0 +1,86 @@
+"""docs/releases.md, followed command by command: build, check, package, install offline, pin, verify, serve."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def _index(*args: str) -> subprocess.CompletedProcess[str]:
+    return _run("docbundle.indexer.cli", *args)
+
+
+def _server(*args: str) -> subprocess.CompletedProcess[str]:
+    return _run("docbundle.server", *args)
+
+
+def test_the_documented_release_flow_works_end_to_end(tmp_path: Path) -> None:
+    built, dist, airgapped = tmp_path / "bundles", tmp_path / "dist", tmp_path / "srv"
+    config = str(ROOT / "bundles" / "libraries.toml")
+
+    r = _index("build", "--config", config, "--library", "docbundle", "--out", str(built), "--quiet")
+    assert r.returncode == 0, r.stderr
+    vdir = str(built / "docbundle" / "latest")
+    r = _index("regress", vdir, "--golden", str(ROOT / "bundles" / "golden" / "docbundle.toml"))
+    assert r.returncode == 0, r.stdout
+    assert _index("audit", vdir).returncode == 0
+
+    r = _index("package", str(built), "--out", str(dist))
+    assert r.returncode == 0, r.stderr
+    (archive,) = dist.glob("*.tar.gz")
+
+    r = _server("install", str(archive), "--bundles", str(airgapped))
+    assert r.returncode == 0, r.stderr
+    r = _server("info", "--bundles", str(airgapped), "--json")
+    assert r.returncode == 0, r.stderr
+    (lib,) = json.loads(r.stdout)["libraries"]
+    lock = airgapped / "bundles.lock"
+    lock.write_text(f'[libraries.docbundle]\nlatest = "{lib["contentHash"]}"\n', encoding="utf-8")
+
+    r = _server("verify", str(airgapped))
+    assert r.returncode == 0, r.stdout + r.stderr
+    anyio.run(_serve_and_search, airgapped, lock)
+
+    lock.write_text(f'[libraries.docbundle]\nlatest = "{"0" * 64}"\n', encoding="utf-8")
+    r = _server("install", str(archive), "--bundles", str(airgapped))
+    assert r.returncode == 1 and "does not pin content hash" in r.stderr
+
+
+async def _serve_and_search(bundles: Path, lock: Path) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "docbundle.server", "serve", "--bundles", str(bundles), "--lock", str(lock)],
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            result = await client.call_tool(
+                "search_documents", {"query": "content hash", "libraryId": "docbundle"}
+            )
+    hits = result.structured_content["hits"]  # type: ignore[index]
+    assert hits and hits[0]["documentId"] == "bundle-format.md"
+
+
+@pytest.mark.parametrize("args", [["install"], ["install", "nowhere.tar.gz", "--bundles", "x"]])
+def test_install_usage_and_missing_archive(args: list[str], tmp_path: Path) -> None:
+    r = _server(*args)
+    assert r.returncode in (1, 2)
+    assert r.stderr
