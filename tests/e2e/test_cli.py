@@ -175,6 +175,11 @@ def test_regress_audit_and_package_commands(tmp_path: Path) -> None:
     assert r.returncode == 1
     assert json.loads(r.stdout)["checks"][0]["ok"] is False
 
+    r = _cli("diff", str(vdir), str(vdir), "--golden", str(golden), "--json")
+    assert r.returncode == 0, r.stderr
+    effect = json.loads(r.stdout)["golden"]
+    assert effect["before"] == effect["after"] and effect["changed"] == []
+
     r = _cli("audit", str(vdir), "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["library"] == "docbundle"
 

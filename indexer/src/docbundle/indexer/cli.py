@@ -17,6 +17,7 @@ verification or nothing was found.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -100,6 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("old", type=Path, metavar="A", help="the old bundle (or version directory)")
     d.add_argument("new", type=Path, metavar="B", help="the new bundle (or version directory)")
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    d.add_argument(
+        "--golden",
+        type=Path,
+        metavar="FILE",
+        help="also run these golden queries on both and show what moved",
+    )
 
     r = sub.add_parser(
         "regress",
@@ -224,10 +231,30 @@ def cmd_diff(args: argparse.Namespace) -> int:
     """Run ``diff``."""
     try:
         diff = diff_bundles(args.old, args.new)
+        effect = None
+        if args.golden:
+            new, old = resolve_bundle(args.new), resolve_bundle(args.old)
+            golden = load_golden(args.golden)
+            effect = regress(new, golden, baseline=old)
+            before = regress(old, golden)
     except (BundleError, OSError) as exc:
         print(f"docbundle-index: cannot compare: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    sys.stdout.write(encode_diff(diff) if args.json else render_diff(diff))
+    if args.json:
+        data = msgspec.json.decode(encode_diff(diff))
+        if effect is not None:
+            data["golden"] = {"before": before.overall, "after": effect.overall, "changed": effect.changed}
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        return EXIT_OK
+    sys.stdout.write(render_diff(diff))
+    if effect is not None:
+        o, n = before.overall, effect.overall
+        print(
+            f"golden queries ({len(effect.queries)}): "
+            + ", ".join(f"{m} {o[m]:.3f} -> {n[m]:.3f}" for m in o)
+        )
+        for ch in effect.changed:
+            print(f"  {ch['id']}: {ch['before']} -> {ch['after']} (nDCG@10 {ch['ndcg10']})")
     return EXIT_OK
 
 
