@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from docbundle.bundle.layout import read_current
 from docbundle.indexer.nightly import main, shards
 
 PAGES = {
@@ -80,6 +81,9 @@ def test_nightly_publishes_changed_bundles_that_pass_their_checks(tmp_path: Path
     assert archives == [] and entries[0]["status"] == "regressed"
     assert "[FAIL] overall mrr10" in str(entries[0]["regress"])
     assert entries[0]["previous"] is not None
+    # The regressed build is not left as CURRENT, so the next run checks it again instead of skipping it.
+    assert read_current(tmp_path / "bundles" / "demo" / "latest") == entries[0]["previous"]
+    assert main([*common, "--library", "demo", "--dist", str(tmp_path / "d4")]) == 1
 
     assert (
         main(["--merge", str(tmp_path / "d1"), str(tmp_path / "d2"), "--dist", str(tmp_path / "release")])

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import current_bundle, version_dir
+from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
 
 from .build import build_target
 from .cache import CrawlCache
@@ -86,6 +86,12 @@ def run(config: Path, out: Path, dist: Path, libraries: list[str], golden_dir: P
                         entry.message = (
                             f"{len(report.failed)} golden-query expectation(s) failed; not published"
                         )
+                        # Put CURRENT back: otherwise the next run would find this content "unchanged"
+                        # and never publish or re-check it.
+                        if previous is not None:
+                            write_current(vdir, previous.name)
+                        else:
+                            (vdir / CURRENT).unlink(missing_ok=True)
                 if entry.status == "built":
                     to_pack.append(bundle)
             entries.append(entry)
