@@ -113,10 +113,30 @@ def nightly(session: nox.Session) -> None:
 
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
-    """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing."""
+    """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing.
+
+    nox -s bench                       crawl + build, search quality, server latency/memory, HTTP load
+    nox -s bench -- crawl ko zh ja     only crawl + build, of the corpora named
+    nox -s bench -- quality|serve|http only that benchmark
+    """
     session.install(*PACKAGES)
     corpora = SHARED / "corpora"
     if not corpora.is_dir():
         session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
-    args = session.posargs or ["medium-en", "large-en"]
-    session.run("python", "benchmarks/crawl_build.py", "--corpora", str(corpora), *args)
+    which, *names = session.posargs or ["all"]
+    bundles = str(Path(session.create_tmp()) / "bench-bundles")  # built once, reused by later runs
+    common = ["--corpora", str(corpora), "--bundles", bundles]
+    if which in ("all", "crawl"):
+        session.run(
+            "python",
+            "benchmarks/crawl_build.py",
+            "--corpora",
+            str(corpora),
+            *(names or ["medium-en", "large-en"]),
+        )
+    if which in ("all", "quality"):
+        session.run("python", "benchmarks/quality.py", *common, "--compare-plain")
+    if which in ("all", "serve"):
+        session.run("python", "benchmarks/serve_bench.py", *common)
+    if which in ("all", "http"):
+        session.run("python", "benchmarks/http_load.py", *common, "--seconds", "60")
