@@ -22,8 +22,9 @@ from typing import Any, Literal
 
 import anyio
 import pytest
-from docbundle.server.app import bind_socket, create_server, http_server
+from docbundle.server.app import create_server
 from docbundle.server.catalog import Catalog
+from docbundle.server.http import HttpApp, HttpOptions, bind_socket, http_server
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -133,7 +134,9 @@ def http_url(bundles_root: Path) -> Iterator[str]:
     catalog = Catalog.load(bundles_root)
     sock = bind_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    server = http_server(create_server(catalog), "127.0.0.1")
+    # The same HTTP layer `docbundle serve --transport http --no-auth` runs (no keys, default limits).
+    app = HttpApp(create_server(catalog), catalog, None, HttpOptions(host="127.0.0.1", rate=None))
+    server = http_server(app, log_level="warning")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 15

@@ -12,7 +12,6 @@ is a markdown rendering a model reads more easily than JSON.
 from __future__ import annotations
 
 import inspect
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError
@@ -23,7 +22,6 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -59,8 +57,7 @@ from .service import (
 )
 
 if TYPE_CHECKING:
-    import uvicorn
-    from starlette.applications import Starlette
+    pass
 
 INSTRUCTIONS = """\
 Read-only search over prebuilt documentation bundles (each library's docs, as published in its
@@ -491,58 +488,3 @@ def _resource_errors() -> Iterator[None]:
         raise ResourceError(str(exc)) from exc
     except ServerError as exc:
         raise ResourceNotFoundError(str(exc)) from exc
-
-
-# -- streamable HTTP --------------------------------------------------------------------------------
-
-
-def _host_pattern(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-def transport_security(host: str) -> TransportSecuritySettings:
-    """DNS-rebinding protection: only the bind host, localhost and 127.0.0.1 (any port) are accepted."""
-    hosts = list(dict.fromkeys([_host_pattern(host), "localhost", "127.0.0.1"]))
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"{h}:*" for h in hosts],
-        allowed_origins=[f"http://{h}:*" for h in hosts],
-    )
-
-
-def http_app(mcp: MCPServer[Any], host: str) -> Starlette:
-    """The streamable HTTP app (endpoint ``/mcp``) with explicit allowed hosts and origins."""
-    return mcp.streamable_http_app(transport_security=transport_security(host), host=host)
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0 picks a free one).
-
-    It listens before uvicorn starts, so a client told the address at once is queued, not refused.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-        sock.listen(2048)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
-def http_server(mcp: MCPServer[Any], host: str) -> uvicorn.Server:
-    """A uvicorn server for the HTTP app; run it with ``.run(sockets=[bind_socket(...)])``."""
-    import uvicorn
-
-    config = uvicorn.Config(
-        http_app(mcp, host),
-        log_level="warning",
-        access_log=False,
-        lifespan="on",
-        # Our own logging setup (stderr, WARNING) stays in charge.
-        log_config=None,
-        server_header=False,
-    )
-    return uvicorn.Server(config)
