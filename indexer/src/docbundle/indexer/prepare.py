@@ -8,11 +8,15 @@ result is the same whichever process computed it.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import multiprocessing
 import os
 import pickle
+import select
+import signal
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from importlib.metadata import version
@@ -33,6 +37,10 @@ CHUNKER_ID = f"docbundle-chunker/1 (markdown-it-py {version('markdown-it-py')})"
 
 # Below this much text, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 1_000_000
+#: How often a worker checks that the indexer that started it still runs, where the kernel cannot
+#: tell it (no pidfd): a killed indexer's workers exit within about this long.
+PARENT_POLL_SECONDS = 0.5
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _TEXT_FIELDS = ("title", "headings", "body", "code", "section")
 
 
@@ -166,9 +174,58 @@ def _context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context(method)
 
 
-def _worker_init() -> None:
+def _worker_init(indexer_pid: int) -> None:
     # Workers allocate a lot and free it by reference counting; full collections only cost time.
     gc.set_threshold(100_000, 50, 1_000)
+    _die_with(indexer_pid)
+
+
+def _die_with(indexer_pid: int) -> None:
+    """Make this worker exit as soon as the indexer process that started it is gone.
+
+    A worker blocks on its task queue, whose write end the worker itself (and the other workers)
+    also hold, so a ``kill -9`` of the indexer left the workers waiting forever; they in turn kept
+    the forkserver and the resource tracker alive (issue 9, item 12). Two guards:
+
+    - ``PR_SET_PDEATHSIG`` (Linux): the kernel sends SIGKILL when this process's parent (the
+      forkserver, or the indexer itself with the spawn method) exits;
+    - a watchdog thread on the indexer's pid: under forkserver the indexer is not the parent, so
+      the thread waits on a pidfd (woken by the kernel when the indexer exits) or, without pidfd
+      support, polls every ``PARENT_POLL_SECONDS``, and ends the worker with ``os._exit``.
+
+    Once the workers are gone the forkserver sees EOF on its "alive" pipe and exits, and the
+    resource tracker follows.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl here: the watchdog alone still ends the worker
+    pidfd: int | None = None
+    try:
+        pidfd = os.pidfd_open(indexer_pid)
+    except ProcessLookupError:
+        os._exit(1)  # the indexer died before this worker started
+    except (AttributeError, OSError):
+        pidfd = None  # not Linux >= 5.3: poll
+    threading.Thread(target=_watch, args=(indexer_pid, pidfd), daemon=True, name="indexer-watchdog").start()
+
+
+def _watch(indexer_pid: int, pidfd: int | None) -> None:
+    """Block until the indexer process is gone, then end this worker at once."""
+    if pidfd is not None:
+        select.select([pidfd], [], [])  # readable once the process has exited
+    else:
+        while True:
+            try:
+                os.kill(indexer_pid, 0)
+            except ProcessLookupError:
+                break
+            except PermissionError:
+                pass  # it exists (owned by another user after pid reuse: then it is not ours, but rare)
+            threading.Event().wait(PARENT_POLL_SECONDS)
+    os._exit(1)
 
 
 def worker_count() -> int:
@@ -186,7 +243,10 @@ def prepare_all(jobs: list[PageJob], workers: int | None = None) -> Iterator[Pre
     if n < 2 or size < PARALLEL_MIN_BYTES or len(jobs) < 2 * n:
         yield from map(prepare_page, jobs)
         return
-    with ProcessPoolExecutor(max_workers=n, mp_context=_context(), initializer=_worker_init) as pool:
+    pool = ProcessPoolExecutor(
+        max_workers=n, mp_context=_context(), initializer=_worker_init, initargs=(os.getpid(),)
+    )
+    with pool:
         chunksize = max(1, min(16, len(jobs) // (n * 8)))
         results: Iterable[Prepared] = pool.map(prepare_page, jobs, chunksize=chunksize)
         yield from results

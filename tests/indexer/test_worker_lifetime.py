@@ -1,0 +1,121 @@
+"""``kill -9`` of a building indexer takes its worker processes with it (issue 9, item 12).
+
+A real ``docbundle-index build`` subprocess builds a local site big enough to use worker processes;
+once they run, the indexer is killed with SIGKILL and every process it had started (the forkserver,
+the workers, the resource tracker) must be gone within a generous bound.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from docbundle.indexer import prepare
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+
+WORKERS = 2
+# Generous: the children must notice and exit, not merely be signalled (measured: well under 1 s).
+GONE_WITHIN = 15.0
+# "Answers instead of hanging": waiting for the workers to start.
+START_WITHIN = 60.0
+
+
+def _site(root: Path) -> Path:
+    """A local site a few times PARALLEL_MIN_BYTES, so the build uses workers for a while."""
+    site = root / "site"
+    (site / "pages").mkdir(parents=True)
+    lines = ["# Big\n", "## Pages\n"]
+    size = i = 0
+    while size <= prepare.PARALLEL_MIN_BYTES * 4:
+        prose = " ".join(f"word{(i * 7 + k) % 997} configures the widget number {k}." for k in range(40))
+        text = f"# Page {i}\n\n{prose}\n\n## Details {i}\n\n{prose}\n\n```python\nx = {i}\n```\n"
+        (site / "pages" / f"{i}.md").write_text(text, encoding="utf-8")
+        lines.append(f"- [Page {i}](pages/{i}.md)")
+        size += len(text.encode())
+        i += 1
+    (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return site
+
+
+def _stat(pid: int) -> tuple[int, str, int] | None:
+    """(parent pid, state, start time) of a process, or None once it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[1]), fields[0], int(fields[19])
+
+
+def _descendants(root: int) -> dict[int, int]:
+    """Every live descendant of ``root``: pid -> start time (so a reused pid is not mistaken)."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (st := _stat(int(entry))) is not None and st[1] != "Z":
+            children.setdefault(st[0], []).append(int(entry))
+            starts[int(entry)] = st[2]
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = starts[child]
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int, start: int) -> bool:
+    st = _stat(pid)
+    return st is not None and st[2] == start and st[1] != "Z"
+
+
+def test_kill_9_of_the_indexer_takes_its_workers_with_it(tmp_path: Path) -> None:
+    _site(tmp_path)
+    config = tmp_path / "libraries.toml"
+    config.write_text('[[library]]\nid = "big"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    env = {**os.environ, "DOCBUNDLE_WORKERS": str(WORKERS)}
+    cmd = [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config)]
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(tmp_path / "out"), "--no-cache", "--quiet"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    children: dict[int, int] = {}
+    try:
+        deadline = time.monotonic() + START_WITHIN
+        while True:
+            children = _descendants(proc.pid)
+            # The forkserver plus its workers (the resource tracker may or may not be there yet).
+            if len(children) >= WORKERS + 1 or proc.poll() is not None:
+                break
+            assert time.monotonic() < deadline, "the build never started its workers"
+            time.sleep(0.02)
+        assert proc.poll() is None, "the build finished before its workers could be seen"
+        time.sleep(0.2)  # let every worker get going
+        children = _descendants(proc.pid)
+        assert len(children) >= WORKERS + 1, children
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + GONE_WITHIN
+        while (left := {pid for pid, start in children.items() if _alive(pid, start)}) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert not left, f"still running {GONE_WITHIN} s after kill -9: {sorted(left)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        # Whatever this test started and is still there (after a failure) goes now.
+        for pid, start in {**children, **_descendants(proc.pid)}.items():
+            if _alive(pid, start):
+                os.kill(pid, signal.SIGKILL)
+        if proc.stderr is not None:
+            proc.stderr.close()
