@@ -233,7 +233,7 @@ def prune(vdir: Path, keep: int) -> list[str]:
     current = read_current(vdir)
     others = []
     for p in vdir.iterdir():
-        if p.is_dir() and BUILD_ID_RE.match(p.name) and p.name != current:
+        if p.is_dir() and BUILD_ID_RE.fullmatch(p.name) and p.name != current:
             try:
                 built_at = read_manifest(p).build.built_at
             except (BundleError, OSError):

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from .errors import BundleFormatError, BundleNotFoundError
 
-LIBRARY_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-BUILD_ID_RE = re.compile(r"^[0-9]{8}-[0-9a-f]{12}$")
+# ``\Z``, never ``$``: ``$`` also matches before a trailing newline, and "<build id>\n" must not pass.
+# Call sites use ``fullmatch`` as well. Ids and versions are at most 64 characters.
+LIBRARY_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}\Z")
+VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+BUILD_ID_RE = re.compile(r"[0-9]{8}-[0-9a-f]{12}\Z")
 CURRENT = "CURRENT"
 
 
@@ -27,9 +29,9 @@ def make_build_id(date: str, content_hash: str) -> str:
 
 def version_dir(root: Path, library_id: str, version: str) -> Path:
     """The directory holding every build of one library version."""
-    if not LIBRARY_ID_RE.match(library_id):
+    if not LIBRARY_ID_RE.fullmatch(library_id):
         raise ValueError(f"invalid libraryId {library_id!r}: use lowercase letters, digits and '-'")
-    if not VERSION_RE.match(version):
+    if not VERSION_RE.fullmatch(version):
         raise ValueError(f"invalid version {version!r}: use letters, digits, '.', '_' and '-'")
     return root / library_id / version
 
@@ -42,7 +44,7 @@ def read_current(vdir: Path) -> str | None:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise BundleFormatError(f"{vdir / CURRENT} is unreadable: {exc}") from exc
-    if not BUILD_ID_RE.match(text):
+    if not BUILD_ID_RE.fullmatch(text):
         raise BundleFormatError(f"{vdir / CURRENT} does not hold a build id: {text[:40]!r}")
     return text
 
@@ -69,7 +71,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_current(vdir: Path, build_id: str) -> None:
     """Point ``CURRENT`` at ``build_id`` atomically: write a temporary file, fsync, rename, fsync the dir."""
-    if not BUILD_ID_RE.match(build_id):
+    if not BUILD_ID_RE.fullmatch(build_id):
         raise ValueError(f"not a build id: {build_id!r}")
     pointer = vdir / (CURRENT + ".tmp")
     with open(pointer, "w", encoding="ascii") as fh:

@@ -1,17 +1,22 @@
 """Verify and open bundles.
 
 Opening a whoosh index unpickles data (its TOC, segment list, compound directory, stored fields), so
-opening a bundle can run code. ``verify_bundle`` therefore runs first and checks, without touching
-whoosh: the manifest's format version, that the directory holds exactly the files the manifest lists
-(nothing missing, nothing extra, no path escaping the bundle), and every file's size and sha256.
-``open_bundle`` verifies, then opens the index with the schema from code (so the pickled schema in the
-TOC is never loaded).
+opening a bundle could run code. Three defences, in order:
+
+- ``verify_bundle`` checks, without touching whoosh: the manifest's format version, that the directory
+  holds exactly the files the manifest lists (nothing missing, nothing extra, no path escaping the
+  bundle, no symbolic link, no device or FIFO), and every file's size and sha256;
+- ``open_bundle`` hashes through descriptors it keeps (``HeldFiles``) and reads the store and the index
+  through those same descriptors, so what was checked is what is used;
+- every whoosh pickle goes through the restricted unpickler (``safepickle``), so even a bundle whose
+  manifest was rewritten to match altered files cannot run code; the schema comes from code.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -19,12 +24,15 @@ from pathlib import Path, PurePosixPath
 from whoosh.filedb.filestore import FileStorage
 from whoosh.index import Index
 
+from . import safepickle
 from .errors import BundleError, BundleFormatError, BundleIntegrityError
+from .heldindex import open_held_index
 from .manifest import MANIFEST_NAME, Manifest, decode_manifest, manifest_bytes
 from .schema import INDEX_DIR, INDEX_NAME, make_schema
-from .store import DocStore
+from .store import DOCS_BIN, DOCS_IDX, DocStore
 
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
+_HASH_CHUNK = 1024 * 1024
 
 
 def read_manifest(bundle: Path) -> Manifest:
@@ -49,8 +57,62 @@ def _check_path(rel: str) -> None:
         raise BundleIntegrityError(f"manifest lists an unsafe path {rel!r}")
 
 
-def verify_bundle(bundle: Path) -> Manifest:
-    """Check a bundle against its manifest; returns the manifest or raises a BundleError subclass."""
+class HeldFiles:
+    """Read-only descriptors of every file a manifest lists, opened before anything is hashed.
+
+    Verification hashes the bytes read through these descriptors and the opened bundle reads through
+    the same ones, so what was checked is what is used: a file replaced, renamed or deleted after the
+    check (a rebuild, a prune, an attacker) does not reach an opened bundle.
+    """
+
+    def __init__(self) -> None:
+        self.fds: dict[str, int] = {}
+        self.sizes: dict[str, int] = {}
+
+    def read(self, rel: str) -> bytes:
+        """The whole content of a held file."""
+        return os.pread(self.fds[rel], self.sizes[rel], 0)
+
+    def close(self) -> None:
+        """Close every descriptor (idempotent)."""
+        fds, self.fds = self.fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _hold(bundle: Path, manifest: Manifest) -> HeldFiles:
+    """Open every listed file without following symbolic links; only regular files are accepted."""
+    held = HeldFiles()
+    try:
+        for entry in sorted(manifest.files, key=lambda f: f.path):
+            rel = entry.path
+            try:
+                # O_NONBLOCK: a FIFO planted in a bundle must not block the open.
+                fd = os.open(bundle / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise BundleIntegrityError(f"{bundle}: missing file listed in the manifest: {rel}") from None
+            except OSError as exc:
+                if (bundle / rel).is_symlink():
+                    raise BundleIntegrityError(
+                        f"{bundle}: {rel} is a symbolic link; bundles hold regular files only"
+                    ) from None
+                raise BundleIntegrityError(f"{bundle}: {rel} cannot be opened: {exc.strerror}") from None
+            held.fds[rel] = fd
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise BundleIntegrityError(f"{bundle}: {rel} is not a regular file")
+            if st.st_size != entry.size:
+                raise BundleIntegrityError(
+                    f"{bundle}: {rel} is {st.st_size} bytes, the manifest says {entry.size}"
+                )
+            held.sizes[rel] = st.st_size
+    except BaseException:
+        held.close()
+        raise
+    return held
+
+
+def _verify(bundle: Path) -> tuple[Manifest, HeldFiles]:
     manifest = read_manifest(bundle)
     listed = {f.path: f for f in manifest.files}
     for rel in listed:
@@ -66,66 +128,126 @@ def verify_bundle(bundle: Path) -> Manifest:
         raise BundleIntegrityError(
             f"{bundle}: unexpected file(s) not in the manifest: {', '.join(extra[:5])}"
         )
-    for rel, entry in sorted(listed.items()):
-        path = bundle / rel
-        if path.is_symlink():
-            raise BundleIntegrityError(f"{bundle}: {rel} is a symbolic link; bundles hold regular files only")
-        size = path.stat().st_size
-        if size != entry.size:
-            raise BundleIntegrityError(f"{bundle}: {rel} is {size} bytes, the manifest says {entry.size}")
-    names = sorted(listed)
-    paths = [bundle / rel for rel in names]
-    if sum(listed[rel].size for rel in names) >= _PARALLEL_HASH_BYTES and len(names) > 1:
-        # hashlib releases the GIL while hashing, so the big files (index, store) hash side by side.
-        with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-            digests = list(pool.map(_sha256, paths))
-    else:
-        digests = [_sha256(p) for p in paths]
-    for rel, digest in zip(names, digests, strict=True):
-        if digest != listed[rel].sha256:
-            raise BundleIntegrityError(f"{bundle}: {rel} does not match its sha256 in the manifest")
+    held = _hold(bundle, manifest)
+    try:
+        names = sorted(listed)
+        fds = [held.fds[rel] for rel in names]
+        if sum(listed[rel].size for rel in names) >= _PARALLEL_HASH_BYTES and len(names) > 1:
+            # hashlib releases the GIL while hashing, so the big files (index, store) hash side by side.
+            with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+                digests = list(pool.map(_sha256_fd, fds))
+        else:
+            digests = [_sha256_fd(fd) for fd in fds]
+        for rel, digest in zip(names, digests, strict=True):
+            if digest != listed[rel].sha256:
+                raise BundleIntegrityError(f"{bundle}: {rel} does not match its sha256 in the manifest")
+    except BaseException:
+        held.close()
+        raise
+    return manifest, held
+
+
+def verify_bundle(bundle: Path) -> Manifest:
+    """Check a bundle against its manifest; returns the manifest or raises a BundleError subclass."""
+    manifest, held = _verify(bundle)
+    held.close()
     return manifest
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
+def _sha256_fd(fd: int) -> str:
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, _HASH_CHUNK, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()
 
 
 @dataclass
 class Bundle:
-    """An opened, verified bundle: manifest, document store and whoosh index."""
+    """An opened, verified bundle: manifest, document store and whoosh index.
+
+    The store and the index read through the descriptors that were hashed (``HeldFiles``), so files
+    deleted or replaced on disk after the check (a prune, a rebuild) neither break nor change it.
+    """
 
     path: Path
     manifest: Manifest
     store: DocStore
     index: Index
+    held: HeldFiles | None = field(default=None, repr=False)
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
-        """Close the index and the document store."""
+        """Close the index, the document store and the held files."""
         if not self._closed:
             self._closed = True
             self.index.close()
             self.store.close()
+            if self.held is not None:
+                self.held.close()
 
 
 def open_index(bundle: Path, *, use_mmap: bool = True) -> Index:
-    """Open a bundle's whoosh index read-only with the schema from code. Verify the bundle first."""
+    """Open a bundle's whoosh index by path (read-only, schema from code, restricted unpickling).
+
+    For trusted local tools only: it reads the files as they are on disk now. Servers use
+    ``open_bundle``, which reads through the descriptors it verified.
+    """
+    safepickle.install()
     storage = FileStorage(str(bundle / INDEX_DIR), supports_mmap=use_mmap, readonly=True)
     return storage.open_index(INDEX_NAME, schema=make_schema())
 
 
-def open_bundle(bundle: Path, *, verify: bool = True, use_mmap: bool = True) -> Bundle:
-    """Verify (unless told not to) and open a bundle."""
-    manifest = verify_bundle(bundle) if verify else read_manifest(bundle)
-    store = DocStore(bundle)
+def open_bundle(bundle: Path, *, verify: bool = True, use_mmap: bool = False) -> Bundle:
+    """Verify (unless told not to) and open a bundle through the descriptors that were checked.
+
+    ``use_mmap`` is accepted for compatibility and ignored: the index is read with ``pread`` from the
+    held descriptors (thread-safe, no per-searcher copy of the postings).
+    """
+    del use_mmap
+    if verify:
+        manifest, held = _verify(bundle)
+    else:
+        manifest = read_manifest(bundle)
+        held = _hold(bundle, manifest)
     try:
-        index = open_index(bundle, use_mmap=use_mmap)
+        store = DocStore.from_held(held.fds[DOCS_BIN], held.read(DOCS_IDX))
+    except BaseException:
+        held.close()
+        raise
+    prefix = INDEX_DIR + "/"
+    files = {
+        rel[len(prefix) :]: (fd, held.sizes[rel]) for rel, fd in held.fds.items() if rel.startswith(prefix)
+    }
+    try:
+        index = open_held_index(files, make_schema(), INDEX_NAME)
     except BundleError:
         store.close()
+        held.close()
         raise
     except Exception as exc:
         store.close()
+        held.close()
         raise BundleFormatError(f"{bundle}: the search index cannot be opened: {exc}") from exc
-    return Bundle(bundle, manifest, store, index)
+    return Bundle(bundle, manifest, store, index, held)
+
+
+def check_bundle(bundle: Path) -> Manifest:
+    """Verify a bundle and load its index structure (TOC, segments, compound directory) once.
+
+    Stricter than ``verify_bundle``: a bundle whose files match a rewritten manifest but whose
+    pickles name anything a docbundle index never holds is refused here (``UnsafePickleError``),
+    before it is installed or served. Raises a BundleError subclass.
+    """
+    opened = open_bundle(bundle)
+    try:
+        reader = opened.index.reader()
+        reader.close()
+    except BundleError:
+        raise
+    except Exception as exc:
+        raise BundleFormatError(f"{bundle}: the search index cannot be read: {exc}") from exc
+    finally:
+        opened.close()
+    return opened.manifest

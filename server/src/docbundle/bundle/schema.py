@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from whoosh.fields import ID, STORED, TEXT, Schema
 
+from . import safepickle
 from .analysis import DocTokenizer
+
+# Any process that builds or reads a docbundle index unpickles whoosh's data through the restricted
+# unpickler only (see safepickle): installed as soon as the schema is in use.
+safepickle.install()
 
 #: Identity of the schema; part of every bundle's content hash.
 SCHEMA_ID = "docbundle-schema/1 (title headings body code: text; section: id; doc chunk: stored)"

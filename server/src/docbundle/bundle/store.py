@@ -14,6 +14,7 @@ A document's text is the concatenation of its chunks' texts (chunks tile the pag
 from __future__ import annotations
 
 import mmap
+import os
 import struct
 import sys
 from array import array
@@ -89,6 +90,17 @@ class DocStore:
 
     def __init__(self, directory: Path) -> None:
         idx = (directory / DOCS_IDX).read_bytes()
+        with open(directory / DOCS_BIN, "rb") as fh:
+            self._setup(fh.fileno(), idx)
+
+    @classmethod
+    def from_held(cls, bin_fd: int, idx: bytes) -> DocStore:
+        """A store over an open descriptor of ``docs.bin`` (mapped; the caller keeps its descriptor)."""
+        store = cls.__new__(cls)
+        store._setup(bin_fd, idx)
+        return store
+
+    def _setup(self, bin_fd: int, idx: bytes) -> None:
         if len(idx) < _HEAD.size:
             raise BundleFormatError(f"{DOCS_IDX} is truncated ({len(idx)} bytes)")
         magic, count = _HEAD.unpack_from(idx)
@@ -103,14 +115,13 @@ class DocStore:
         if sys.byteorder != "little":
             self._offsets.byteswap()
         self._count: int = count
-        self._fh = open(directory / DOCS_BIN, "rb")  # noqa: SIM115 - lives as long as the store
-        size = self._fh.seek(0, 2)
+        size = os.fstat(bin_fd).st_size
         if self._offsets[-1] != size or any(
             a > b for a, b in zip(self._offsets, self._offsets[1:], strict=False)
         ):
-            self._fh.close()
             raise BundleFormatError(f"{DOCS_IDX} offsets do not match {DOCS_BIN} ({size} bytes)")
-        self._map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        # mmap keeps its own duplicate of the descriptor: the map outlives a deleted or replaced file.
+        self._map = mmap.mmap(bin_fd, 0, access=mmap.ACCESS_READ) if size else None
         self._ids: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -153,7 +164,6 @@ class DocStore:
         if self._map is not None:
             self._map.close()
             self._map = None
-        self._fh.close()
 
     def __enter__(self) -> DocStore:
         return self

@@ -4,10 +4,15 @@ Checks, in order, before anything becomes visible:
 
 1. the archive's sha256 is listed in ``SHA256SUMS`` (beside the archive, or ``--sums FILE``) and matches;
 2. every member is a regular file or directory under one ``<libraryId>/<version>/<buildId>/`` prefix
-   (no links, devices, absolute paths or ``..``; sizes bounded);
-3. the unpacked bundle verifies against its manifest (every file's sha256, nothing missing or extra),
-   and the manifest names the same library, version and build as the paths;
-4. a lock file, when one is in use, pins this content hash (and manifest sha256) for that version.
+   (no links, devices, absolute paths, ``..`` or duplicates; at most ``MAX_MEMBERS`` entries);
+3. the manifest is read first (at most ``MAX_MANIFEST_BYTES``) and names the same library, version
+   and build as the paths; a lock file, when one is in use, pins this content hash (and manifest
+   sha256) for that version;
+4. every file entry is listed in the manifest with the size the archive declares, the total fits
+   ``MAX_UNPACKED_BYTES`` and the free disk space, all before a byte is written; then each file is
+   copied (never past its declared size) and hashed as it is written, stopping at the first mismatch
+   (a tar bomb writes at most one file's declared size before it is refused);
+5. the unpacked bundle verifies again and its index loads through the restricted unpickler.
 
 The bundle is unpacked into a temporary directory beside its final place, fsynced, renamed, and only
 then does ``CURRENT`` move to it (atomically). A failure at any step leaves the bundles directory as it
@@ -20,18 +25,22 @@ import hashlib
 import os
 import shutil
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE, fsync_dir, write_current
-from docbundle.bundle.reader import verify_bundle
+from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, decode_manifest
+from docbundle.bundle.reader import check_bundle, verify_bundle
 
 from .catalog import LockFile, find_lock
 
 SUMS = "SHA256SUMS"
 MAX_UNPACKED_BYTES = 8 * 1024**3
 MAX_MEMBERS = 100_000
+MAX_MANIFEST_BYTES = 64 * 1024**2
+_COPY_CHUNK = 1024 * 1024
 
 
 class InstallError(Exception):
@@ -79,30 +88,136 @@ def check_sums(archive: Path, sums: Path | None) -> None:
 
 
 def _prefix(members: list[tarfile.TarInfo]) -> tuple[str, str, str]:
-    if not members or len(members) > MAX_MEMBERS:
-        raise InstallError("the archive is empty or has too many entries to be a bundle")
-    total = 0
+    if not members:
+        raise InstallError("the archive is empty: it holds no bundle")
     prefix: tuple[str, str, str] | None = None
+    seen: set[str] = set()
     for m in members:
         path = PurePosixPath(m.name)
         if path.is_absolute() or ".." in path.parts or not (m.isfile() or m.isdir()):
             raise InstallError(
-                f"refusing archive entry {m.name!r}: only plain files and folders inside the bundle"
+                f"refusing archive entry {m.name[:120]!r}: only plain files and folders inside the bundle"
             )
         if len(path.parts) < 3:
-            raise InstallError(f"archive entry {m.name!r} is not under <libraryId>/<version>/<buildId>/")
+            raise InstallError(
+                f"archive entry {m.name[:120]!r} is not under <libraryId>/<version>/<buildId>/"
+            )
         lib, version, build = path.parts[:3]
-        if not (LIBRARY_ID_RE.match(lib) and VERSION_RE.match(version) and BUILD_ID_RE.match(build)):
-            raise InstallError(f"archive entry {m.name!r} is not under <libraryId>/<version>/<buildId>/")
+        if not (
+            LIBRARY_ID_RE.fullmatch(lib) and VERSION_RE.fullmatch(version) and BUILD_ID_RE.fullmatch(build)
+        ):
+            raise InstallError(
+                f"archive entry {m.name[:120]!r} is not under <libraryId>/<version>/<buildId>/"
+            )
         if prefix is None:
             prefix = (lib, version, build)
         elif prefix != (lib, version, build):
             raise InstallError("the archive holds more than one bundle; install one archive per bundle")
-        total += m.size
-        if total > MAX_UNPACKED_BYTES:
-            raise InstallError(f"the archive unpacks to more than {MAX_UNPACKED_BYTES} bytes")
+        key = path.as_posix()
+        if key in seen:
+            raise InstallError(
+                f"the archive lists {m.name[:120]!r} twice; it was not made by docbundle-index package"
+            )
+        seen.add(key)
     assert prefix is not None
     return prefix
+
+
+def _read_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
+    """Every member header, at most MAX_MEMBERS of them (a bomb of tiny entries stops early)."""
+    members: list[tarfile.TarInfo] = []
+    for m in tar:
+        members.append(m)
+        if len(members) > MAX_MEMBERS:
+            raise InstallError(f"the archive has more than {MAX_MEMBERS} entries; a bundle has far fewer")
+    return members
+
+
+def _read_manifest(tar: tarfile.TarFile, member: tarfile.TarInfo | None) -> tuple[Manifest, bytes]:
+    if member is None or not member.isfile():
+        raise InstallError("the archive holds no manifest.json at the top of its bundle")
+    if member.size > MAX_MANIFEST_BYTES:
+        raise InstallError(f"manifest.json is {member.size} bytes, over the {MAX_MANIFEST_BYTES}-byte limit")
+    src = tar.extractfile(member)
+    assert src is not None
+    with src:
+        data = src.read(MAX_MANIFEST_BYTES + 1)
+    try:
+        return decode_manifest(data), data
+    except BundleError as exc:
+        raise InstallError(f"manifest.json in the archive is not a valid manifest: {exc}") from exc
+
+
+def _plan(
+    members: list[tarfile.TarInfo], root: str, manifest: Manifest, vdir: Path
+) -> list[tuple[tarfile.TarInfo, FileEntry]]:
+    """Match every file entry to the manifest (name and declared size) before a byte is written."""
+    listed = {f.path: f for f in manifest.files}
+    for rel in listed:
+        p = PurePosixPath(rel)
+        if p.is_absolute() or ".." in p.parts or rel in ("", ".", MANIFEST_NAME) or "\\" in rel:
+            raise InstallError(f"the manifest lists an unsafe path {rel[:120]!r}")
+    parents = {
+        PurePosixPath(rel).parents[i].as_posix()
+        for rel in listed
+        for i in range(len(PurePosixPath(rel).parts) - 1)
+    }
+    plan: list[tuple[tarfile.TarInfo, FileEntry]] = []
+    for m in members:
+        rel = PurePosixPath(m.name).relative_to(root).as_posix()
+        if m.isdir():
+            if rel != "." and rel not in parents:
+                raise InstallError(f"archive folder {rel[:120]!r} holds no file the manifest lists")
+            continue
+        if rel == MANIFEST_NAME:
+            continue
+        entry = listed.get(rel)
+        if entry is None:
+            raise InstallError(f"archive entry {rel[:120]!r} is not listed in the manifest")
+        if m.size != entry.size:
+            raise InstallError(
+                f"archive entry {rel[:120]!r} is {m.size} bytes, the manifest says {entry.size}; refusing to unpack"
+            )
+        plan.append((m, entry))
+    missing = sorted(set(listed) - {e.path for _, e in plan})
+    if missing:
+        raise InstallError(f"the archive lacks file(s) the manifest lists: {', '.join(missing[:5])}")
+    total = sum(e.size for _, e in plan)
+    if total > MAX_UNPACKED_BYTES:
+        raise InstallError(
+            f"the bundle would unpack to {total} bytes, over the {MAX_UNPACKED_BYTES}-byte limit"
+        )
+    existing = next(p for p in (vdir, *vdir.parents) if p.exists())
+    free = shutil.disk_usage(existing).free
+    if total > free:
+        raise InstallError(
+            f"the bundle needs {total} bytes and {vdir} has {free} free; free some space first"
+        )
+    return plan
+
+
+def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, entry: FileEntry, dest: Path) -> None:
+    """Copy one entry, never more than its declared size, hashing as it goes; stop at a mismatch."""
+    src = tar.extractfile(member)
+    if src is None:
+        raise InstallError(f"archive entry {entry.path!r} has no data")
+    digest = hashlib.sha256()
+    written = 0
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with src, open(dest, "xb") as out:
+        while written < entry.size:
+            chunk = src.read(min(_COPY_CHUNK, entry.size - written))
+            if not chunk:
+                raise InstallError(f"archive entry {entry.path!r} is truncated")
+            digest.update(chunk)
+            out.write(chunk)
+            written += len(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    if digest.hexdigest() != entry.sha256:
+        raise InstallError(
+            f"the bundle in the archive does not verify: {entry.path} does not match its sha256 in the manifest"
+        )
 
 
 def install(
@@ -117,48 +232,46 @@ def install(
     if verify_sums:
         check_sums(archive, sums)
     try:
+        return _install(archive, bundles, sums, lock)
+    except (tarfile.TarError, EOFError, zlib.error, UnicodeError) as exc:
+        raise InstallError(f"{archive.name} is damaged or not a bundle archive: {exc}") from exc
+
+
+def _install(archive: Path, bundles: Path, sums: Path | None, lock: Path | None) -> Installed:
+    try:
         tar = tarfile.open(archive, "r:gz")  # noqa: SIM115 - closed by the with block below
     except (OSError, tarfile.TarError) as exc:
-        raise InstallError(f"{archive} is not a readable .tar.gz: {exc}") from exc
+        raise InstallError(f"{archive.name} is damaged or not a bundle archive (.tar.gz): {exc}") from exc
     with tar:
-        members = tar.getmembers()
+        members = _read_members(tar)
         lib, version, build_id = _prefix(members)
+        root = f"{lib}/{version}/{build_id}"
+        manifest_member = next((m for m in members if m.name.rstrip("/") == f"{root}/{MANIFEST_NAME}"), None)
+        manifest, manifest_data = _read_manifest(tar, manifest_member)
+        named = (manifest.library.id, manifest.version.name, manifest.build.build_id)
+        if named != (lib, version, build_id):
+            raise InstallError(f"the manifest describes {'/'.join(named)}, but the archive puts it at {root}")
+        lock_path = find_lock(bundles, lock)
+        if lock_path is not None:
+            pin = LockFile.load(lock_path).pins.get((lib, version))
+            if pin is None or pin.content_hash != manifest.build.content_hash:
+                raise InstallError(
+                    f"{lock_path} does not pin content hash {manifest.build.content_hash} for {lib}@{version}; "
+                    "update the lock file first if this bundle is wanted"
+                )
+            if pin.manifest_sha256 and pin.manifest_sha256 != hashlib.sha256(manifest_data).hexdigest():
+                raise InstallError(f"{lock_path} pins another manifest sha256 for {lib}@{version}")
         vdir = bundles / lib / version
+        plan = _plan(members, root, manifest, vdir)
         vdir.mkdir(parents=True, exist_ok=True)
         tmp = vdir / f".tmp-install-{build_id}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         try:
-            for m in members:
-                rel = PurePosixPath(m.name).relative_to(f"{lib}/{version}/{build_id}")
-                dest = tmp.joinpath(*rel.parts)
-                if m.isdir():
-                    dest.mkdir(parents=True, exist_ok=True)
-                    continue
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                src = tar.extractfile(m)
-                if src is None:
-                    raise InstallError(f"archive entry {m.name!r} has no data")
-                with src, open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out)
-                    out.flush()
-                    os.fsync(out.fileno())
-            manifest = verify_bundle(tmp)
-            named = (manifest.library.id, manifest.version.name, manifest.build.build_id)
-            if named != (lib, version, build_id):
-                raise InstallError(
-                    f"the manifest describes {'/'.join(named)}, but the archive puts it at {lib}/{version}/{build_id}"
-                )
-            lock_path = find_lock(bundles, lock)
-            if lock_path is not None:
-                pin = LockFile.load(lock_path).pins.get((lib, version))
-                if pin is None or pin.content_hash != manifest.build.content_hash:
-                    raise InstallError(
-                        f"{lock_path} does not pin content hash {manifest.build.content_hash} for {lib}@{version}; "
-                        "update the lock file first if this bundle is wanted"
-                    )
-                if pin.manifest_sha256 and pin.manifest_sha256 != _sha256(tmp / "manifest.json"):
-                    raise InstallError(f"{lock_path} pins another manifest sha256 for {lib}@{version}")
+            (tmp / MANIFEST_NAME).write_bytes(manifest_data)
+            for member, entry in plan:
+                _extract(tar, member, entry, tmp.joinpath(*PurePosixPath(entry.path).parts))
+            check_bundle(tmp)  # files again, then the index's pickles (restricted)
             final = vdir / build_id
             present = final.exists()
             if present:

@@ -1,0 +1,194 @@
+"""Issue 9, items 8, 9 and 11: hostile release archives are refused early, with a clear message.
+
+A tar bomb must be refused before it fills the disk, a build id with a trailing newline must not pass
+the install (it would write a CURRENT that takes the library down), and malformed archives get an
+``InstallError`` that says what is wrong, never a traceback; nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
+from docbundle.server.catalog import LockFile, LockFileError
+from docbundle.server.install import InstallError, install
+
+GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
+BUILD = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]
+ROOT = f"golden/latest/{BUILD}"
+
+
+def _members(root: str = ROOT) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """The golden bundle as (header, data) pairs, folders first, as docbundle-index package writes."""
+    out: list[tuple[tarfile.TarInfo, bytes | None]] = []
+    for rel in [".", "index"]:
+        info = tarfile.TarInfo(root if rel == "." else f"{root}/{rel}")
+        info.type = tarfile.DIRTYPE
+        out.append((info, None))
+    for path in sorted(p for p in GOLDEN.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        info = tarfile.TarInfo(f"{root}/{path.relative_to(GOLDEN).as_posix()}")
+        info.size = len(data)
+        out.append((info, data))
+    return out
+
+
+def _write(entries: list[tuple[tarfile.TarInfo, bytes | None]], out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    archive = out / "bundle.tar.gz"
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    archive.write_bytes(gzip.compress(raw.getvalue(), mtime=0))
+    _sum(archive)
+    return archive
+
+
+def _sum(archive: Path) -> None:
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    (archive.parent / "SHA256SUMS").write_text(f"{digest}  {archive.name}\n")
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def test_the_intact_archive_installs(tmp_path: Path) -> None:
+    done = install(_write(_members(), tmp_path / "rel"), tmp_path / "b")
+    assert done.build_id == BUILD
+
+
+def test_a_tar_bomb_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    bomb = 64 * 1024**2
+    entries = []
+    for info, data in _members():
+        if info.name.endswith("/docs.bin"):
+            info.size, data = bomb, bytes(bomb)  # 64 MiB of zeros: ~64 KB compressed
+        entries.append((info, data))
+    archive = _write(entries, tmp_path / "rel")
+    assert archive.stat().st_size < 1024**2
+    bundles = tmp_path / "b"
+    with pytest.raises(InstallError, match=r"docs.bin' is 67108864 bytes, the manifest says \d+"):
+        install(archive, bundles)
+    assert _du(bundles) == 0
+
+
+def test_a_bomb_declared_by_a_rewritten_manifest_stops_at_the_first_mismatch(tmp_path: Path) -> None:
+    """Even when the manifest declares the huge sizes, extraction stops at the first bad file."""
+    bomb = 32 * 1024**2
+    entries = []
+    for info, data in _members():
+        if info.name.endswith("/manifest.json"):
+            m = json.loads(data or b"")
+            for f in m["files"]:
+                if f["path"] in ("docs.bin", "docs.idx"):
+                    f["size"] = bomb  # sha256 left as it was: the zeros will not match it
+            data = json.dumps(m).encode()
+            info.size = len(data)
+        elif info.name.endswith(("/docs.bin", "/docs.idx")):
+            info.size, data = bomb, bytes(bomb)
+        entries.append((info, data))
+    bundles = tmp_path / "b"
+    with pytest.raises(InstallError, match="docs.bin does not match its sha256"):
+        install(_write(entries, tmp_path / "rel"), bundles)
+    assert _du(bundles) == 0  # the temporary folder is gone; docs.idx was never written
+
+
+@pytest.mark.parametrize("pattern", [LIBRARY_ID_RE, VERSION_RE, BUILD_ID_RE])
+def test_id_patterns_refuse_a_trailing_newline(pattern: object) -> None:
+    import re
+
+    assert isinstance(pattern, re.Pattern)
+    good = {LIBRARY_ID_RE: "golden", VERSION_RE: "latest", BUILD_ID_RE: BUILD}[pattern]
+    assert pattern.match(good) and pattern.fullmatch(good)
+    assert not pattern.match(good + "\n") and not pattern.fullmatch(good + "\n")
+
+
+def test_a_build_id_with_a_trailing_newline_does_not_install(tmp_path: Path) -> None:
+    entries = []
+    for info, data in _members():
+        info.name = info.name.replace(BUILD, BUILD + "\n")
+        entries.append((info, data))
+    bundles = tmp_path / "b"
+    with pytest.raises(InstallError, match=r"is not under <libraryId>/<version>/<buildId>/"):
+        install(_write(entries, tmp_path / "rel"), bundles)
+    assert not (bundles / "golden" / "latest" / "CURRENT").exists()
+
+
+def test_lock_files_refuse_a_hash_with_a_trailing_newline(tmp_path: Path) -> None:
+    lock = tmp_path / "bundles.lock"
+    lock.write_text('[libraries.golden]\nlatest = "' + "a" * 64 + '\\n"\n')
+    with pytest.raises(LockFileError, match="content_hash must be 64 lowercase hex digits"):
+        LockFile.load(lock)
+    lock.write_text('[libraries."golden\\n"]\nlatest = "' + "a" * 64 + '"\n')
+    with pytest.raises(LockFileError, match="valid library id"):
+        LockFile.load(lock)
+
+
+def _malformed(kind: str, tmp_path: Path) -> Path:
+    members = _members()
+    if kind == "truncated":
+        archive = _write(members, tmp_path / "rel")
+        archive.write_bytes(archive.read_bytes()[:-300])
+        _sum(archive)
+        return archive
+    if kind == "garbage":
+        archive = tmp_path / "rel" / "bundle.tar.gz"
+        archive.parent.mkdir(parents=True)
+        archive.write_bytes(gzip.compress(b"\x00not a tar file" * 100))
+        _sum(archive)
+        return archive
+    if kind == "duplicate":
+        members.append(members[-1])
+    elif kind == "file-and-folder":
+        info = tarfile.TarInfo(f"{ROOT}/docs.bin")
+        info.type = tarfile.DIRTYPE
+        members.insert(2, (info, None))
+    elif kind == "folder-as-file":
+        info = tarfile.TarInfo(f"{ROOT}/index")
+        info.size = 3
+        members = [m for m in members if m[0].name != f"{ROOT}/index"] + [(info, b"abc")]
+    elif kind == "no-manifest":
+        members = [m for m in members if not m[0].name.endswith("manifest.json")]
+    elif kind == "empty":
+        members = []
+    return _write(members, tmp_path / "rel")
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("truncated", "is damaged or not a bundle archive"),
+        ("garbage", "is damaged or not a bundle archive"),
+        ("duplicate", "twice"),
+        ("file-and-folder", "twice"),
+        ("folder-as-file", "not listed in the manifest"),
+        ("no-manifest", "no manifest.json"),
+        ("empty", "empty"),
+    ],
+)
+def test_malformed_archives_get_a_clear_error_and_leave_nothing(
+    kind: str, message: str, tmp_path: Path
+) -> None:
+    archive = _malformed(kind, tmp_path)
+    bundles = tmp_path / "b"
+    with pytest.raises(InstallError, match=message):
+        install(archive, bundles)
+    assert _du(bundles) == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "docbundle: error:" in done.stderr
+    assert "Traceback" not in done.stderr
