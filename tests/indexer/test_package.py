@@ -42,6 +42,9 @@ def test_archives_checksums_and_index_are_consistent(bundles_dir: Path, tmp_path
         tar.extractall(unpacked, filter="data")
     restored = unpacked / "golden" / "latest" / entry.build_id
     assert verify_bundle(restored).build.content_hash == entry.content_hash
+    # The value to pin in bundles.lock: the manifest covers every file, the index included.
+    manifest_sha = hashlib.sha256((restored / "manifest.json").read_bytes()).hexdigest()
+    assert index["bundles"][0]["manifest_sha256"] == entry.manifest_sha256 == manifest_sha
 
 
 def test_packing_twice_gives_the_same_bytes(bundles_dir: Path, tmp_path: Path) -> None:

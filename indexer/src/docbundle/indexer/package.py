@@ -19,7 +19,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.layout import current_bundle
-from docbundle.bundle.manifest import Manifest
+from docbundle.bundle.manifest import MANIFEST_NAME, Manifest
 from docbundle.bundle.reader import verify_bundle
 
 SUMS = "SHA256SUMS"
@@ -36,6 +36,7 @@ class PackagedBundle(msgspec.Struct, kw_only=True):
     latest: bool
     build_id: str
     content_hash: str
+    manifest_sha256: str  # pin it in bundles.lock: it covers every file, the index included
     built_at: str
     documents: int
     archive: str
@@ -85,6 +86,7 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
         latest=manifest.version.latest,
         build_id=manifest.build.build_id,
         content_hash=manifest.build.content_hash,
+        manifest_sha256=hashlib.sha256((bundle / MANIFEST_NAME).read_bytes()).hexdigest(),
         built_at=manifest.build.built_at,
         documents=manifest.counts.documents,
         archive=name,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import gc
 import hashlib
+import logging
 import os
 import random
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, read_current, write_current
+from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current, write_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -34,6 +35,8 @@ from .prepare import Analysed
 
 LOCK_NAME = ".lock"
 TMP_PREFIX = ".tmp-"
+
+log = logging.getLogger(__name__)
 
 
 class _StableStorage(FileStorage):  # type: ignore[misc]
@@ -226,6 +229,9 @@ def current_manifest(vdir: Path) -> Manifest | None:
 def prune(vdir: Path, keep: int) -> list[str]:
     """Delete all but the newest ``keep`` builds, never the one ``CURRENT`` names; returns removed ids.
 
+    A build a running server holds (its lease, see ``docbundle.bundle.layout``) is kept; the next
+    build prunes it once that server has exited.
+
     The current build always counts as one of the ``keep``; the rest are the newest by build time,
     then by when their directory was published (builds in the same second, or under a fixed
     ``SOURCE_DATE_EPOCH``, share a build time).
@@ -243,7 +249,15 @@ def prune(vdir: Path, keep: int) -> list[str]:
     room = max(keep - (1 if current else 0), 0)
     removed = []
     for _, _, name in others[room:]:
-        shutil.rmtree(vdir / name, ignore_errors=True)
+        lock = lock_for_removal(vdir / name)
+        if lock is None:
+            log.info("keeping %s/%s: a running server holds it", vdir.name, name)
+            continue
+        try:
+            shutil.rmtree(vdir / name, ignore_errors=True)
+        finally:
+            if lock >= 0:
+                os.close(lock)
         removed.append(name)
     if removed:
         fsync_dir(vdir)

@@ -4,10 +4,17 @@
 
     <bundles-dir>/<libraryId>/<version>/<buildId>/   one bundle (manifest.json, llms.txt, docs.*, index/)
     <bundles-dir>/<libraryId>/<version>/CURRENT      the buildId being served, replaced atomically
+
+Leases: a server holds a shared ``flock`` on the ``manifest.json`` of every bundle it serves, from
+start-up until it exits (a read-only descriptor; nothing is written, so read-only mounts work). Pruning
+takes an exclusive, non-blocking lock on a bundle's manifest before deleting it and keeps a bundle it
+cannot lock: a running server never loses a build under it. The kernel drops the lock when the server
+exits, whatever way it exits.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from pathlib import Path
@@ -80,3 +87,42 @@ def write_current(vdir: Path, build_id: str) -> None:
         os.fsync(fh.fileno())
     os.replace(pointer, vdir / CURRENT)
     fsync_dir(vdir)
+
+
+MANIFEST_FILE = "manifest.json"  # same name as manifest.MANIFEST_NAME, without importing msgspec here
+
+
+def take_lease(bundle: Path) -> int | None:
+    """Hold a shared lease on ``bundle``: an open descriptor of its manifest with a shared flock.
+
+    Returns the descriptor (close it to release the lease), or None when the manifest cannot be opened
+    or a prune holds it right now. The caller reads the manifest through this descriptor.
+    """
+    try:
+        fd = os.open(bundle / MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def lock_for_removal(bundle: Path) -> int | None:
+    """An exclusive lock on ``bundle`` for deleting it, or None when a server holds a lease on it.
+
+    A bundle without a readable manifest (a broken or half-removed one) is not leased by anyone: the
+    result is then -1, meaning "no lock needed, remove it".
+    """
+    try:
+        fd = os.open(bundle / MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
