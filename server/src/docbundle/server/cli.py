@@ -51,6 +51,7 @@ HTTP_ONLY = (
     "burst",
     "max_body_size",
     "body_timeout",
+    "trusted_proxy",
 )
 
 log = logging.getLogger("docbundle.server")
@@ -90,6 +91,19 @@ def _positive(kind: type[int] | type[float]) -> Any:
         return value
 
     return parse
+
+
+def _proxy(text: str) -> str:
+    """``--trusted-proxy``: an IP address or network (``10.0.0.5``, ``10.0.0.0/24``, ``::1``), normalised."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(text.strip(), strict=False))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give the IP address or network (e.g. 10.0.0.5 or 10.0.0.0/24) of a proxy in front "
+            "of this server; names and * are not accepted"
+        ) from None
 
 
 def _default_keys() -> Path:
@@ -183,6 +197,15 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="time a client has to send a request body (default: 10); slower is refused with 408",
+    )
+    h.add_argument(
+        "--trusted-proxy",
+        action="append",
+        type=_proxy,
+        default=None,
+        metavar="ADDR",
+        help="the IP address or network of a reverse proxy whose X-Forwarded-For names the client; "
+        "repeatable (default: none, the TCP peer is the client)",
     )
     s.add_argument(
         "--log-level",
@@ -429,6 +452,7 @@ def _run_http(
         burst=args.burst or DEFAULT_BURST,
         max_body_size=args.max_body_size or DEFAULT_MAX_BODY,
         body_timeout=args.body_timeout or DEFAULT_BODY_TIMEOUT,
+        trusted_proxies=tuple(args.trusted_proxy or ()),
     )
     app = HttpApp(create_server(catalog), catalog, keys, options)
     try:
@@ -469,6 +493,7 @@ def _run_http(
                     "rate": options.rate,
                     "burst": options.burst,
                     "maxBodySize": options.max_body_size,
+                    "trustedProxies": list(options.trusted_proxies),
                 },
             }
         )

@@ -7,11 +7,18 @@ For each request, in this order:
 1. ``GET /healthz`` and ``GET /readyz`` answer at once, without a key, and say nothing else;
 2. the ``Host`` and ``Origin`` headers must be allowed (421 / 403: DNS-rebinding protection);
 3. an API key from ``X-API-Key`` or ``Authorization: Bearer`` (401 missing or wrong, 403 revoked or
-   expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``;
+   expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``. A key not
+   proven yet costs a scrypt: those checks are budgeted per client address and globally (a client
+   over its budget waits a little, or gets 429), never per key id, so nobody can lock a key out;
 4. a token bucket per key (per client address without keys): 429 with ``Retry-After``;
 5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
    of a streamed body are counted (413), and the whole body must arrive within a time limit (408);
+   then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep (400 with a JSON-RPC error);
 6. the MCP SDK app, which checks ``Host``/``Origin`` again with the same explicit settings.
+
+The client address is the TCP peer's, or what ``X-Forwarded-For`` says when the peer is one of the
+``--trusted-proxy`` addresses (uvicorn's proxy-headers middleware, configured explicitly here: by
+default no forwarded header is believed).
 
 Every request leaves one JSON access-log line: request id, key id (never the key), JSON-RPC method,
 tool, libraryId, status, outcome and latency. The request id is echoed in ``X-Request-Id``.
@@ -19,6 +26,7 @@ tool, libraryId, status, outcome and latency. The request id is echoed in ``X-Re
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import logging
 import math
@@ -26,9 +34,10 @@ import re
 import secrets
 import socket
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -58,12 +67,29 @@ WILDCARD_BINDS = ("0.0.0.0", "::", "")
 # The error code of JSON-RPC error bodies this layer writes (the server-defined range of JSON-RPC).
 REJECTED = -32001
 PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+# Deepest JSON nesting a request body may have (an MCP request needs about 6). Checked by a linear scan
+# before anything parses the body recursively: msgspec, pydantic and json all recurse per level.
+MAX_JSON_DEPTH = 64
+# Budgets for checking keys that are not proven yet (each check is a scrypt, ~65 ms and 16 MiB). They
+# count checks by client address and over all clients, never by key id; a check whose secret is right
+# is given back. A client over budget waits for its turn up to AUTH_MAX_WAIT seconds, else gets 429.
+AUTH_CLIENT_BURST = 10  # checks a client address may have at once
+AUTH_CLIENT_RATE = 1.0  # then this many per second (about 6 % of a core per guessing address)
+AUTH_GLOBAL_BURST = 30  # checks all clients together may have at once
+AUTH_GLOBAL_RATE = 3.0  # then this many per second (about 20 % of a core, however many addresses guess)
+AUTH_MAX_WAIT = 2.0
+# Clients tracked by the key-check budget; over it, the least recently seen are forgotten.
+AUTH_MAX_CLIENTS = 10_000
+# IPv6 clients are counted per /64: one host usually holds a whole /64.
+IPV6_CLIENT_PREFIX = 64
 
 log = logging.getLogger("docbundle.http")
 
-_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9_./-]{1,64}$")
-_LIBRARY_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+# Full matches only (re.fullmatch): "$" would accept a trailing newline.
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_NAME_RE = re.compile(r"[A-Za-z0-9_./-]{1,64}")
+_LIBRARY_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 _URI_LIBRARY_RE = re.compile(r"^(?:docs|library)://([^/]+)")
 _LIBRARY_ARGS = ("libraryId", "library", "libraryID", "library_id")
 _CAPTURE_LIMIT = 1024 * 1024  # response bytes kept to read the JSON-RPC outcome
@@ -86,6 +112,8 @@ class HttpOptions:
     burst: int = DEFAULT_BURST
     max_body_size: int = DEFAULT_MAX_BODY
     body_timeout: float = DEFAULT_BODY_TIMEOUT
+    # Peers whose X-Forwarded-For is believed: IP addresses or networks (``--trusted-proxy``).
+    trusted_proxies: tuple[str, ...] = ()
 
 
 def _split_host(value: str) -> tuple[str, str | None]:
@@ -235,6 +263,120 @@ class RateLimiter:
             del self._buckets[k]
 
 
+class AuthBudget:
+    """How many key checks (scrypts) each client address, and all of them together, may cause.
+
+    Two token buckets, one per client and one global, that may run into debt: ``admit`` books a check
+    in both and says how long the caller must wait for it (0 while within the bursts), or None when
+    that wait would exceed ``max_wait`` (then nothing is booked: the caller refuses with 429).
+    ``give_back`` returns the booking of a check whose secret was right, so legitimate first uses
+    never count as failures. A client whose earlier requests have all been answered always gets a
+    turn (its debt has been paid by then), so a client asking one thing at a time is slowed, never
+    refused. Used from the event loop only.
+    """
+
+    def __init__(
+        self,
+        *,
+        client_rate: float = AUTH_CLIENT_RATE,
+        client_burst: int = AUTH_CLIENT_BURST,
+        global_rate: float = AUTH_GLOBAL_RATE,
+        global_burst: int = AUTH_GLOBAL_BURST,
+        max_wait: float = AUTH_MAX_WAIT,
+        max_clients: int = AUTH_MAX_CLIENTS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client_rate, self.client_burst = client_rate, float(client_burst)
+        self.global_rate, self.global_burst = global_rate, float(global_burst)
+        self.max_wait = max_wait
+        self._max_clients = max_clients
+        self._clock = clock
+        self._clients: OrderedDict[str, tuple[float, float]] = OrderedDict()  # client -> (tokens, at)
+        self._global = (self.global_burst, clock())
+
+    def _client_tokens(self, client: str, now: float) -> float:
+        tokens, at = self._clients.get(client, (self.client_burst, now))
+        return min(self.client_burst, tokens + (now - at) * self.client_rate)
+
+    def _global_tokens(self, now: float) -> float:
+        tokens, at = self._global
+        return min(self.global_burst, tokens + (now - at) * self.global_rate)
+
+    def _wait(self, client: str, now: float) -> float:
+        mine, everyone = self._client_tokens(client, now), self._global_tokens(now)
+        return max(
+            0.0 if mine >= 1 else (1 - mine) / self.client_rate,
+            0.0 if everyone >= 1 else (1 - everyone) / self.global_rate,
+        )
+
+    def admit(self, client: str) -> float | None:
+        """Book a check for ``client``: the seconds to wait before running it, or None (refuse)."""
+        now = self._clock()
+        wait = self._wait(client, now)
+        if wait > self.max_wait:
+            return None
+        self._clients[client] = (self._client_tokens(client, now) - 1, now)
+        self._clients.move_to_end(client)
+        self._global = (self._global_tokens(now) - 1, now)
+        while len(self._clients) > self._max_clients:
+            self._clients.popitem(last=False)  # the global budget still holds for a forgotten client
+        return wait
+
+    def retry_after(self, client: str) -> float:
+        """Seconds until ``admit`` would accept ``client`` again."""
+        return max(0.0, self._wait(client, self._clock()) - self.max_wait)
+
+    def give_back(self, client: str) -> None:
+        """Return a booking: the check it paid for proved a real secret."""
+        now = self._clock()
+        if client in self._clients:
+            self._clients[client] = (min(self.client_burst, self._client_tokens(client, now) + 1), now)
+        self._global = (min(self.global_burst, self._global_tokens(now) + 1), now)
+
+
+def client_key(scope: Scope) -> str:
+    """Who a request comes from, for budgets: its IP address (IPv6 by /64), as uvicorn reports it."""
+    client = scope.get("client")
+    host = str(client[0]) if client else "?"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host[:64]  # not an IP (a unix socket, or what a trusted proxy sent): bounded anyway
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, IPV6_CLIENT_PREFIX), strict=False))
+    return str(ip)
+
+
+# -- request checks ---------------------------------------------------------------------------------
+
+# A JSON string, terminated or not (an unterminated one runs to the end: the match never fails, so
+# the scan stays linear even on a body of unterminated strings full of escaped quotes).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = [0] * 256
+for _open, _close in (b"[]", b"{}"):
+    _DEPTH_STEP[_open], _DEPTH_STEP[_close] = 1, -1
+
+
+def json_depth(body: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text, brackets inside strings ignored.
+
+    Linear and not recursive (C-speed passes over the bytes), so it is safe on any input; on text
+    that is not JSON it still gives a number, which is all a depth limit needs.
+    """
+    if body.count(b"[") + body.count(b"{") == 0:
+        return 0
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    return max(0, max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0))
+
+
+def valid_request_id(value: str) -> bool:
+    """Whether a client's ``X-Request-Id`` may be echoed and logged (else a new one is made)."""
+    return _REQUEST_ID_RE.fullmatch(value) is not None
+
+
 # -- request peeking --------------------------------------------------------------------------------
 
 
@@ -270,8 +412,7 @@ _reply_decoder = msgspec.json.Decoder(_RpcReply)
 def _clean(value: Any, pattern: re.Pattern[str]) -> str | None:
     if not isinstance(value, str):
         return None
-    value = value.strip()
-    return value if pattern.match(value) else "(invalid)"
+    return value if pattern.fullmatch(value) else "(invalid)"
 
 
 def peek_request(body: bytes) -> dict[str, Any] | None:
@@ -400,7 +541,13 @@ class _Exchange:
         await self.send({"type": "http.response.body", "body": body})
 
     async def reject(
-        self, status: int, outcome: str, message: str, headers: list[tuple[bytes, bytes]] | None = None
+        self,
+        status: int,
+        outcome: str,
+        message: str,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        *,
+        code: int | None = None,
     ) -> None:
         """Refuse the request with a JSON-RPC error body (MCP clients show its message)."""
         self.fields["outcome"] = outcome
@@ -408,7 +555,8 @@ class _Exchange:
         if self.body_pending and not await self.drain():
             # The rest of the body would be read as the next request: this connection is done.
             headers.append((b"connection", b"close"))
-        code = PARSE_ERROR if outcome == "parse_error" else REJECTED
+        if code is None:
+            code = PARSE_ERROR if outcome == "parse_error" else REJECTED
         payload = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
         await self.respond(status, payload, headers)
 
@@ -445,8 +593,8 @@ class HttpApp:
             host=options.host,
         )
         self.limiter = RateLimiter(options.rate, options.burst) if options.rate else None
-        # Wrong secrets for a real key id cost a scrypt each: bound that work per key id.
-        self.failures = RateLimiter(0.2, 10)
+        # Keys not proven yet cost a scrypt each: that work is budgeted per client and globally.
+        self.auth_budget = AuthBudget()
         self._scrypt_slots: anyio.CapacityLimiter | None = None
         self._reported = -1
         # Request ids: a random prefix per process and a counter; unique without a syscall each.
@@ -481,7 +629,7 @@ class HttpApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
         incoming = headers.get("x-request-id", "")
-        rid = incoming if _REQUEST_ID_RE.match(incoming) else self._next_id()
+        rid = incoming if valid_request_id(incoming) else self._next_id()
         ex = _Exchange(scope, receive, send, rid, self.options.body_timeout)
         path, method = scope.get("path", ""), scope.get("method", "")
         try:
@@ -530,7 +678,7 @@ class HttpApp:
         if not self.policy.origin_ok(headers.get("origin")):
             await ex.reject(403, "bad_origin", "Origin header not allowed (see --allowed-origin)")
             return
-        bucket = f"client:{(scope.get('client') or ('?', 0))[0]}"
+        bucket = f"client:{client_key(scope)}"
         if self.keys is not None:
             key_id = await self._authenticate(ex, headers)
             if key_id is None:
@@ -580,21 +728,27 @@ class HttpApp:
             return None
         result = self.keys.check_cached(key)
         if result is None:
-            claimed = self.keys.known_id(key) or "?"
-            wait = self.failures.wait_time(claimed)
-            if wait > 0:
-                ex.fields["keyId"] = None
-                retry = str(max(1, math.ceil(wait))).encode()
+            # Budgeted by who asks, never by the key id asked about: guessing secrets for a known id
+            # must not lock that key out for its owner.
+            client = client_key(ex.scope)
+            wait = self.auth_budget.admit(client)
+            if wait is None:
+                retry = max(1, math.ceil(self.auth_budget.retry_after(client)))
                 await ex.reject(
-                    429, "auth_throttled", "too many failed API key attempts", [(b"retry-after", retry)]
+                    429,
+                    "auth_throttled",
+                    f"too many failed API key attempts from this address; retry in {retry} s",
+                    [(b"retry-after", str(retry).encode())],
                 )
                 return None
+            if wait > 0:
+                await anyio.sleep(wait)
             if self._scrypt_slots is None:
                 # One scrypt at a time (16 MiB, ~65 ms each); created here, inside the event loop.
                 self._scrypt_slots = anyio.CapacityLimiter(1)
             result = await anyio.to_thread.run_sync(self.keys.verify, key, limiter=self._scrypt_slots)
-            if result.verdict == "invalid":
-                self.failures.take(claimed)
+            if result.verdict != "invalid":
+                self.auth_budget.give_back(client)  # the secret was right (or never checked)
         return await self._verdict(ex, result, challenge)
 
     async def _verdict(self, ex: _Exchange, result: AuthResult, challenge: bytes) -> str | None:
@@ -633,6 +787,16 @@ class HttpApp:
             await ex.reject(413, "too_large", f"request body over {self.options.max_body_size} bytes")
             return
         if ex.scope.get("path") == MCP_PATH:
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                msg = f"Parse error: the body is not valid UTF-8 (byte {exc.start}); send JSON in UTF-8"
+                await ex.reject(400, "parse_error", msg)
+                return
+            if json_depth(body) > MAX_JSON_DEPTH:
+                msg = f"Invalid Request: JSON nested more than {MAX_JSON_DEPTH} levels deep"
+                await ex.reject(400, "too_deep", msg, code=INVALID_REQUEST)
+                return
             peeked = peek_request(body)
             if peeked is None:
                 await ex.reject(400, "parse_error", "Parse error: the body is not JSON")
@@ -748,8 +912,13 @@ def http_server(app: HttpApp, *, log_level: str = "info") -> uvicorn.Server:
     """A uvicorn server for ``app``; run it with ``.run(sockets=[bind_socket(...)])``."""
     import uvicorn
 
+    trusted = list(app.options.trusted_proxies)
     config = uvicorn.Config(
         app,
+        # Explicit, so neither uvicorn's default (trust 127.0.0.1) nor $FORWARDED_ALLOW_IPS applies:
+        # X-Forwarded-For is believed from the --trusted-proxy peers only, else from nobody.
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted,
         log_level=log_level,
         access_log=False,  # HttpApp writes the access log, with more in it
         lifespan="on",

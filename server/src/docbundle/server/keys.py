@@ -49,8 +49,9 @@ from typing import Any, Literal
 from .errors import ServerError
 
 FILE_VERSION = 1
-KEY_ID_RE = re.compile(r"^[0-9a-f]{12}$")
-SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{43}$")
+# Patterns are used with fullmatch only: "$" would accept a trailing newline.
+KEY_ID_RE = re.compile(r"[0-9a-f]{12}")
+SECRET_RE = re.compile(r"[A-Za-z0-9_-]{43}")
 MAX_NAME = 200
 # scrypt cost: 2**14 x 8 x 1 is about 65 ms and 16 MiB here. The secrets are 256 random bits, so the
 # hash only has to make a stolen keys file useless, not resist guessing of human passwords.
@@ -58,7 +59,7 @@ SCRYPT_LOG_N, SCRYPT_R, SCRYPT_P, SCRYPT_DKLEN, SALT_BYTES = 14, 8, 1, 32, 16
 # Bounds for parameters read from a file, so a hand-edited hash cannot ask for gigabytes.
 _MAX_SCRYPT_MEMORY = 256 * 1024 * 1024
 _HASH_RE = re.compile(
-    r"^\$scrypt\$ln=(?P<ln>\d{1,2}),r=(?P<r>\d{1,2}),p=(?P<p>\d{1,2})\$(?P<salt>[A-Za-z0-9+/]+)\$(?P<hash>[A-Za-z0-9+/]+)$"
+    r"\$scrypt\$ln=(?P<ln>\d{1,2}),r=(?P<r>\d{1,2}),p=(?P<p>\d{1,2})\$(?P<salt>[A-Za-z0-9+/]+)\$(?P<hash>[A-Za-z0-9+/]+)"
 )
 _FIELDS = {"id", "name", "created", "expires", "revoked", "hash"}
 
@@ -124,7 +125,7 @@ def hash_secret(secret: str) -> str:
 
 
 def _parse_hash(encoded: str) -> tuple[int, int, int, bytes, bytes]:
-    m = _HASH_RE.match(encoded)
+    m = _HASH_RE.fullmatch(encoded)
     if m is None:
         raise ValueError("not a $scrypt$ln=..,r=..,p=..$salt$hash string")
     log_n, r, p = int(m["ln"]), int(m["r"]), int(m["p"])
@@ -148,7 +149,7 @@ def check_secret(secret: str, encoded: str) -> bool:
 def split_key(presented: str) -> tuple[str, str] | None:
     """``(id, secret)`` of a well-formed ``{id}.{secret}`` key, else None."""
     key_id, dot, secret = presented.partition(".")
-    if not dot or not KEY_ID_RE.match(key_id) or not SECRET_RE.match(secret):
+    if not dot or not KEY_ID_RE.fullmatch(key_id) or not SECRET_RE.fullmatch(secret):
         return None
     return key_id, secret
 
@@ -168,7 +169,7 @@ def _record(where: str, raw: Any) -> ApiKey:
     if not isinstance(raw, dict):
         raise KeyFileError(f"{where}: expected a [[key]] table")
     key_id = raw.get("id")
-    if not isinstance(key_id, str) or not KEY_ID_RE.match(key_id):
+    if not isinstance(key_id, str) or not KEY_ID_RE.fullmatch(key_id):
         raise KeyFileError(f"{where}: id must be 12 lowercase hex digits")
     where = f"{where} (id {key_id})"
     unknown = sorted(set(raw) - _FIELDS)

@@ -1,0 +1,339 @@
+"""Attacks on the HTTP front door, each over real streamable HTTP on 127.0.0.1 against the real CLI.
+
+- Guessing secrets for a known key id must never lock that key out (issue 9, item 5): failures are
+  counted per client address and globally, and the scrypt work they cause is bounded both ways.
+- ``X-Forwarded-For`` is believed only from ``--trusted-proxy`` addresses (item 13).
+- A too-deep JSON body and invalid UTF-8 get a JSON-RPC error, not a traceback (item 11).
+- Ids, names and hashes are full-matched: a trailing newline is not accepted (item 8 for this layer).
+
+Client addresses other than 127.0.0.1 are simulated through a server started with
+``--trusted-proxy 127.0.0.1``: the test is then the proxy, and says who the client is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from docbundle.server.cli import main
+from docbundle.server.http import (
+    AUTH_CLIENT_BURST,
+    AUTH_CLIENT_RATE,
+    AUTH_GLOBAL_BURST,
+    AUTH_GLOBAL_RATE,
+    MAX_JSON_DEPTH,
+    json_depth,
+    peek_request,
+    valid_request_id,
+)
+from docbundle.server.keys import KeyFileError, create_key, load_keys, split_key
+from serverkit import HttpServerProcess
+
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+LIST = json.dumps(
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_libraries", "arguments": {}}}
+).encode()
+PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+
+
+def wrong_secret(n: int) -> str:
+    """A distinct well-formed wrong secret (43 characters), so no failure is answered from a cache."""
+    return f"W{n:042d}"
+
+
+@pytest.fixture(scope="module")
+def keyset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """A keys file with four active keys; name -> full key."""
+    path = tmp_path_factory.mktemp("attack-keys") / "keys.toml"
+    return path, {name: create_key(path, name)[1] for name in ("a", "b", "c", "d")}
+
+
+def key_id(key: str) -> str:
+    return key.split(".")[0]
+
+
+async def post(
+    http: httpx2.AsyncClient, url: str, headers: dict[str, str], body: bytes = LIST
+) -> httpx2.Response:
+    return await http.post(url, content=body, headers={**ACCEPT, **headers})
+
+
+async def flood(url: str, requests: list[dict[str, str]]) -> tuple[list[httpx2.Response], float]:
+    """Send every request (its headers) at once; the responses in order, and the seconds it took."""
+    out: list[httpx2.Response | None] = [None] * len(requests)
+    limits = httpx2.Limits(max_connections=len(requests))
+    async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
+
+        async def one(i: int) -> None:
+            out[i] = await post(http, url, requests[i])
+
+        started = anyio.current_time()
+        with anyio.fail_after(90):
+            async with anyio.create_task_group() as tg:
+                for i in range(len(requests)):
+                    tg.start_soon(one, i)
+        took = anyio.current_time() - started
+    return [r for r in out if r is not None], took
+
+
+def records(server: HttpServerProcess) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in server.lines()]
+
+
+# -- item 5: no lockout by key id -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_eleven_wrong_secrets_do_not_lock_out_the_real_key(
+    bundles_root: Path, keyset: tuple[Path, dict[str, str]]
+) -> None:
+    """The issue's reproduction: 11 wrong secrets for a known id, then the real key, from one client."""
+    real = keyset[1]["a"]
+    with HttpServerProcess(bundles_root, "--keys", str(keyset[0])) as server:
+        statuses = []
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                for n in range(11):
+                    r = await post(http, server.url, {"X-API-Key": f"{key_id(real)}.{wrong_secret(n)}"})
+                    statuses.append(r.status_code)
+                ok = await post(http, server.url, {"X-API-Key": real})
+        # One client asking one thing at a time is slowed, never refused: every guess got its answer.
+        assert statuses == [401] * 11
+        assert ok.status_code == 200, ok.text
+    assert server.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_a_guess_flood_from_one_client_is_throttled_and_the_keys_still_work(
+    bundles_root: Path, keyset: tuple[Path, dict[str, str]]
+) -> None:
+    keys = keyset[1]
+    guesser = {"X-Forwarded-For": "203.0.113.7"}
+    with HttpServerProcess(bundles_root, "--keys", str(keyset[0]), "--trusted-proxy", "127.0.0.1") as server:
+        # 50 distinct wrong secrets at once, for the ids of two real keys.
+        guesses = [
+            {**guesser, "X-API-Key": f"{key_id(keys['a' if n % 2 else 'b'])}.{wrong_secret(n)}"}
+            for n in range(50)
+        ]
+        answers, took = await flood(server.url, guesses)
+        counts = Counter(r.status_code for r in answers)
+        # Each 401 cost a scrypt. The client's budget is its burst plus what refilled before the flood
+        # had its answers (a check admitted in debt waits for its token: up to AUTH_MAX_WAIT).
+        assert AUTH_CLIENT_BURST <= counts[401] <= AUTH_CLIENT_BURST + AUTH_CLIENT_RATE * took + 1, counts
+        assert counts[401] + counts[429] == 50, counts
+        throttled = next(r for r in answers if r.status_code == 429)
+        assert throttled.json()["error"]["message"].startswith("too many failed API key attempts")
+        assert 1 <= int(throttled.headers["retry-after"]) <= 60
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                # The real keys work, first used from the guesser's own address and from another one.
+                same = await post(http, server.url, {**guesser, "X-API-Key": keys["a"]})
+                other = await post(
+                    http, server.url, {"X-Forwarded-For": "198.51.100.9", "X-API-Key": keys["b"]}
+                )
+        assert (same.status_code, other.status_code) == (200, 200), (same.text, other.text)
+        server.wait_for(lambda line: '"client":"198.51.100.9"' in line)
+        logged = [r for r in records(server) if r.get("event") == "request"]
+        refused = [r for r in logged if r["outcome"] == "auth_throttled"]
+        assert len(refused) == counts[429] and {r["client"] for r in refused} == {"203.0.113.7"}
+        assert {r["keyId"] for r in logged if r["status"] == 200} == {key_id(keys["a"]), key_id(keys["b"])}
+    assert server.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_a_distributed_guess_flood_meets_the_global_ceiling(
+    bundles_root: Path, keyset: tuple[Path, dict[str, str]]
+) -> None:
+    keys = keyset[1]
+    n = 4 * AUTH_GLOBAL_BURST
+    with HttpServerProcess(bundles_root, "--keys", str(keyset[0]), "--trusted-proxy", "127.0.0.1") as server:
+        # One wrong secret from each of many addresses: no client is over its own budget.
+        guesses = [
+            {
+                "X-Forwarded-For": f"10.77.{i // 200}.{i % 200 + 1}",
+                "X-API-Key": f"{key_id(keys['c'])}.{wrong_secret(i)}",
+            }
+            for i in range(n)
+        ]
+        answers, took = await flood(server.url, guesses)
+        counts = Counter(r.status_code for r in answers)
+        assert AUTH_GLOBAL_BURST <= counts[401] <= AUTH_GLOBAL_BURST + AUTH_GLOBAL_RATE * took + 1, counts
+        assert counts[429] > 0, counts
+        assert counts[401] + counts[429] == n, counts
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                # Once the flood has its answers, a real key from a new address gets in at once.
+                ok = await post(http, server.url, {"X-Forwarded-For": "10.78.0.1", "X-API-Key": keys["c"]})
+        assert ok.status_code == 200, ok.text
+    assert server.returncode == 0
+
+
+# -- item 13: forwarded headers only from trusted proxies ------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_forwarded_for_from_an_untrusted_client_changes_nothing(bundles_root: Path) -> None:
+    with HttpServerProcess(bundles_root, "--no-auth", "--rate", "1/s", "--burst", "5") as server:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                statuses = [
+                    (
+                        await post(
+                            http,
+                            server.url,
+                            {"X-Forwarded-For": f"192.0.2.{i + 1}", "X-Request-Id": f"xff-{i}"},
+                            PING,
+                        )
+                    ).status_code
+                    for i in range(15)
+                ]
+        assert statuses[:5] == [200] * 5 and 429 in statuses[5:], statuses
+        server.wait_for(lambda line: '"requestId":"xff-14"' in line)
+        clients = {r["client"] for r in records(server) if r.get("requestId", "").startswith("xff-")}
+        assert clients == {"127.0.0.1"}
+    assert server.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_forwarded_for_from_a_trusted_proxy_names_the_client(bundles_root: Path) -> None:
+    with HttpServerProcess(
+        bundles_root, "--no-auth", "--rate", "1/s", "--burst", "5", "--trusted-proxy", "127.0.0.1"
+    ) as server:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                rotating = [
+                    (
+                        await post(
+                            http,
+                            server.url,
+                            # What nginx's $proxy_add_x_forwarded_for sends: the client's own claim
+                            # first, then the address the proxy saw.
+                            {"X-Forwarded-For": f"6.6.6.6, 192.0.2.{i + 1}", "X-Request-Id": f"fwd-{i}"},
+                            PING,
+                        )
+                    ).status_code
+                    for i in range(15)
+                ]
+                same = [
+                    (await post(http, server.url, {"X-Forwarded-For": "192.0.2.200"}, PING)).status_code
+                    for _ in range(15)
+                ]
+        assert rotating == [200] * 15  # each forwarded client has its own bucket
+        assert same[:5] == [200] * 5 and 429 in same[5:], same  # and is limited in it
+        server.wait_for(lambda line: '"requestId":"fwd-14"' in line)
+        clients = [r["client"] for r in records(server) if r.get("requestId", "").startswith("fwd-")]
+        assert sorted(clients) == sorted(f"192.0.2.{i + 1}" for i in range(15))
+    assert server.returncode == 0
+
+
+@pytest.mark.parametrize("value", ["*", "proxy.example", "10.0.0.0/33", ""])
+def test_a_bad_trusted_proxy_is_refused(
+    capsys: pytest.CaptureFixture[str], bundles_root: Path, value: str
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "serve",
+                "--bundles",
+                str(bundles_root),
+                "--transport",
+                "http",
+                "--no-auth",
+                "--trusted-proxy",
+                value,
+            ]
+        )
+    assert info.value.code == 2
+    assert "--trusted-proxy" in capsys.readouterr().err
+
+
+def test_trusted_proxy_needs_http(capsys: pytest.CaptureFixture[str], bundles_root: Path) -> None:
+    assert main(["serve", "--bundles", str(bundles_root), "--trusted-proxy", "127.0.0.1"]) == 2
+    assert "--trusted-proxy only apply to --transport http" in capsys.readouterr().err
+
+
+# -- item 11: answers instead of tracebacks ---------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_deep_nesting_and_invalid_utf8_get_json_rpc_errors(bundles_root: Path) -> None:
+    deep = (
+        b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": '
+        + b"[" * 100_000
+        + b"]" * 100_000
+        + b"}}"
+    )
+    bad_utf8 = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\xff\xfe"}}'
+    truncated = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_li'
+    with HttpServerProcess(bundles_root, "--no-auth", "--rate", "off") as server:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                answers = {
+                    name: await post(http, server.url, {"X-Request-Id": f"bad-{name}"}, body)
+                    for name, body in (("deep", deep), ("utf8", bad_utf8), ("truncated", truncated))
+                }
+                after = await post(http, server.url, {"X-Request-Id": "after"})
+        expected = {"deep": -32600, "utf8": -32700, "truncated": -32700}
+        for name, r in answers.items():
+            assert r.status_code == 400, (name, r.status_code, r.text[:200])
+            body = r.json()
+            assert body["jsonrpc"] == "2.0" and body["id"] is None
+            assert body["error"]["code"] == expected[name], (name, body)
+        assert str(MAX_JSON_DEPTH) in answers["deep"].json()["error"]["message"]
+        assert "UTF-8" in answers["utf8"].json()["error"]["message"]
+        assert after.status_code == 200 and not after.json()["result"]["isError"]
+        server.wait_for(lambda line: '"requestId":"after"' in line)
+        lines = records(server)
+        for name in expected:
+            mine = [r for r in lines if r.get("requestId") == f"bad-{name}"]
+            assert len(mine) == 1 and mine[0]["status"] == 400, mine
+        assert [r for r in lines if r["level"] in ("warning", "error") or "exc" in r] == []
+    assert server.returncode == 0
+
+
+def test_json_depth_is_counted_outside_strings() -> None:
+    assert json_depth(b'{"a": [1, {"b": []}]}') == 4
+    assert json_depth(b'"[[[[[[" ') == 0
+    assert json_depth(b'{"a": "\\"[[[[", "b": ["]]]"]}') == 2
+    assert json_depth(b"[" * (MAX_JSON_DEPTH + 1)) == MAX_JSON_DEPTH + 1
+    assert json_depth(b'{"unterminated": "[[[[') == 1
+    assert json_depth(b'"\\' + b'"\\' * 1000) == 0  # an unterminated string full of escapes
+    nested = b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH
+    assert json_depth(nested) == MAX_JSON_DEPTH
+
+
+# -- full-match patterns: a trailing newline is never accepted ---------------------------------------
+
+
+def test_ids_names_and_hashes_refuse_a_trailing_newline(tmp_path: Path) -> None:
+    record, key = create_key(tmp_path / "keys.toml", "n")
+    kid, secret = key.split(".")
+    assert split_key(key) == (kid, secret)
+    assert split_key(key + "\n") is None and split_key(f"{kid}\n.{secret}") is None
+    text = (tmp_path / "keys.toml").read_text(encoding="utf-8")
+    for broken in (
+        text.replace(f'id = "{kid}"', f'id = "{kid}\\n"'),
+        text.replace(f'hash = "{record.hash}"', f'hash = "{record.hash}\\n"'),
+    ):
+        (tmp_path / "bad.toml").write_text(broken, encoding="utf-8")
+        with pytest.raises(KeyFileError):
+            load_keys(tmp_path / "bad.toml")
+    assert valid_request_id("abc-1") and not valid_request_id("abc-1\n")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call\n", "params": {"name": "search_documents\n"}}
+    assert peek_request(json.dumps(call).encode()) == {"rpcMethod": "(invalid)"}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "x", "arguments": {"libraryId": "demo\n"}},
+    }
+    assert peek_request(json.dumps(call).encode()) == {
+        "rpcMethod": "tools/call",
+        "tool": "x",
+        "libraryId": "(invalid)",
+    }
