@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE, fsync_dir, write_current
-from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, decode_manifest
+from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEntry, Manifest, decode_manifest
 from docbundle.bundle.reader import check_bundle, verify_bundle
 
 from .catalog import LockFile, find_lock
@@ -39,7 +39,6 @@ from .catalog import LockFile, find_lock
 SUMS = "SHA256SUMS"
 MAX_UNPACKED_BYTES = 8 * 1024**3
 MAX_MEMBERS = 100_000
-MAX_MANIFEST_BYTES = 64 * 1024**2
 _COPY_CHUNK = 1024 * 1024
 
 
