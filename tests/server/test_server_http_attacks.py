@@ -1,7 +1,8 @@
 """Attacks on the HTTP front door, each over real streamable HTTP on 127.0.0.1 against the real CLI.
 
-- Guessing secrets for a known key id must never lock that key out (issue 9, item 5): failures are
-  counted per client address and globally, and the scrypt work they cause is bounded both ways.
+- Guessing secrets for a known key id must never lock that key out (issue 9, item 5). A key with a
+  ``check`` turns a wrong secret away without a scrypt; for keys written before checks existed,
+  every guess costs a scrypt, and those are budgeted per client address and globally.
 - ``X-Forwarded-For`` is believed only from ``--trusted-proxy`` addresses (item 13).
 - A too-deep JSON body and invalid UTF-8 get a JSON-RPC error, not a traceback (item 11).
 - Ids, names and hashes are full-matched: a trailing newline is not accepted (item 8 for this layer).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +28,15 @@ from docbundle.server.http import (
     AUTH_CLIENT_RATE,
     AUTH_GLOBAL_BURST,
     AUTH_GLOBAL_RATE,
+    AUTH_MAX_WAIT,
     MAX_JSON_DEPTH,
+    AuthBudget,
+    client_key,
     json_depth,
     peek_request,
     valid_request_id,
 )
-from docbundle.server.keys import KeyFileError, create_key, load_keys, split_key
+from docbundle.server.keys import KeyFileError, create_key, load_keys, save_keys, split_key
 from serverkit import HttpServerProcess
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -46,11 +51,19 @@ def wrong_secret(n: int) -> str:
     return f"W{n:042d}"
 
 
+LEGACY = ("old-a", "old-b", "old-c")
+
+
 @pytest.fixture(scope="module")
 def keyset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
-    """A keys file with four active keys; name -> full key."""
+    """A keys file with active keys a and b, and old-a, old-b, old-c without a check (as written
+    before checks existed); name -> full key."""
     path = tmp_path_factory.mktemp("attack-keys") / "keys.toml"
-    return path, {name: create_key(path, name)[1] for name in ("a", "b", "c", "d")}
+    made = {name: create_key(path, name)[1] for name in ("a", "b", *LEGACY)}
+    records = load_keys(path)
+    save_keys(path, {k: replace(r, check=None) if r.name in LEGACY else r for k, r in records.items()})
+    assert "check = " in path.read_text(encoding="utf-8")
+    return path, made
 
 
 def key_id(key: str) -> str:
@@ -93,18 +106,19 @@ async def test_eleven_wrong_secrets_do_not_lock_out_the_real_key(
     bundles_root: Path, keyset: tuple[Path, dict[str, str]]
 ) -> None:
     """The issue's reproduction: 11 wrong secrets for a known id, then the real key, from one client."""
-    real = keyset[1]["a"]
     with HttpServerProcess(bundles_root, "--keys", str(keyset[0])) as server:
-        statuses = []
-        async with httpx2.AsyncClient(timeout=30) as http:
-            with anyio.fail_after(60):
-                for n in range(11):
-                    r = await post(http, server.url, {"X-API-Key": f"{key_id(real)}.{wrong_secret(n)}"})
-                    statuses.append(r.status_code)
-                ok = await post(http, server.url, {"X-API-Key": real})
-        # One client asking one thing at a time is slowed, never refused: every guess got its answer.
-        assert statuses == [401] * 11
-        assert ok.status_code == 200, ok.text
+        for name in ("a", "old-a"):
+            real = keyset[1][name]
+            statuses = []
+            async with httpx2.AsyncClient(timeout=30) as http:
+                with anyio.fail_after(60):
+                    for n in range(11):
+                        r = await post(http, server.url, {"X-API-Key": f"{key_id(real)}.{wrong_secret(n)}"})
+                        statuses.append(r.status_code)
+                    ok = await post(http, server.url, {"X-API-Key": real})
+            # One client asking one thing at a time is slowed at most, never refused.
+            assert statuses == [401] * 11, name
+            assert ok.status_code == 200, (name, ok.text)
     assert server.returncode == 0
 
 
@@ -115,9 +129,10 @@ async def test_a_guess_flood_from_one_client_is_throttled_and_the_keys_still_wor
     keys = keyset[1]
     guesser = {"X-Forwarded-For": "203.0.113.7"}
     with HttpServerProcess(bundles_root, "--keys", str(keyset[0]), "--trusted-proxy", "127.0.0.1") as server:
-        # 50 distinct wrong secrets at once, for the ids of two real keys.
+        # 50 distinct wrong secrets at once, for the ids of two real keys without a check: each
+        # guess the server takes on costs it a scrypt.
         guesses = [
-            {**guesser, "X-API-Key": f"{key_id(keys['a' if n % 2 else 'b'])}.{wrong_secret(n)}"}
+            {**guesser, "X-API-Key": f"{key_id(keys['old-a' if n % 2 else 'old-b'])}.{wrong_secret(n)}"}
             for n in range(50)
         ]
         answers, took = await flood(server.url, guesses)
@@ -132,45 +147,132 @@ async def test_a_guess_flood_from_one_client_is_throttled_and_the_keys_still_wor
         async with httpx2.AsyncClient(timeout=30) as http:
             with anyio.fail_after(60):
                 # The real keys work, first used from the guesser's own address and from another one.
-                same = await post(http, server.url, {**guesser, "X-API-Key": keys["a"]})
+                same = await post(http, server.url, {**guesser, "X-API-Key": keys["old-a"]})
                 other = await post(
-                    http, server.url, {"X-Forwarded-For": "198.51.100.9", "X-API-Key": keys["b"]}
+                    http, server.url, {"X-Forwarded-For": "198.51.100.9", "X-API-Key": keys["old-b"]}
                 )
         assert (same.status_code, other.status_code) == (200, 200), (same.text, other.text)
         server.wait_for(lambda line: '"client":"198.51.100.9"' in line)
         logged = [r for r in records(server) if r.get("event") == "request"]
         refused = [r for r in logged if r["outcome"] == "auth_throttled"]
         assert len(refused) == counts[429] and {r["client"] for r in refused} == {"203.0.113.7"}
-        assert {r["keyId"] for r in logged if r["status"] == 200} == {key_id(keys["a"]), key_id(keys["b"])}
+        assert {r["keyId"] for r in logged if r["status"] == 200} == {
+            key_id(keys["old-a"]),
+            key_id(keys["old-b"]),
+        }
     assert server.returncode == 0
 
 
 @pytest.mark.anyio
-async def test_a_distributed_guess_flood_meets_the_global_ceiling(
+async def test_a_distributed_guess_flood_meets_the_global_ceiling_and_crowds_out_no_real_key(
     bundles_root: Path, keyset: tuple[Path, dict[str, str]]
 ) -> None:
     keys = keyset[1]
     n = 4 * AUTH_GLOBAL_BURST
+    # One wrong secret from each of many addresses, so no address is over its own budget: for a key
+    # without a check (each costs a scrypt) and for a key with one (each is turned away at once).
+    legacy = [
+        {
+            "X-Forwarded-For": f"10.77.{i // 200}.{i % 200 + 1}",
+            "X-API-Key": f"{key_id(keys['old-c'])}.{wrong_secret(i)}",
+        }
+        for i in range(n)
+    ]
+    checked = [
+        {
+            "X-Forwarded-For": f"10.76.{i // 200}.{i % 200 + 1}",
+            "X-API-Key": f"{key_id(keys['a'])}.{wrong_secret(i)}",
+        }
+        for i in range(n)
+    ]
     with HttpServerProcess(bundles_root, "--keys", str(keyset[0]), "--trusted-proxy", "127.0.0.1") as server:
-        # One wrong secret from each of many addresses: no client is over its own budget.
-        guesses = [
-            {
-                "X-Forwarded-For": f"10.77.{i // 200}.{i % 200 + 1}",
-                "X-API-Key": f"{key_id(keys['c'])}.{wrong_secret(i)}",
-            }
-            for i in range(n)
-        ]
-        answers, took = await flood(server.url, guesses)
-        counts = Counter(r.status_code for r in answers)
-        assert AUTH_GLOBAL_BURST <= counts[401] <= AUTH_GLOBAL_BURST + AUTH_GLOBAL_RATE * took + 1, counts
-        assert counts[429] > 0, counts
-        assert counts[401] + counts[429] == n, counts
-        async with httpx2.AsyncClient(timeout=30) as http:
+        statuses: dict[str, Counter[int]] = {"legacy": Counter(), "checked": Counter()}
+        real: list[httpx2.Response] = []
+        started = anyio.current_time()
+        limits = httpx2.Limits(max_connections=2 * n + 1)
+        async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
+
+            async def guess(kind: str, headers: dict[str, str]) -> None:
+                statuses[kind][(await post(http, server.url, headers)).status_code] += 1
+
+            async def first_use_mid_flood() -> None:
+                while not statuses["legacy"][429]:  # the global budget for unchecked keys is spent
+                    await anyio.sleep(0.01)
+                real.append(
+                    await post(http, server.url, {"X-Forwarded-For": "10.75.0.1", "X-API-Key": keys["a"]})
+                )
+
+            with anyio.fail_after(90):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(first_use_mid_flood)
+                    for headers in legacy:
+                        tg.start_soon(guess, "legacy", headers)
+                    for headers in checked:
+                        tg.start_soon(guess, "checked", headers)
+            took = anyio.current_time() - started
+            # Once the flood has its answers, a key without a check gets in from a new address too.
             with anyio.fail_after(60):
-                # Once the flood has its answers, a real key from a new address gets in at once.
-                ok = await post(http, server.url, {"X-Forwarded-For": "10.78.0.1", "X-API-Key": keys["c"]})
-        assert ok.status_code == 200, ok.text
+                late = await post(
+                    http, server.url, {"X-Forwarded-For": "10.78.0.1", "X-API-Key": keys["old-c"]}
+                )
+        warning = json.loads(server.wait_for(lambda line: "have no check" in line))
+        assert warning["level"] == "warning" and key_id(keys["old-c"]) in warning["msg"]
+        assert key_id(keys["a"]) not in warning["msg"]
+        counts = statuses["legacy"]
+        assert AUTH_GLOBAL_BURST <= counts[401] <= AUTH_GLOBAL_BURST + AUTH_GLOBAL_RATE * took + 1, counts
+        assert counts[429] > 0 and counts[401] + counts[429] == n, counts
+        # Wrong secrets for a key with a check cost no scrypt, so no budget: each is simply wrong.
+        assert statuses["checked"] == {401: n}
+        # The real key's first use, in the middle of it all, got in at the first try.
+        assert real[0].status_code == 200, real[0].text
+        assert late.status_code == 200, late.text
     assert server.returncode == 0
+
+
+def test_the_key_check_budget_slows_a_patient_client_and_refuses_only_a_flood() -> None:
+    now = [0.0]
+    budget = AuthBudget(clock=lambda: now[0])
+    assert [budget.admit("a") for _ in range(AUTH_CLIENT_BURST)] == [0.0] * AUTH_CLIENT_BURST
+    waits = [budget.admit("a") for _ in range(int(AUTH_MAX_WAIT * AUTH_CLIENT_RATE))]
+    assert waits == [pytest.approx((i + 1) / AUTH_CLIENT_RATE) for i in range(len(waits))]
+    assert budget.admit("a") is None  # more would wait too long: refused, and nothing booked
+    assert budget.retry_after("a") == pytest.approx(1 / AUTH_CLIENT_RATE)
+    assert budget.admit("b") == 0.0  # another address is not held back by this one
+    # Once its flood has been answered, a client that waits for each answer before asking again is
+    # slowed, never refused.
+    now[0] += AUTH_MAX_WAIT + 0.065
+    for _ in range(50):
+        wait = budget.admit("a")
+        assert wait is not None
+        now[0] += wait + 0.065  # its turn, then a scrypt
+    # A right secret gives its booking back.
+    now[0] += 1000
+    for _ in range(3 * AUTH_CLIENT_BURST):
+        assert budget.admit("c") == 0.0
+        budget.give_back("c")
+
+
+def test_the_key_check_budget_has_a_global_ceiling() -> None:
+    now = [0.0]
+    budget = AuthBudget(clock=lambda: now[0], max_clients=100)
+    admitted = [budget.admit(f"10.0.{i // 250}.{i % 250}") for i in range(1000)]
+    assert admitted[:AUTH_GLOBAL_BURST] == [0.0] * AUTH_GLOBAL_BURST
+    assert sum(w is not None for w in admitted) == AUTH_GLOBAL_BURST + int(AUTH_MAX_WAIT * AUTH_GLOBAL_RATE)
+    assert budget.admit("192.0.2.1") is None  # a new address too, while the flood's debt lasts
+    now[0] += AUTH_MAX_WAIT  # the flood's last admitted check has had its turn
+    assert budget.admit("192.0.2.1") is not None
+    assert len(budget._clients) <= 100  # addresses remembered are bounded
+
+
+def test_clients_are_counted_by_address_and_ipv6_by_prefix() -> None:
+    assert client_key({"client": ("203.0.113.7", 5000)}) == "203.0.113.7"
+    assert client_key({"client": ("2001:db8:1:2:aaaa::1", 5000)}) == client_key(
+        {"client": ("2001:db8:1:2:bbbb::9", 1)}
+    )
+    assert client_key({"client": ("2001:db8:1:3::1", 5000)}) != client_key({"client": ("2001:db8:1:2::1", 1)})
+    assert client_key({"client": ("::ffff:203.0.113.7", 1)}) == "203.0.113.7"
+    assert client_key({"client": ("x" * 1000, 0)}) == "x" * 64
+    assert client_key({}) == "?"
 
 
 # -- item 13: forwarded headers only from trusted proxies ------------------------------------------

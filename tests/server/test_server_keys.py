@@ -6,6 +6,7 @@ import json
 import stat
 import threading
 import tomllib
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from docbundle.server.keys import (
     load_keys,
     parse_expiry,
     revoke_key,
+    save_keys,
+    secret_check,
     split_key,
 )
 
@@ -140,9 +143,15 @@ def test_secrets_are_stored_as_salted_scrypt_hashes(tmp_path: Path) -> None:
             "expires": date(2030, 1, 1),
             "revoked": False,
             "hash": record.hash,
+            "check": secret_check(secret, record.hash),
         }
     ]
+    assert record.check is not None and len(record.check) == 8
     assert load_keys(path) == {record.id: record}
+    # A record without a check (a key created before checks existed) still loads and works.
+    save_keys(path, {record.id: replace(record, check=None)})
+    assert "check" not in path.read_text(encoding="utf-8")
+    assert KeyStore(path).verify(key).verdict == "ok"
 
 
 @pytest.mark.parametrize(
@@ -173,6 +182,8 @@ def test_hand_edited_records_are_checked(tmp_path: Path) -> None:
         ("revoked = false", 'revoked = "no"', "revoked must be true or false"),
         ("$scrypt$ln=14,", "$scrypt$ln=30,", "scrypt parameters out of range"),
         ("$scrypt$", "$bcrypt$", "hash is unusable"),
+        (f'check = "{record.check}"', 'check = "XYZ"', "check must be 8 lowercase hex digits"),
+        (f'check = "{record.check}"', f'check = "{record.check}0"', "check must be 8 lowercase hex digits"),
     ]:
         path.write_text(good.replace(old, new), encoding="utf-8")
         with pytest.raises(KeyFileError) as info:
@@ -186,12 +197,30 @@ def test_hand_edited_records_are_checked(tmp_path: Path) -> None:
 # -- verification -----------------------------------------------------------------------------------
 
 
+def test_wrong_secrets_for_a_key_with_a_check_cost_no_scrypt(tmp_path: Path, scrypt_calls: list[str]) -> None:
+    path = tmp_path / "keys.toml"
+    record, key = create_key(path, "app")
+    store = KeyStore(path, check_interval=60)
+    scrypt_calls.clear()
+    kid = record.id
+    for n in range(200):
+        guess = f"{kid}.G{n:042d}"
+        assert store.check_cached(guess) == keys_mod.AuthResult("invalid")
+        assert store.verify(guess).verdict == "invalid"
+    assert scrypt_calls == []  # 200 guesses, not one scrypt
+    assert store.prechecked(key) and store.check_cached(key) is None  # the right one passes the check
+    assert store.verify(key).verdict == "ok" and len(scrypt_calls) == 1
+
+
 def test_a_verified_key_is_cached_and_failures_let_no_guess_through(
     tmp_path: Path, scrypt_calls: list[str]
 ) -> None:
     path = tmp_path / "keys.toml"
     record, key = create_key(path, "app")
+    # A key from before checks existed: every new guess costs a scrypt.
+    save_keys(path, {record.id: replace(record, check=None)})
     store = KeyStore(path, check_interval=60)
+    assert not store.prechecked(key)
     scrypt_calls.clear()
     assert store.check_cached(key) is None  # not verified yet: the slow path is needed
     assert store.verify(key).verdict == "ok" and len(scrypt_calls) == 1

@@ -472,6 +472,16 @@ def _run_http(
         auth = f"API keys from {keys.path}: {active} active"
         if active == 0:
             log.warning("no active key in %s: every request will be refused", keys.path)
+        unchecked = [
+            k.id for k in keys.records() if k.check is None and k.status(datetime.now(UTC)) == "active"
+        ]
+        if unchecked:
+            log.warning(
+                "key(s) %s in %s have no check (created by an older docbundle): every guess at them costs "
+                "the server a scrypt; replace them with `docbundle keys create` and `docbundle keys revoke ID`",
+                ", ".join(unchecked),
+                keys.path,
+            )
     if host.strip("[]") in ("0.0.0.0", "::") and not args.allowed_host:
         log.warning(
             "listening on all interfaces without --allowed-host: requests are accepted only with a Host of "

@@ -7,9 +7,10 @@ For each request, in this order:
 1. ``GET /healthz`` and ``GET /readyz`` answer at once, without a key, and say nothing else;
 2. the ``Host`` and ``Origin`` headers must be allowed (421 / 403: DNS-rebinding protection);
 3. an API key from ``X-API-Key`` or ``Authorization: Bearer`` (401 missing or wrong, 403 revoked or
-   expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``. A key not
-   proven yet costs a scrypt: those checks are budgeted per client address and globally (a client
-   over its budget waits a little, or gets 429), never per key id, so nobody can lock a key out;
+   expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``. A wrong
+   secret is mostly turned away by its key's ``check`` without a scrypt; the scrypts that remain are
+   budgeted per client address and globally (a client over its budget waits a little, or gets 429),
+   never per key id, so nobody can lock a key out;
 4. a token bucket per key (per client address without keys): 429 with ``Retry-After``;
 5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
    of a streamed body are counted (413), and the whole body must arrive within a time limit (408);
@@ -71,9 +72,11 @@ INVALID_REQUEST = -32600
 # Deepest JSON nesting a request body may have (an MCP request needs about 6). Checked by a linear scan
 # before anything parses the body recursively: msgspec, pydantic and json all recurse per level.
 MAX_JSON_DEPTH = 64
-# Budgets for checking keys that are not proven yet (each check is a scrypt, ~65 ms and 16 MiB). They
-# count checks by client address and over all clients, never by key id; a check whose secret is right
-# is given back. A client over budget waits for its turn up to AUTH_MAX_WAIT seconds, else gets 429.
+# Budgets for the scrypts (~65 ms and 16 MiB each) that keys not proven yet cost: secrets that passed
+# their key's check, and any secret for a key without a check (wrong secrets for a key with a check are
+# refused before, for free). Two lanes, one for each kind, each counted by client address and over all
+# clients, never by key id; a scrypt whose secret was right is given back. A client over budget waits
+# for its turn up to AUTH_MAX_WAIT seconds, else gets 429.
 AUTH_CLIENT_BURST = 10  # checks a client address may have at once
 AUTH_CLIENT_RATE = 1.0  # then this many per second (about 6 % of a core per guessing address)
 AUTH_GLOBAL_BURST = 30  # checks all clients together may have at once
@@ -593,8 +596,11 @@ class HttpApp:
             host=options.host,
         )
         self.limiter = RateLimiter(options.rate, options.burst) if options.rate else None
-        # Keys not proven yet cost a scrypt each: that work is budgeted per client and globally.
+        # Keys not proven yet cost a scrypt each: that work is budgeted per client and globally, in two
+        # lanes. Secrets that passed their key's check are almost always right: guesses at keys
+        # without a check (written before checks existed) cannot crowd them out.
         self.auth_budget = AuthBudget()
+        self.checked_budget = AuthBudget()
         self._scrypt_slots: anyio.CapacityLimiter | None = None
         self._reported = -1
         # Request ids: a random prefix per process and a counter; unique without a syscall each.
@@ -731,9 +737,10 @@ class HttpApp:
             # Budgeted by who asks, never by the key id asked about: guessing secrets for a known id
             # must not lock that key out for its owner.
             client = client_key(ex.scope)
-            wait = self.auth_budget.admit(client)
+            budget = self.checked_budget if self.keys.prechecked(key) else self.auth_budget
+            wait = budget.admit(client)
             if wait is None:
-                retry = max(1, math.ceil(self.auth_budget.retry_after(client)))
+                retry = max(1, math.ceil(budget.retry_after(client)))
                 await ex.reject(
                     429,
                     "auth_throttled",
@@ -748,7 +755,7 @@ class HttpApp:
                 self._scrypt_slots = anyio.CapacityLimiter(1)
             result = await anyio.to_thread.run_sync(self.keys.verify, key, limiter=self._scrypt_slots)
             if result.verdict != "invalid":
-                self.auth_budget.give_back(client)  # the secret was right (or never checked)
+                budget.give_back(client)  # the secret was right (or never checked)
         return await self._verdict(ex, result, challenge)
 
     async def _verdict(self, ex: _Exchange, result: AuthResult, challenge: bytes) -> str | None:

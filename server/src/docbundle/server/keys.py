@@ -14,6 +14,15 @@ and a salted scrypt hash of the secret; never the secret itself::
     expires = 2026-12-31          # optional: the last day (UTC) the key works
     revoked = false
     hash = "$scrypt$ln=14,r=8,p=1$<salt>$<hash>"
+    check = "9b1c02fe"            # optional: 32 bits of an HMAC of the secret (see below)
+
+``check`` lets the server turn away a wrong secret in microseconds instead of a scrypt: it holds the
+first ``CHECK_BYTES`` bytes of HMAC-SHA256(salt of the hash, secret). A random guess passes it once
+in 2**32 tries, so guessing secrets costs the server almost nothing and cannot crowd out a right
+secret, which always passes. It gives away 32 of the secret's 256 random bits to whoever can read
+the file: the other 224 are as far out of reach as the 256 were. Keys written before ``check``
+existed have none; they keep working, and every guess at them still costs a scrypt (the HTTP layer
+budgets those per client address and globally).
 
 ``KeyStore`` verifies presented keys for the server. The scrypt check (about 65 ms and 16 MiB) runs
 once per distinct presented key: a key that verified is remembered under an HMAC-SHA256 of the whole
@@ -61,7 +70,11 @@ _MAX_SCRYPT_MEMORY = 256 * 1024 * 1024
 _HASH_RE = re.compile(
     r"\$scrypt\$ln=(?P<ln>\d{1,2}),r=(?P<r>\d{1,2}),p=(?P<p>\d{1,2})\$(?P<salt>[A-Za-z0-9+/]+)\$(?P<hash>[A-Za-z0-9+/]+)"
 )
-_FIELDS = {"id", "name", "created", "expires", "revoked", "hash"}
+_FIELDS = {"id", "name", "created", "expires", "revoked", "hash", "check"}
+# Bytes of HMAC-SHA256(salt, secret) kept in a record's ``check`` (hex in the file).
+CHECK_BYTES = 4
+_CHECK_RE = re.compile(rf"[0-9a-f]{{{2 * CHECK_BYTES}}}")
+_CHECK_LABEL = b"docbundle key check\x00"
 
 Status = Literal["active", "revoked", "expired"]
 Verdict = Literal["ok", "invalid", "revoked", "expired", "unavailable"]
@@ -81,6 +94,7 @@ class ApiKey:
     hash: str
     expires: date | None = None
     revoked: bool = False
+    check: str | None = None  # None: a key from before checks existed (always verified by scrypt)
 
     def status(self, now: datetime) -> Status:
         """``revoked``, ``expired`` (after the last day of ``expires``, UTC) or ``active``."""
@@ -146,6 +160,13 @@ def check_secret(secret: str, encoded: str) -> bool:
     return hmac.compare_digest(_scrypt(secret, salt, log_n, r, p, len(digest)), digest)
 
 
+def secret_check(secret: str, encoded: str) -> str:
+    """The ``check`` of ``secret`` for a record with the scrypt hash ``encoded`` (hex, CHECK_BYTES)."""
+    salt = _parse_hash(encoded)[3]
+    mac = hmac.new(salt, _CHECK_LABEL + secret.encode("utf-8"), hashlib.sha256)
+    return mac.digest()[:CHECK_BYTES].hex()
+
+
 def split_key(presented: str) -> tuple[str, str] | None:
     """``(id, secret)`` of a well-formed ``{id}.{secret}`` key, else None."""
     key_id, dot, secret = presented.partition(".")
@@ -179,7 +200,7 @@ def _record(where: str, raw: Any) -> ApiKey:
     if missing:
         raise KeyFileError(f"{where}: missing field(s) {', '.join(missing)}")
     name, created, hashed = raw["name"], raw["created"], raw["hash"]
-    expires, revoked = raw.get("expires"), raw.get("revoked", False)
+    expires, revoked, check = raw.get("expires"), raw.get("revoked", False), raw.get("check")
     if not isinstance(name, str) or not name.strip():
         raise KeyFileError(f"{where}: name must be a non-empty string")
     if not isinstance(created, datetime) or created.tzinfo is None:
@@ -194,7 +215,12 @@ def _record(where: str, raw: Any) -> ApiKey:
         _parse_hash(hashed)
     except ValueError as exc:
         raise KeyFileError(f"{where}: hash is unusable: {exc}") from None
-    return ApiKey(key_id, name, created, hashed, expires, revoked)
+    if check is not None and (not isinstance(check, str) or not _CHECK_RE.fullmatch(check)):
+        raise KeyFileError(
+            f"{where}: check must be {2 * CHECK_BYTES} lowercase hex digits (or left out); "
+            "it is written by `docbundle keys create`"
+        )
+    return ApiKey(key_id, name, created, hashed, expires, revoked, check)
 
 
 def load_keys(path: Path) -> dict[str, ApiKey]:
@@ -244,6 +270,8 @@ def render_keys(keys: dict[str, ApiKey]) -> str:
         if k.expires is not None:
             lines.append(f"expires = {k.expires.isoformat()}")
         lines += [f"revoked = {'true' if k.revoked else 'false'}", f'hash = "{k.hash}"']
+        if k.check is not None:
+            lines.append(f'check = "{k.check}"')
     return "\n".join(lines) + "\n"
 
 
@@ -308,7 +336,9 @@ def create_key(
         while key_id in keys:
             key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
-        record = ApiKey(key_id, name, (now or _utcnow()).replace(microsecond=0), hash_secret(secret), expires)
+        hashed = hash_secret(secret)
+        created = (now or _utcnow()).replace(microsecond=0)
+        record = ApiKey(key_id, name, created, hashed, expires, check=secret_check(secret, hashed))
         save_keys(path, {**keys, key_id: record})
     return record, f"{key_id}.{secret}"
 
@@ -456,7 +486,7 @@ class KeyStore:
         return AuthResult("ok" if status == "active" else status, record.id)
 
     def check_cached(self, presented: str) -> AuthResult | None:
-        """The answer when no scrypt is needed (cached, malformed, unknown id); None otherwise."""
+        """The answer when no scrypt is needed (cached, malformed, unknown id, failed check); else None."""
         self.refresh()
         if self._error is not None:
             return AuthResult("unavailable")
@@ -467,9 +497,20 @@ class KeyStore:
             if record is not None and record.hash == proven[1]:
                 return self._judge(record)
         parts = split_key(presented)
-        if parts is None or parts[0] not in self._keys or fp in self._failed:
+        record = self._keys.get(parts[0]) if parts is not None else None
+        if parts is None or record is None or fp in self._failed:
             return AuthResult("invalid")
+        if record.check is not None and not hmac.compare_digest(
+            secret_check(parts[1], record.hash), record.check
+        ):
+            return AuthResult("invalid")  # a wrong secret, known without a scrypt
         return None
+
+    def prechecked(self, presented: str) -> bool:
+        """Whether the key a presented string names has a ``check`` (so a string it passed is plausible)."""
+        parts = split_key(presented)
+        record = self._keys.get(parts[0]) if parts is not None else None
+        return record is not None and record.check is not None
 
     def verify(self, presented: str) -> AuthResult:
         """Verify a presented key, running scrypt when it is not cached (call it off the event loop)."""
