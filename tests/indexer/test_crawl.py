@@ -18,10 +18,14 @@ from docbundle.indexer.cache import CrawlCache
 from docbundle.indexer.crawl import ERROR_KINDS, CrawlOptions, FetchResult, crawl, fetch_one
 from docbundle.indexer.errors import FetchError
 from docbundle.indexer.progress import LinesProgress, QuietProgress, TqdmProgress, make_progress
+from docbundle.indexer.scope import CrawlScope, HostRule, NetPolicy
 from sitesrv import Site
 
 # Small bounds keep every fault test well under a second or two.
 FAST = CrawlOptions(timeout=0.5, retries=1, backoff=0.01, max_retry_after=5.0)
+# These tests exercise the crawler's robustness against servers on 127.0.0.1 (any port); the crawl
+# boundaries themselves are tested in test_crawl_scope.py and tests/e2e/test_build_boundaries.py.
+LOOPBACK = CrawlScope(NetPolicy(allow=(HostRule.parse("127.0.0.1"),)))
 
 
 def _ok(result: FetchResult) -> FetchResult:
@@ -43,8 +47,9 @@ async def _crawl(
     *,
     cache: CrawlCache | None = None,
     on_result: Callable[[FetchResult], None] | None = None,
+    scope: CrawlScope = LOOPBACK,
 ) -> list[FetchResult]:
-    return await crawl(urls, options=options, cache=cache, on_result=on_result)
+    return await crawl(urls, scope=scope, options=options, cache=cache, on_result=on_result)
 
 
 # -- the happy path ----------------------------------------------------------------------------
@@ -482,7 +487,8 @@ async def test_file_urls_and_plain_paths_are_read_from_disk(tmp_path: Path) -> N
     ]
     options = msgspec.structs.replace(FAST, max_bytes=1024)
 
-    llms, a, missing, big, bad, html, folder = await _crawl(sources, options)
+    scope = CrawlScope.for_source(str(tmp_path / "llms.txt"))
+    llms, a, missing, big, bad, html, folder = await _crawl(sources, options, scope=scope)
 
     assert _ok(llms).text == "# Lib\n\n- [A](a.md)\n" and llms.status == 200
     assert llms.final_url == (tmp_path / "llms.txt").as_uri()
@@ -499,7 +505,7 @@ async def test_file_urls_and_plain_paths_are_read_from_disk(tmp_path: Path) -> N
 def test_local_files_do_not_touch_the_cache(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("# A\n")
     cache = CrawlCache(tmp_path / "cache")
-    result = fetch_one(str(tmp_path / "a.md"), cache=cache)
+    result = fetch_one(str(tmp_path / "a.md"), scope=CrawlScope.for_source(str(tmp_path)), cache=cache)
     assert _ok(result).text == "# A\n"
     assert not (tmp_path / "cache").exists()
 
@@ -509,14 +515,14 @@ def test_local_files_do_not_touch_the_cache(tmp_path: Path) -> None:
 
 def test_fetch_one_returns_the_result_of_a_good_url(site: Site) -> None:
     site.add("/llms.txt", "# Lib\n", content_type="text/plain; charset=utf-8")
-    result = fetch_one(site.url("/llms.txt"), options=FAST)
+    result = fetch_one(site.url("/llms.txt"), scope=LOOPBACK, options=FAST)
     assert _ok(result).text == "# Lib\n" and result.content_type == "text/plain; charset=utf-8"
 
 
 def test_fetch_one_raises_fetch_error_and_keeps_the_httpx_cause(site: Site) -> None:
     site.fault("/llms.txt", "reset")
     with pytest.raises(FetchError) as caught:
-        fetch_one(site.url("/llms.txt"), options=FAST)
+        fetch_one(site.url("/llms.txt"), scope=LOOPBACK, options=FAST)
     error = caught.value
     assert error.kind == "network" and error.url == site.url("/llms.txt")
     assert isinstance(error.__cause__, httpx.TransportError)
@@ -524,16 +530,16 @@ def test_fetch_one_raises_fetch_error_and_keeps_the_httpx_cause(site: Site) -> N
 
 def test_fetch_one_reports_the_http_status(site: Site, tmp_path: Path) -> None:
     with pytest.raises(FetchError) as caught:
-        fetch_one(site.url("/nope/llms.txt"), options=FAST)
+        fetch_one(site.url("/nope/llms.txt"), scope=LOOPBACK, options=FAST)
     assert caught.value.kind == "http" and caught.value.status == 404
     with pytest.raises(FetchError) as missing:
-        fetch_one(str(tmp_path / "llms.txt"))
+        fetch_one(str(tmp_path / "llms.txt"), scope=CrawlScope.for_source(str(tmp_path / "llms.txt")))
     assert missing.value.kind == "not-found" and isinstance(missing.value.__cause__, FileNotFoundError)
 
 
 def test_unsupported_schemes_fail_cleanly() -> None:
     with pytest.raises(FetchError, match="unsupported URL scheme 'ftp'"):
-        fetch_one("ftp://127.0.0.1/llms.txt")
+        fetch_one("ftp://127.0.0.1/llms.txt", scope=LOOPBACK)
 
 
 # -- options -----------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from .errors import BuildError, FetchError, IndexerError
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
 from .progress import Progress
+from .scope import CrawlScope
 
 Status = Literal["built", "unchanged", "failed"]
 PAGE_SUFFIXES = (".md", ".mdx", ".markdown", ".txt")
@@ -329,13 +330,15 @@ def _chunking(target: Target) -> ChunkingInfo:
     return msgspec.structs.replace(target.library.chunking.info(), chunker=CHUNKER_ID)
 
 
-def _fetch_source(target: Target, cache: CrawlCache | None) -> tuple[LlmsTxt, str, FetchResult | None, str]:
+def _fetch_source(
+    target: Target, cache: CrawlCache | None, scope: CrawlScope
+) -> tuple[LlmsTxt, str, FetchResult | None, str]:
     """Fetch and parse the library's llms.txt (or list its folder); raises FetchError when unusable."""
     source = target.source
     if not _is_url(source) and Path(source).is_dir():
         listing = _directory_listing(Path(source))
         return listing, render_llms_txt(listing), None, _base_url(source, None)
-    result = fetch_one(source, options=target.crawl, cache=cache)
+    result = fetch_one(source, scope=scope, options=target.crawl, cache=cache)
     if not result.ok or result.text is None:
         raise FetchError(source, result.error or "could not be fetched", kind=result.error_kind or "error")
     base = _base_url(source, result)
@@ -376,7 +379,10 @@ def _build_locked(
     lib = target.library
     t0 = time.perf_counter()
     started = _now()
-    llms, llms_text, llms_result, base_url = _fetch_source(target, cache)
+    # What this build may touch: a remote llms.txt's own origin (plus allow_hosts) and no local files;
+    # a local llms.txt's (or folder's) own folder, or the library's local_root.
+    scope = CrawlScope.for_source(target.source, target.library.allow_hosts, target.local_root)
+    llms, llms_text, llms_result, base_url = _fetch_source(target, cache, scope)
     outcome.conformance = [f"line {i.line}: {i.code}: {i.message}" for i in llms.issues]
 
     pages: list[_Page] = []
@@ -406,6 +412,7 @@ def _build_locked(
             results = asyncio.run(
                 crawl(
                     [link.url for link in links],
+                    scope=scope,
                     options=target.crawl,
                     cache=cache,
                     on_result=bar.update if bar else None,

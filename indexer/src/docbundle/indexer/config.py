@@ -11,6 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import msgspec
 from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
@@ -18,6 +19,7 @@ from docbundle.bundle.manifest import ChunkingInfo, LibraryInfo, SearchSettings,
 
 from .crawl import CrawlOptions
 from .errors import ConfigError
+from .scope import HostRule
 
 _FIELD_RE = re.compile(r"at `\$((?:\.[A-Za-z_][\w]*|\[\d+\])*)`")
 
@@ -71,6 +73,8 @@ class LibraryConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     keep: int | None = None
     chunking: ChunkingConfig = ChunkingConfig()
     crawl: dict[str, Any] = {}
+    allow_hosts: list[str] = []
+    local_root: str | None = None
 
     @property
     def display_name(self) -> str:
@@ -111,6 +115,7 @@ class Target(msgspec.Struct, frozen=True):
     crawl: CrawlOptions
     keep: int
     label: str = ""  # the source as written in the config (recorded in manifests instead of local paths)
+    local_root: str | None = None  # absolute: the folder local file links may read (None: the source's)
 
 
 class Catalogue(msgspec.Struct, frozen=True):
@@ -132,9 +137,10 @@ class Catalogue(msgspec.Struct, frozen=True):
         """The versions of ``library`` to build, sources resolved against the config file's folder."""
         crawl = _crawl_options(self.path, library, {**self.defaults.crawl, **library.crawl})
         keep = library.keep if library.keep is not None else self.defaults.keep
+        root = _local_root(self.path, library)
         if library.llms_txt is not None:
             src = library.llms_txt
-            return [Target(library, VersionInfo(), _resolve(self.path, src), crawl, keep, src)]
+            return [Target(library, VersionInfo(), _resolve(self.path, src), crawl, keep, src, root)]
         return [
             Target(
                 library,
@@ -143,6 +149,7 @@ class Catalogue(msgspec.Struct, frozen=True):
                 crawl,
                 keep,
                 v.llms_txt,
+                root,
             )
             for v in library.version
         ]
@@ -172,6 +179,23 @@ def _resolve(config: Path, source: str) -> str:
     if scheme == "file":
         return source
     return str((config.parent / source).resolve())
+
+
+def _local_root(config: Path, lib: LibraryConfig) -> str | None:
+    """The library's ``local_root`` as an absolute path; ConfigError unless it holds every local source."""
+    if lib.local_root is None:
+        return None
+    where = f"{config}: library {lib.id!r}: key 'local_root'"
+    root = (config.parent / lib.local_root).resolve()
+    sources = [lib.llms_txt] if lib.llms_txt is not None else [v.llms_txt for v in lib.version]
+    for src in sources:
+        parts = urlsplit(src)
+        if parts.scheme.lower() in ("http", "https"):
+            raise ConfigError(f"{where}: a remote llms.txt ({src}) reads no local files; remove local_root")
+        path = Path(url2pathname(parts.path)) if parts.scheme.lower() == "file" else config.parent / src
+        if not path.resolve().is_relative_to(root):
+            raise ConfigError(f"{where}: {lib.local_root!r} must be a folder holding the llms.txt {src!r}")
+    return str(root)
 
 
 def _crawl_options(config: Path, lib: LibraryConfig, raw: dict[str, Any]) -> CrawlOptions:
@@ -211,6 +235,11 @@ def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> 
     for section, weight in lib.section_weights.items():
         if not 0 <= weight <= 10:
             raise ConfigError(f"{where}: key 'section_weights.{section}': weight must be within 0..10")
+    for i_host, host in enumerate(lib.allow_hosts):
+        try:
+            HostRule.parse(host)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: key 'allow_hosts.{i_host}': {exc}") from exc
 
 
 def load_config(path: Path) -> Catalogue:

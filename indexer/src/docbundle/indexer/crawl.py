@@ -20,6 +20,11 @@ as ``error_kind="content-type"`` without downloading the body. With a ``CrawlCac
 are revalidated (``If-None-Match`` / ``If-Modified-Since``) and a 304 reuses the cached body
 (``not_modified=True``). Local sources (``file:`` URLs and plain paths) go through the same size,
 type and encoding rules without the network or the cache.
+
+Every fetch happens within a ``CrawlScope`` (see ``scope.py``): local files only inside a local
+llms.txt's folder and only regular files, network connections only to public addresses, the llms.txt's
+own origin and the configured ``allow_hosts``, checked on every redirect hop. What the scope refuses
+is recorded as ``error_kind="refused"`` with the reason.
 """
 
 from __future__ import annotations
@@ -49,8 +54,9 @@ import httpx
 import msgspec
 from docbundle.indexer.cache import CacheEntry, CrawlCache
 from docbundle.indexer.errors import FetchError
+from docbundle.indexer.scope import AddressRefused, CrawlScope, GuardedTransport, LocalRefused, LocalRoot
 
-__all__ = ["ERROR_KINDS", "CrawlOptions", "FetchResult", "crawl", "fetch_one"]
+__all__ = ["ERROR_KINDS", "CrawlOptions", "CrawlScope", "FetchResult", "crawl", "fetch_one"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,7 @@ ERROR_KINDS = frozenset(
         "content-type",
         "rate-limited",
         "not-found",
+        "refused",
     }
 )
 
@@ -205,6 +212,7 @@ class _Host:
 class _Crawler:
     options: CrawlOptions
     cache: CrawlCache | None
+    scope: CrawlScope
     client: httpx.AsyncClient = field(init=False)
     slots: asyncio.Semaphore = field(init=False)
     hosts: dict[tuple[str, str, int | None], _Host] = field(init=False, default_factory=dict)
@@ -212,18 +220,17 @@ class _Crawler:
     async def __aenter__(self) -> _Crawler:
         opts = self.options
         self.slots = asyncio.Semaphore(opts.concurrency)
+        limits = httpx.Limits(
+            max_connections=opts.concurrency,
+            max_keepalive_connections=opts.concurrency,
+            keepalive_expiry=30.0,
+        )
         self.client = httpx.AsyncClient(
-            http1=True,
-            http2=False,
             follow_redirects=False,  # followed by hand: per-hop bookkeeping, loop detection
             timeout=httpx.Timeout(opts.timeout),
-            limits=httpx.Limits(
-                max_connections=opts.concurrency,
-                max_keepalive_connections=opts.concurrency,
-                keepalive_expiry=30.0,
-            ),
             headers={"User-Agent": opts.user_agent, "Accept": _ACCEPT},
-            verify=_ssl_context(),
+            # HTTP/1.1 with keep-alive; every connection is checked by the scope's address policy.
+            transport=GuardedTransport(self.scope.policy, ssl_context=_ssl_context(), limits=limits),
         )
         return self
 
@@ -237,10 +244,19 @@ class _Crawler:
         scheme = urlsplit(url).scheme.lower()
         # A one-letter "scheme" is a Windows drive letter.
         if scheme in ("", "file") or len(scheme) == 1:
+            local = self.scope.local
+            if local is None:
+                reason = (
+                    "local files are read only from a local llms.txt; a remote llms.txt may link only "
+                    "http(s) pages"
+                )
+                return _failed(url, url, reason, "refused"), None
             async with self.slots:
-                return await asyncio.to_thread(_read_local, url, self.options)
+                return await asyncio.to_thread(_read_local, url, self.options, local)
         if scheme not in ("http", "https"):
-            return _failed(url, url, f"unsupported URL scheme {scheme!r}", "network"), None
+            return _failed(
+                url, url, f"unsupported URL scheme {scheme!r}: only http(s) is fetched", "refused"
+            ), None
         return await self._fetch_http(url)
 
     def _host(self, url: httpx.URL) -> _Host:
@@ -378,9 +394,10 @@ class _Crawler:
                 headers["If-Modified-Since"] = entry.last_modified
         current = target
         seen = {str(current)}
+        hop = 0
         try:
             async with asyncio.timeout(opts.timeout):
-                for _hop in range(opts.max_redirects + 1):
+                for hop in range(opts.max_redirects + 1):  # noqa: B007 - read after the loop
                     trace.url = str(current)
                     async with self.client.stream("GET", current, headers=headers) as response:
                         trace.status = response.status_code
@@ -390,13 +407,19 @@ class _Crawler:
                         await _drain(response)
                     current = current.join(location)
                     if current.scheme not in ("http", "https"):
-                        raise _Failure(f"redirect to unsupported URL {current}", kind="redirects")
+                        trace.url = str(current)
+                        raise _Failure(
+                            f"redirect to {current} refused: only http(s) is fetched", kind="refused"
+                        )
                     if str(current) in seen:
                         trace.url = str(current)
                         raise _Failure(f"redirect loop at {current}", kind="redirects")
                     seen.add(str(current))
                 trace.url = str(current)
                 raise _Failure(f"too many redirects ({opts.max_redirects})", kind="redirects")
+        except AddressRefused as exc:
+            reason = f"redirect to {current} refused: {exc}" if hop else str(exc)
+            raise _Failure(reason, kind="refused") from exc
         except TimeoutError as exc:
             raise _Failure(
                 f"timed out after {float(opts.timeout)} s (whole request)", kind="timeout", retryable=True
@@ -484,6 +507,7 @@ class _Crawler:
 async def crawl(
     urls: Sequence[str],
     *,
+    scope: CrawlScope,
     options: CrawlOptions = CrawlOptions(),  # noqa: B008 - frozen, so a shared default is safe
     cache: CrawlCache | None = None,
     on_result: Callable[[FetchResult], None] | None = None,
@@ -492,13 +516,14 @@ async def crawl(
 
     A URL listed twice is fetched once (each position gets its own copy of the result).
     ``on_result`` is called on the event loop once per listed URL, as results complete.
+    ``scope`` says which local files and network addresses may be touched (``CrawlScope.for_source``).
     """
     results: list[FetchResult | None] = [None] * len(urls)
     positions: dict[str, list[int]] = {}
     for index, url in enumerate(urls):
         positions.setdefault(url, []).append(index)
 
-    async with _Crawler(options, cache) as crawler:
+    async with _Crawler(options, cache, scope) as crawler:
 
         async def run(url: str, indexes: list[int]) -> None:
             result, _cause = await crawler.fetch(url)
@@ -524,6 +549,7 @@ async def crawl(
 def fetch_one(
     url: str,
     *,
+    scope: CrawlScope,
     options: CrawlOptions = CrawlOptions(),  # noqa: B008 - frozen, so a shared default is safe
     cache: CrawlCache | None = None,
 ) -> FetchResult:
@@ -533,7 +559,7 @@ def fetch_one(
     """
 
     async def run() -> tuple[FetchResult, BaseException | None]:
-        async with _Crawler(options, cache) as crawler:
+        async with _Crawler(options, cache, scope) as crawler:
             return await crawler.fetch(url)
 
     result, cause = asyncio.run(run())
@@ -675,8 +701,8 @@ def _local_path(url: str) -> Path | None:
     return Path(url2pathname(parts.path))
 
 
-def _read_local(url: str, options: CrawlOptions) -> tuple[FetchResult, BaseException | None]:
-    """Read a local source with the same size, type and encoding rules as a download."""
+def _read_local(url: str, options: CrawlOptions, root: LocalRoot) -> tuple[FetchResult, BaseException | None]:
+    """Read a local source inside ``root`` with the same size, type and encoding rules as a download."""
     started = time.perf_counter()
     path = _local_path(url)
     if path is None:
@@ -690,9 +716,12 @@ def _read_local(url: str, options: CrawlOptions) -> tuple[FetchResult, BaseExcep
         return _failed(url, final_url, reason, kind, attempts=1, received=received, elapsed=elapsed)
 
     try:
-        with path.open("rb") as fh:
+        fd = root.open(path)
+        with os.fdopen(fd, "rb") as fh:
             # One byte past the cap is enough to know it is too large without reading it all.
             body = fh.read(options.max_bytes + 1)
+    except LocalRefused as exc:
+        return fail(str(exc), "refused"), None
     except (FileNotFoundError, NotADirectoryError) as exc:
         return fail(f"no such file: {path}", "not-found"), exc
     except IsADirectoryError as exc:
