@@ -131,3 +131,10 @@ def test_unknown_library_lists_the_configured_ones(tmp_path: Path) -> None:
     cat = _load(tmp_path, '[[library]]\nid = "a"\nllms_txt = "x"\n')
     with pytest.raises(ConfigError, match="no library 'b'; configured: a"):
         cat.get("b")
+
+
+def test_an_unparsable_url_is_a_config_error_not_a_traceback(tmp_path: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=r"library 'bad': key 'llms_txt': 'http://\[bad/llms.txt' is not a valid URL"
+    ):
+        _load(tmp_path, '[[library]]\nid = "bad"\nllms_txt = "http://[bad/llms.txt"\n')

@@ -217,7 +217,10 @@ def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> 
         raise ConfigError(f"{where}: give either 'llms_txt' or one or more [[library.version]] tables")
     sources = [lib.llms_txt] if lib.llms_txt is not None else [v.llms_txt for v in lib.version]
     for src in sources:
-        scheme = urlsplit(src).scheme.lower()
+        try:
+            scheme = urlsplit(src).scheme.lower()
+        except ValueError as exc:
+            raise ConfigError(f"{where}: key 'llms_txt': {src!r} is not a valid URL ({exc})") from exc
         if not src.strip() or (scheme not in ("", "http", "https", "file") and len(scheme) > 1):
             raise ConfigError(f"{where}: key 'llms_txt': {src!r} is not an http(s) URL, file: URL or path")
     names = [v.name for v in lib.version]

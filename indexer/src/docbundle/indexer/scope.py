@@ -401,7 +401,10 @@ class CrawlScope:
         parts = urlsplit(source)
         scheme = parts.scheme.lower()
         if scheme in ("http", "https"):
-            url = httpx.URL(source)
+            try:
+                url = httpx.URL(source)
+            except httpx.InvalidURL:
+                return cls(NetPolicy(frozenset(), rules))  # fetching it fails with the reason
             origin = (
                 url.scheme,
                 _host_key(url.raw_host.decode("ascii")),
