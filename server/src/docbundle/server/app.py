@@ -1,8 +1,18 @@
 """The MCP server: tools, resources and prompts over a ``Catalog``, and the transports that carry them.
 
-Tools are synchronous functions, so the SDK runs each call in a worker thread; everything they touch is
-safe for that (the catalogue opens each bundle once behind a per-version lock, the searcher opens a
-whoosh searcher per call, the document store reads from a read-only memory map).
+Tools are coroutines that run their work in a worker thread (``_in_thread``) with a ``Deadline`` as
+cancellation token: when the request is cancelled (the HTTP client disconnected, the client sent
+``notifications/cancelled``, the stdio client went away) the coroutine stops waiting at once and
+cancels the token, and the search engine, which checks it between units of work, stops too, so no
+thread keeps burning CPU for a caller that is gone. ``list_libraries`` and ``list_library_versions``
+only read the in-memory catalogue and run on the event loop, so they never queue behind searches for
+a worker thread. Everything the threads touch is safe for that (the catalogue opens each bundle once
+behind a per-version lock, the searcher opens a whoosh reader per call, the document store reads from
+a read-only memory map).
+
+Every string argument is bounded (``errors.MAX_*``; see docs/server.md): tool arguments and their
+aliases, resource URIs and prompt arguments over their bound are refused with a message that says the
+limit, and no error quotes back more than ``MAX_ECHO_CHARS`` characters of what was sent.
 
 Each tool returns ``Annotated[CallToolResult, Model]``: the SDK publishes the pydantic model's JSON
 Schema as the tool's output schema and checks the structured content against it, and the text content
@@ -12,12 +22,16 @@ is a markdown rendering a model reads more easily than JSON.
 from __future__ import annotations
 
 import inspect
+import logging
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -27,10 +41,19 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from .budget import Deadline
 from .catalog import Catalog
 from .errors import (
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_LIBRARY_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_VERSION_CHARS,
+    CancelledError,
     LibraryUnavailableError,
     ServerError,
+    check_length,
+    echo,
 )
 from .service import (
     DEFAULT_LIMIT,
@@ -48,6 +71,8 @@ from .service import (
     SearchMode,
     SearchResult,
     VersionList,
+    check_ids,
+    check_search_input,
     render_chunks,
     render_document,
     render_documents,
@@ -58,6 +83,13 @@ from .service import (
 
 if TYPE_CHECKING:
     pass
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+# The longest resource URI: docs://<libraryId>/<version>/<document id>, every character %-encoded.
+MAX_URI_CHARS = 16 + MAX_LIBRARY_ID_CHARS + 3 * (MAX_VERSION_CHARS + MAX_DOCUMENT_ID_CHARS)
+# Prompt arguments and their bounds (any other argument: MAX_NAME_CHARS).
+PROMPT_ARG_CHARS = {"query": MAX_QUERY_CHARS, "topic": MAX_QUERY_CHARS, "libraryId": MAX_LIBRARY_ID_CHARS}
 
 INSTRUCTIONS = """\
 Read-only search over prebuilt documentation bundles (each library's docs, as published in its
@@ -108,8 +140,37 @@ def _pick(name: str, *values: str | None) -> str | None:
     """The one value given among an argument and its aliases (an error when they disagree)."""
     given = {v for v in values if v is not None and v != ""}
     if len(given) > 1:
-        raise ToolError(f"{name} was given twice with different values: {', '.join(sorted(given))}")
+        shown = ", ".join(echo(v) for v in sorted(given)[:3])
+        raise ToolError(f"{name} was given twice with different values: {shown}")
     return next(iter(given), None)
+
+
+async def _in_thread(work: Callable[[Deadline], T], what: str) -> T:
+    """Run ``work(token)`` in a worker thread; when this call is cancelled, cancel the token.
+
+    The thread is abandoned rather than waited for (the caller is gone) and the token makes the search
+    engine stop at its next check; the log (INFO) says how long a cancelled call's thread ran.
+    """
+    token = Deadline()
+    started = time.monotonic()
+
+    def run() -> T:
+        try:
+            return work(token)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, CancelledError):
+                log.info(
+                    "%s: cancelled by its caller; the work stopped after %.3f s",
+                    what,
+                    time.monotonic() - started,
+                )
+            raise
+
+    try:
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+    except BaseException:
+        token.cancel()
+        raise
 
 
 def _pick_int(name: str, value: int, default: int, *aliases: int | None) -> int:
@@ -136,16 +197,57 @@ def _result(model: BaseModel, text: str) -> CallToolResult:
 
 
 class DocbundleMCP(MCPServer[Any]):
-    """MCPServer that reports bad prompt arguments as INVALID_PARAMS in both protocol eras."""
+    """MCPServer that bounds names, URIs and prompt arguments, and quotes back only a prefix of them.
+
+    Bad prompt arguments are INVALID_PARAMS in both protocol eras.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        """Refuse an unknown tool without quoting a long name back, then call it."""
+        if self._tool_manager.get_tool(name) is None:
+            known = ", ".join(sorted(t.name for t in self._tool_manager.list_tools()))
+            raise ToolError(f"unknown tool {echo(name)}; tools: {known}")
+        return await super().call_tool(name, arguments, context)
+
+    async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
+        """Refuse an over-long URI, and say "unknown resource" without quoting a long URI back."""
+        text = str(uri)
+        if len(text) > MAX_URI_CHARS:
+            raise ResourceNotFoundError(
+                f"resource URI too long: {len(text)} characters, the limit is {MAX_URI_CHARS}. "
+                "Resources are docs://<libraryId>/<version>/<document id> and library://<libraryId>."
+            )
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError as exc:
+            if str(exc).startswith("Unknown resource"):
+                raise ResourceNotFoundError(
+                    f"unknown resource {echo(text)}: resources are docs://<libraryId>/<version>/<document id> "
+                    "and library://<libraryId>"
+                ) from None
+            raise
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
     ) -> Any:
-        """Check the prompt name and required arguments, then render it."""
+        """Check the prompt name, required arguments and argument lengths, then render it."""
         prompts = {p.name: p for p in await self.list_prompts()}
         prompt = prompts.get(name)
         if prompt is None:
-            raise MCPError(INVALID_PARAMS, f"unknown prompt {name!r}; prompts: {', '.join(sorted(prompts))}")
+            raise MCPError(
+                INVALID_PARAMS, f"unknown prompt {echo(name)}; prompts: {', '.join(sorted(prompts))}"
+            )
+        for key, value in (arguments or {}).items():
+            limit = PROMPT_ARG_CHARS.get(key, MAX_NAME_CHARS)
+            if len(key) > MAX_NAME_CHARS or (isinstance(value, str) and len(value) > limit):
+                size = len(value) if isinstance(value, str) else len(key)
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"prompt {name!r} argument {echo(key, 40)} is too long: {size} characters, the limit is "
+                    f"{limit}. Shorten it (a question of at most {MAX_QUERY_CHARS} characters).",
+                )
         given = {k for k, v in (arguments or {}).items() if v not in (None, "")}
         missing = [a.name for a in prompt.arguments or [] if a.required and a.name not in given]
         if missing:
@@ -174,7 +276,7 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         return register
 
     @tool("List libraries")
-    def list_libraries(
+    async def list_libraries(
         category: Annotated[str | None, Field(description="Only libraries of this category")] = None,
     ) -> Annotated[CallToolResult, LibraryList]:
         """List the documentation libraries this server holds.
@@ -189,7 +291,7 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         return _result(r, render_libraries(r))
 
     @tool("List library versions", required=("libraryId",))
-    def list_library_versions(
+    async def list_library_versions(
         libraryId: LibraryIdArg = None,
         library: Alias = None,
         libraryID: Alias = None,
@@ -206,7 +308,7 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         return _result(r, render_versions(r))
 
     @tool("Search documentation")
-    def search_documents(
+    async def search_documents(
         query: Annotated[
             str | None,
             Field(
@@ -253,19 +355,31 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         with _tool_errors():
             text = _pick("query", query, question, q)
             lib = _pick("libraryId", libraryId, library, libraryID, library_id)
-            r = docs.search(
-                text,
-                keywords=keywords.split(",") if isinstance(keywords, str) else keywords,
-                library_id=lib,
-                version=version,
-                mode=mode,
-                limit=limit,
-                max_tokens=_pick_int("maxTokens", maxTokens, DEFAULT_MAX_TOKENS, max_tokens),
-            )
-        return _result(r, render_search(r))
+            if isinstance(keywords, str):
+                check_length("keywords", keywords, MAX_QUERY_CHARS, "Pass a list of terms, or fewer of them.")
+            words = keywords.split(",") if isinstance(keywords, str) else keywords
+            budget = _pick_int("maxTokens", maxTokens, DEFAULT_MAX_TOKENS, max_tokens)
+            # Bounds first, on the event loop: an oversized call never takes a worker thread.
+            check_search_input(text, words, lib, version)
+
+        def work(token: Deadline) -> CallToolResult:
+            with _tool_errors():
+                r = docs.search(
+                    text,
+                    keywords=words,
+                    library_id=lib,
+                    version=version,
+                    mode=mode,
+                    limit=limit,
+                    max_tokens=budget,
+                    cancel=token,
+                )
+            return _result(r, render_search(r))
+
+        return await _in_thread(work, "search_documents")
 
     @tool("Get a document", required=("libraryId",))
-    def get_document(
+    async def get_document(
         libraryId: LibraryIdArg = None,
         id: Annotated[
             str | None, Field(description="Document id (documentId of a search hit, or from list_documents)")
@@ -295,17 +409,18 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
             doc = _pick("id", id, path, documentId, document_id)
             if doc is None:
                 raise ToolError("give id (a documentId from search_documents or an id from list_documents)")
-            r = docs.get_document(
-                lib,
-                doc,
-                version=version,
-                max_tokens=_pick_int("maxTokens", maxTokens, DEFAULT_MAX_TOKENS, max_tokens),
-                cursor=cursor,
-            )
-        return _result(r, render_document(r))
+            budget = _pick_int("maxTokens", maxTokens, DEFAULT_MAX_TOKENS, max_tokens)
+            check_ids(lib, version, doc)
+
+        def work(token: Deadline) -> CallToolResult:
+            with _tool_errors():
+                r = docs.get_document(lib, doc, version=version, max_tokens=budget, cursor=cursor)
+            return _result(r, render_document(r))
+
+        return await _in_thread(work, "get_document")
 
     @tool("List documents", required=("libraryId",))
-    def list_documents(
+    async def list_documents(
         libraryId: LibraryIdArg = None,
         version: VersionArg = None,
         section: Annotated[
@@ -324,16 +439,18 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         maxTokens and says which sections to ask for with `section`.
         """
         with _tool_errors():
-            r = docs.list_documents(
-                _need_library(libraryId, library, libraryID, library_id),
-                version=version,
-                section=section,
-                max_tokens=maxTokens,
-            )
-        return _result(r, render_documents(r))
+            lib = _need_library(libraryId, library, libraryID, library_id)
+            check_ids(lib, version)
+
+        def work(token: Deadline) -> CallToolResult:
+            with _tool_errors():
+                r = docs.list_documents(lib, version=version, section=section, max_tokens=maxTokens)
+            return _result(r, render_documents(r))
+
+        return await _in_thread(work, "list_documents")
 
     @tool("Get a chunk with context", required=("libraryId", "documentId", "chunkId"))
-    def get_chunk_with_context(
+    async def get_chunk_with_context(
         libraryId: LibraryIdArg = None,
         documentId: Annotated[str | None, Field(description="documentId of a search hit")] = None,
         chunkId: Annotated[int | None, Field(ge=0, description="chunkId of a search hit")] = None,
@@ -361,10 +478,16 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
             chunk = chunkId if chunkId is not None else chunk_id
             if doc is None or chunk is None:
                 raise ToolError("give documentId and chunkId (both come from a search_documents hit)")
-            r = docs.chunk_with_context(
-                lib, doc, chunk, version=version, window=windowSize, max_tokens=maxTokens
-            )
-        return _result(r, render_chunks(r))
+            check_ids(lib, version, doc)
+
+        def work(token: Deadline) -> CallToolResult:
+            with _tool_errors():
+                r = docs.chunk_with_context(
+                    lib, doc, chunk, version=version, window=windowSize, max_tokens=maxTokens
+                )
+            return _result(r, render_chunks(r))
+
+        return await _in_thread(work, "get_chunk_with_context")
 
     mcp = DocbundleMCP(
         "docbundle",

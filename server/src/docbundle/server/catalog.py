@@ -43,11 +43,14 @@ from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION
 from docbundle.bundle.manifest import Manifest, decode_manifest, manifest_bytes
 
 from .errors import (
+    MAX_LIBRARY_ID_CHARS,
+    MAX_VERSION_CHARS,
     InvalidIdError,
     LibraryUnavailableError,
     LockFileError,
     UnknownLibraryError,
     UnknownVersionError,
+    echo,
 )
 
 if TYPE_CHECKING:
@@ -394,10 +397,10 @@ class Catalog:
         if version is None or not version.strip():
             return lib.default
         version = version.strip()
-        if not VERSION_RE.match(version):
+        if len(version) > MAX_VERSION_CHARS or not VERSION_RE.match(version):
             raise InvalidIdError(
-                f"invalid version {version!r}: versions are letters, digits, '.', '_' and '-'. "
-                f"Versions of {lib.id!r}: {', '.join(lib.versions)}"
+                f"invalid version {echo(version)}: versions are letters, digits, '.', '_' and '-', at most "
+                f"{MAX_VERSION_CHARS} characters. Versions of {lib.id!r}: {', '.join(lib.versions)}"
             )
         if version in lib.versions:
             return lib.versions[version]
@@ -495,10 +498,11 @@ class Catalog:
 def normalize_library_id(library_id: str) -> str:
     """Trim and lowercase a library id, then check its format (raises InvalidIdError)."""
     lib_id = library_id.strip().lower()
-    if not LIBRARY_ID_RE.match(lib_id):
+    if len(lib_id) > MAX_LIBRARY_ID_CHARS or not LIBRARY_ID_RE.match(lib_id):
         raise InvalidIdError(
-            f"invalid libraryId {library_id!r}: ids are lowercase letters, digits and '-' "
-            "(pattern ^[a-z0-9][a-z0-9-]*$). Call list_libraries to see them."
+            f"invalid libraryId {echo(library_id)}: ids are lowercase letters, digits and '-' "
+            f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters. "
+            "Call list_libraries to see them."
         )
     return lib_id
 

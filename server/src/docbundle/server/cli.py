@@ -382,18 +382,23 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     n = len(catalog.library_ids())
     if n == 0:
         log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
+    import anyio
+
     from .app import create_server
+    from .stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
     try:
         print(f"docbundle: serving {n} libraries from {catalog.root} over stdio", file=sys.stderr, flush=True)
-        server.run("stdio")
-        return EXIT_OK
+        # Returns when the client leaves (end of stdin, or the parent process died), after a bounded drain.
+        anyio.run(serve_stdio, server)
     except KeyboardInterrupt:
         # Ctrl-C (or SIGINT from a supervisor) is how a server is meant to stop.
-        return EXIT_OK
+        pass
     finally:
         catalog.close()
+    exit_when_threads_linger(EXIT_OK)
+    return EXIT_OK
 
 
 def _serve_http(args: argparse.Namespace) -> int:

@@ -14,10 +14,63 @@ The hierarchy::
     ├── UnknownDocumentError       no such document or chunk (says how to find ids)
     ├── BadCursorError             a cursor that get_document did not produce for this document
     ├── BadRequestError            any other argument problem (query missing, unknown section ...)
+    │   └── InputTooLongError      a string or list argument over its documented bound
+    ├── CancelledError             the caller went away (or cancelled) while the work ran
     └── LockFileError              the lock file (bundles.lock) is missing or malformed
+
+Every string argument has a documented bound (the ``MAX_*`` constants below, listed in docs/server.md);
+a longer one is refused with ``InputTooLongError``, which names the limit and what to do, rather than
+cut silently. No message repeats more than ``MAX_ECHO_CHARS`` characters of anything a caller sent
+(``echo``, ``clip``), so a large argument never comes back as a large error.
 """
 
 from __future__ import annotations
+
+# -- input bounds: every string a caller sends has one; longer is refused (InputTooLongError) --------
+MAX_QUERY_CHARS = 2000  # search query (also the search-docs / explain-with-docs prompt text)
+MAX_KEYWORDS = 32  # keywords in one search
+MAX_KEYWORD_CHARS = 200  # one keyword
+MAX_LIBRARY_ID_CHARS = 100  # libraryId (and its aliases)
+MAX_VERSION_CHARS = 100  # version
+MAX_DOCUMENT_ID_CHARS = 2048  # document id / path / documentId (a URL is accepted as an id too)
+# A cursor is the base64 of a small JSON object holding a document id (non-ASCII escaped as \uXXXX).
+MAX_CURSOR_CHARS = 4 * (12 * MAX_DOCUMENT_ID_CHARS + 256) // 3
+MAX_CATEGORY_CHARS = 100  # list_libraries category
+MAX_SECTION_CHARS = 500  # list_documents section
+MAX_NAME_CHARS = 200  # tool, prompt and resource names, and any other string argument
+
+# -- what results and errors quote back ----------------------------------------------------------------
+# The most characters of caller input any result or error quotes back (then "…").
+MAX_ECHO_CHARS = 80
+# The most items of a caller's list (keywords, or terms derived from the query) a result repeats.
+MAX_ECHO_ITEMS = 12
+
+
+def echo(value: object, limit: int = MAX_ECHO_CHARS) -> str:
+    """``value`` quoted for a message: its ``repr`` when short, else its first ``limit`` characters + "…"."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit]) + f"… ({len(text)} characters)"
+
+
+def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` itself when short, else its first ``limit`` characters + "…" (no quotes)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def clip_list(items: list[str], limit: int = MAX_ECHO_ITEMS) -> list[str]:
+    """The first ``limit`` items, each clipped, then "… N more" when items were left out."""
+    out = [clip(i) for i in items[:limit]]
+    if len(items) > limit:
+        out.append(f"… {len(items) - limit} more")
+    return out
+
+
+def check_length(name: str, value: str | None, limit: int, advice: str) -> None:
+    """Refuse ``value`` when it is longer than ``limit`` characters, saying the limit and what to do."""
+    if value is not None and len(value) > limit:
+        raise InputTooLongError(name, len(value), limit, "characters", advice)
 
 
 class ServerError(Exception):
@@ -36,7 +89,7 @@ class UnknownLibraryError(ServerError):
         self.available = available
         listed = ", ".join(available) if available else "(none: the bundles directory holds no library)"
         super().__init__(
-            f"unknown library {library_id!r}. Available libraries: {listed}. "
+            f"unknown library {echo(library_id)}. Available libraries: {listed}. "
             "Call list_libraries for names and descriptions."
         )
 
@@ -49,7 +102,7 @@ class UnknownVersionError(ServerError):
         self.version = version
         self.available = available
         super().__init__(
-            f"library {library_id!r} has no version {version!r}. Versions: {', '.join(available)}. "
+            f"library {library_id!r} has no version {echo(version)}. Versions: {', '.join(available)}. "
             "Omit version to use the default (latest) one, or call list_library_versions."
         )
 
@@ -77,6 +130,23 @@ class BadCursorError(ServerError):
 
 class BadRequestError(ServerError):
     """An argument problem not covered by the more specific errors."""
+
+
+class InputTooLongError(BadRequestError):
+    """A string (or list) argument longer than its documented bound: refused, never cut silently."""
+
+    def __init__(self, name: str, size: int, limit: int, unit: str, advice: str) -> None:
+        self.name = name
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{name} is too long: {size} {unit}, the limit is {limit}. {advice}")
+
+
+class CancelledError(ServerError):
+    """The request was cancelled (the client disconnected or sent notifications/cancelled)."""
+
+    def __init__(self) -> None:
+        super().__init__("the request was cancelled before it finished")
 
 
 class LockFileError(ServerError):

@@ -11,8 +11,9 @@ How a query is built:
   gives its whole form (boosted) OR all of its parts; a CJK word gives bigrams that must all match
   (``balanced``), appear as a phrase (``precise``) or any of them (``broad``).
 - Stop words are already gone (the analyzer drops them); question words ("how", "what", "should" ...)
-  are dropped too when other words remain. At most ``MAX_WORDS`` words are searched, the rarest first,
-  so a pasted paragraph cannot make whoosh score every posting in the index.
+  are dropped too when other words remain. At most ``MAX_WORDS`` words are searched, the rarest first
+  (rarity comes from the term dictionary, not from reading posting lists), so a pasted paragraph
+  cannot make whoosh score every posting in the index; at most ``MAX_PHRASES`` quoted phrases.
 - Each word is searched in title, headings, body and code with field boosts, scored with BM25F.
 - Words combine by ``mode``: ``balanced`` ORs them with a bonus for matching more of them, ``broad`` ORs
   them plainly, ``precise`` requires every word.
@@ -22,6 +23,19 @@ How a query is built:
   cached numbers. Quoted phrases need positions and go through whoosh's own phrase matcher.
 - Scores are multiplied by the document's section weight (the llms.txt ``Optional`` section counts half
   unless the library's config says otherwise), and no document takes more than ``per_doc`` of the hits.
+
+Bounds (input sizes are refused earlier, in ``service``; these hold whoever calls the engine):
+
+- Query analysis, deduplication and ranking are linear in the query (sets and dicts, no list scans).
+- A ``Deadline`` is checked between units of work (each posting list read, each word, field and
+  phrase, and every few thousand postings inside the loops): when cancelled the search raises
+  ``CancelledError``; when its time budget is spent the search stops and answers with the words it
+  finished scoring, ``SearchOutcome.stopped`` set (in ``precise`` mode, where a missing word would
+  widen the result, with no hits).
+- The posting cache is bounded by entries and by estimated bytes (``POSTINGS_CACHE_MAX_ENTRIES``,
+  ``POSTINGS_CACHE_MAX_BYTES``), the positions cache likewise (``POSITIONS_CACHE_MAX_ENTRIES``,
+  ``POSITIONS_CACHE_MAX_BYTES``); the oldest entries go first, unknown terms count like any other,
+  and a list too big for the cache is used once and not kept.
 """
 
 from __future__ import annotations
@@ -33,8 +47,9 @@ import math
 import re
 import threading
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from docbundle.bundle.analysis import iter_terms
 from docbundle.bundle.reader import Bundle
@@ -43,12 +58,30 @@ from whoosh.reading import IndexReader, TermNotFound
 from whoosh.scoring import BM25F
 from whoosh.util.numeric import byte_to_length
 
+from .budget import Deadline, OutOfTime
+from .errors import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS
+
+K = TypeVar("K")
+V = TypeVar("V")
 Mode = Literal["balanced", "broad", "precise"]
 MODES: tuple[Mode, ...] = ("balanced", "broad", "precise")
 
 FIELD_BOOSTS = {"title": 2.5, "headings": 2.0, "body": 1.0, "code": 1.2}
-MAX_WORDS = 10
-MAX_QUERY_CHARS = 2000
+MAX_WORDS = 10  # words searched per query (the rarest); the others are reported as dropped
+MAX_PHRASES = 4  # quoted phrases searched per query; the others are reported as dropped
+# Terms of one query word: an identifier's parts, a CJK run's bigrams (a longer run is split in words).
+MAX_WORD_TERMS = 32
+# Cache bounds per bundle. Sizes are estimates: 8 bytes a posting plus _ENTRY_BYTES per entry; for
+# positions (held as sets, so a phrase step is one lookup), _POS_DOC_BYTES per chunk plus _POS_BYTES
+# a position.
+POSTINGS_CACHE_MAX_ENTRIES = 20_000
+POSTINGS_CACHE_MAX_BYTES = 8 * 1024 * 1024
+POSITIONS_CACHE_MAX_ENTRIES = 2_000
+POSITIONS_CACHE_MAX_BYTES = 16 * 1024 * 1024
+_ENTRY_BYTES = 400
+_POS_DOC_BYTES = 300
+_POS_BYTES = 40
+_CHECK_EVERY = 4096  # postings or candidates between two deadline checks inside a loop
 DEFAULT_SECTION_WEIGHTS = {"optional": 0.5}
 # Words that frame a question rather than say what it is about (stemmed, as the analyzer emits them).
 QUESTION_WORDS = frozenset(
@@ -107,11 +140,42 @@ class Hit:
 
 @dataclass(frozen=True)
 class SearchOutcome:
-    """The hits (best first), the terms searched, and the words left out."""
+    """The hits (best first), the terms searched, the words left out, and whether time ran out."""
 
     hits: list[Hit]
     terms: list[str]
     dropped: list[str]
+    stopped: bool = False  # the time budget ran out: the hits come from the words scored by then
+
+
+class _BoundedCache(Generic[K, V]):
+    """A dict bounded by entries and by estimated bytes; the oldest entries are evicted first."""
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._data: dict[K, tuple[V, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def get(self, key: K) -> V | None:
+        found = self._data.get(key)
+        return None if found is None else found[0]
+
+    def put(self, key: K, value: V, size: int) -> None:
+        """Keep ``value`` (``size`` estimated bytes) unless it alone exceeds the byte bound."""
+        if size > self.max_bytes:
+            return
+        old = self._data.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        while self._data and (len(self._data) >= self.max_entries or self.bytes + size > self.max_bytes):
+            _, dropped = self._data.pop(next(iter(self._data)))
+            self.bytes -= dropped
+        self._data[key] = (value, size)
+        self.bytes += size
 
 
 @dataclass(frozen=True)
@@ -125,42 +189,46 @@ def _words(text: str) -> list[_Word]:
     """Analyse free text into query words (stop words already gone)."""
     words: list[_Word] = []
     current_pos = None
-    current: list[str] = []
+    current: dict[str, None] = {}  # an ordered set: the terms at one position, whole form first
     start = end = 0
     cjk_run: list[str] = []
     cjk_end = -1
 
     def flush() -> None:
         if current:
-            kind: Literal["plain", "ident"] = "ident" if len(current) > 1 else "plain"
-            words.append(_Word(text[start:end], tuple(current), kind))
+            terms = tuple(current)[:MAX_WORD_TERMS]
+            kind: Literal["plain", "ident"] = "ident" if len(terms) > 1 else "plain"
+            words.append(_Word(text[start:end], terms, kind))
+
+    def flush_cjk() -> None:
+        # A long run (a whole Chinese sentence is one) becomes words of at most MAX_WORD_TERMS bigrams.
+        for i in range(0, len(cjk_run), MAX_WORD_TERMS):
+            part = cjk_run[i : i + MAX_WORD_TERMS]
+            words.append(_Word("".join(_unbigram(part)), tuple(part), "cjk"))
 
     for term, pos, sc, ec in iter_terms(text):
         is_cjk = len(term) <= 2 and not term.isascii() and ec - sc <= 2 and _is_cjk(term)
         if is_cjk:
             if current:
                 flush()
-                current, current_pos = [], None
+                current, current_pos = {}, None
             if cjk_run and sc <= cjk_end - 1:
                 cjk_run.append(term)  # the next bigram of the same run overlaps the previous one
             else:
-                if cjk_run:
-                    words.append(_Word("".join(_unbigram(cjk_run)), tuple(cjk_run), "cjk"))
+                flush_cjk()
                 cjk_run = [term]
             cjk_end = ec
             continue
         if cjk_run:
-            words.append(_Word("".join(_unbigram(cjk_run)), tuple(cjk_run), "cjk"))
+            flush_cjk()
             cjk_run = []
         if pos != current_pos:
             flush()
-            current, current_pos, start = [], pos, sc
+            current, current_pos, start = {}, pos, sc
         end = ec
-        if term not in current:
-            current.append(term)
+        current.setdefault(term, None)
     flush()
-    if cjk_run:
-        words.append(_Word("".join(_unbigram(cjk_run)), tuple(cjk_run), "cjk"))
+    flush_cjk()
     return words
 
 
@@ -184,7 +252,6 @@ def _is_cjk(term: str) -> bool:
 
 _K1 = 1.2
 _B = {"title": 0.5, "headings": 0.5, "body": 0.75, "code": 0.75}
-_CACHE_POSTINGS = 600_000  # cached postings per bundle (8 bytes each, ~5 MB) before the cache is reset
 
 Postings = tuple["array[int]", "array[float]"]  # chunk numbers, BM25 impacts
 
@@ -223,9 +290,13 @@ class BundleSearcher:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._lengths: dict[str, tuple[array[int], float]] = {}
-        self._cache: dict[tuple[str, str], Postings] = {}
-        self._pos_cache: dict[tuple[str, str], dict[int, list[int]]] = {}
-        self._cached = 0
+        self._cache: _BoundedCache[tuple[str, str], Postings] = _BoundedCache(
+            POSTINGS_CACHE_MAX_ENTRIES, POSTINGS_CACHE_MAX_BYTES
+        )
+        self._pos_cache: _BoundedCache[tuple[str, str], dict[int, set[int]]] = _BoundedCache(
+            POSITIONS_CACHE_MAX_ENTRIES, POSITIONS_CACHE_MAX_BYTES
+        )
+        self._deadline = threading.local()
 
     # -- postings ------------------------------------------------------------------------------
 
@@ -241,6 +312,12 @@ class BundleSearcher:
         if reader is not None:
             self._local.reader = None
             reader.close()
+
+    def _check(self) -> None:
+        """Check this thread's current deadline (raises CancelledError or OutOfTime)."""
+        deadline: Deadline | None = getattr(self._deadline, "current", None)
+        if deadline is not None:
+            deadline.check()
 
     def _field_lengths(self, reader: IndexReader, field: str) -> tuple[array[int], float]:
         found = self._lengths.get(field)
@@ -271,6 +348,7 @@ class BundleSearcher:
         found = self._cache.get(key)
         if found is not None:
             return found
+        self._check()
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
@@ -284,7 +362,7 @@ class BundleSearcher:
             except TermNotFound:
                 matcher = None
             if matcher is not None:
-                _read_postings(matcher, ids, tfs)
+                _read_postings(matcher, ids, tfs, self._check)
             n = max(self._chunk_count, 1)
             df = len(ids)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
@@ -297,18 +375,28 @@ class BundleSearcher:
             impacts = array(
                 "f", [top * tf / (tf + base + slope * lengths[i]) for i, tf in zip(ids, tfs, strict=True)]
             )
-            if self._cached + len(ids) > _CACHE_POSTINGS:
-                self._cache.clear()
-                self._cached = 0
-            self._cache[key] = found = (ids, impacts)
-            self._cached += len(ids)
+            found = (ids, impacts)
+            self._cache.put(key, found, _ENTRY_BYTES + 8 * len(ids) + 2 * len(term))
         return found
+
+    def _doc_frequency(self, field: str, term: str) -> int:
+        """How many chunks hold ``term`` in ``field``, from the term dictionary (no posting list read)."""
+        cached = self._cache.get((field, term))
+        if cached is not None:
+            return len(cached[0])
+        self._check()
+        with self._lock:
+            try:
+                return int(self._reader().doc_frequency(field, term.encode("utf-8")))
+            except TermNotFound:
+                return 0
 
     # -- scoring -------------------------------------------------------------------------------
 
     def _score_all(self, field: str, terms: tuple[str, ...], boost: float, out: dict[int, float]) -> None:
         """Add to ``out`` the score of chunks holding every one of ``terms`` in ``field``."""
         lists = [self._postings(field, t) for t in terms]
+        self._check()
         if len(lists) == 1:
             ids, imps = lists[0]
             get = out.get
@@ -346,25 +434,30 @@ class BundleSearcher:
                     self._score_all(field, word.terms, share, out)
         return out
 
-    def _positions(self, field: str, term: str) -> dict[int, list[int]]:
+    def _positions(self, field: str, term: str) -> dict[int, set[int]]:
         """Positions of ``term`` in each chunk holding it in ``field`` (read on demand, cached)."""
-        key = ("\0pos:" + field, term)
+        key = (field, term)
         found = self._pos_cache.get(key)
         if found is not None:
             return found
+        self._check()
         fmt = self._ix.schema[field].format
-        out: dict[int, list[int]] = {}
+        out: dict[int, set[int]] = {}
+        size = _ENTRY_BYTES
         with self._lock:
             reader = self._reader()
             btext = term.encode("utf-8")
             if (field, btext) in reader:
                 m = reader.postings(field, btext)
+                n = 0
                 while m.is_active():
-                    out[m.id()] = fmt.decode_positions(m.value())
+                    positions = out[m.id()] = set(fmt.decode_positions(m.value()))
+                    size += _POS_DOC_BYTES + _POS_BYTES * len(positions)
                     m.next()
-        if len(self._pos_cache) > 2_000:
-            self._pos_cache.clear()
-        self._pos_cache[key] = out
+                    n += 1
+                    if n % _CHECK_EVERY == 0:
+                        self._check()
+            self._pos_cache.put(key, out, size)
         return out
 
     def _phrase_scores(self, text: str) -> dict[int, float]:
@@ -388,10 +481,16 @@ class BundleSearcher:
             if not candidates:
                 continue
             pos_lists = [self._positions(field, t) for t in terms]
+            rest = pos_lists[1:]
+            tried = 0
             for docnum, score in candidates.items():
-                starts = pos_lists[0].get(docnum, [])
-                if any(_follows(start, docnum, pos_lists[1:], gaps) for start in starts):
-                    out[docnum] = out.get(docnum, 0.0) + score
+                for start in pos_lists[0].get(docnum, ()):
+                    tried += 1
+                    if tried % 256 == 0:  # a start can cost a step per phrase word
+                        self._check()
+                    if _follows(start, docnum, rest, gaps):
+                        out[docnum] = out.get(docnum, 0.0) + score
+                        break
         return out
 
     def _locate(self, docnum: int) -> tuple[int, int]:
@@ -400,22 +499,23 @@ class BundleSearcher:
 
     def _rank_words(self, words: list[_Word]) -> tuple[list[_Word], list[str]]:
         """Drop question words (when others remain) and keep the rarest MAX_WORDS words."""
-        dropped: list[str] = []
-        content = [w for w in words if not (w.kind == "plain" and w.terms[0] in QUESTION_WORDS)]
-        if content:
-            dropped += [w.text for w in words if w not in content]
-            words = content
-        seen: set[tuple[str, ...]] = set()
-        unique = []
+        first: dict[tuple[str, ...], _Word] = {}
         for w in words:
-            if w.terms not in seen:
-                seen.add(w.terms)
-                unique.append(w)
+            first.setdefault(w.terms, w)
+        unique = list(first.values())
+        content = [w for w in unique if not (w.kind == "plain" and w.terms[0] in QUESTION_WORDS)]
+        dropped: list[str] = []
+        if content and len(content) < len(unique):
+            dropped += [w.text for w in unique if w.kind == "plain" and w.terms[0] in QUESTION_WORDS]
+            unique = content
         if len(unique) > MAX_WORDS:
-            freq = {w: min(len(self._postings("body", t)[0]) for t in w.terms) for w in unique}
-            keep = set(sorted(unique, key=lambda w: freq[w])[:MAX_WORDS])
-            dropped += [w.text for w in unique if w not in keep]
-            unique = [w for w in unique if w in keep]
+            freq: dict[tuple[str, ...], int] = {}
+            for w in unique:
+                freq[w.terms] = min(self._doc_frequency("body", t) for t in w.terms)
+            order = sorted(range(len(unique)), key=lambda k: freq[unique[k].terms])
+            keep = set(order[:MAX_WORDS])
+            dropped += [w.text for k, w in enumerate(unique) if k not in keep]
+            unique = [w for k, w in enumerate(unique) if k in keep]
         return unique, dropped
 
     def plan(
@@ -423,12 +523,14 @@ class BundleSearcher:
     ) -> tuple[list[_Word], list[str], list[str]]:
         """The words and quoted phrases a query searches, and the words it drops."""
         text = (query or "")[:MAX_QUERY_CHARS]
-        phrases = [p for p in _PHRASE_RE.findall(text) if p.strip()][:4]
+        phrases = [p for p in _PHRASE_RE.findall(text) if p.strip()]
+        dropped = [f'"{p}"' for p in phrases[MAX_PHRASES:]]
+        phrases = phrases[:MAX_PHRASES]
         words = _words(_PHRASE_RE.sub(" ", text))
         for kw in keywords or []:
-            words += _words(kw[:200])
-        words, dropped = self._rank_words(words)
-        return words, phrases, dropped
+            words.extend(_words(kw[:MAX_KEYWORD_CHARS]))
+        words, ranked_out = self._rank_words(words)
+        return words, phrases, ranked_out + dropped
 
     def search(
         self,
@@ -438,19 +540,39 @@ class BundleSearcher:
         mode: Mode = "balanced",
         limit: int = 5,
         per_doc: int = 2,
+        deadline: Deadline | None = None,
     ) -> SearchOutcome:
-        """Rank the bundle's chunks for ``query`` / ``keywords``; at most ``per_doc`` hits per document."""
+        """Rank the bundle's chunks for ``query`` / ``keywords``; at most ``per_doc`` hits per document.
+
+        ``deadline`` bounds the call: cancelled, it raises ``CancelledError``; out of time, the
+        outcome holds what the words scored so far found, with ``stopped`` set.
+        """
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        self._deadline.current = deadline
+        words: list[_Word] = []
+        phrases: list[str] = []
+        dropped: list[str] = []
+        clauses: list[dict[int, float]] = []
+        stopped = False
         try:
             words, phrases, dropped = self.plan(query, keywords)
-            terms = [t for w in words for t in w.terms] + [f'"{p}"' for p in phrases]
-            clauses = [self._word_scores(w, mode) for w in words] + [self._phrase_scores(p) for p in phrases]
+            for w in words:
+                clauses.append(self._word_scores(w, mode))
+            for p in phrases:
+                clauses.append(self._phrase_scores(p))
+        except OutOfTime:
+            stopped = True
         finally:
+            self._deadline.current = None
             self._close_reader()
+        terms = [t for w in words for t in w.terms] + [f'"{p}"' for p in phrases]
+        expected = len(words) + len(phrases)
+        if mode == "precise" and (stopped or len(clauses) < expected):
+            clauses = []  # a word left unscored would let through chunks that lack it
         clauses = [c for c in clauses if c] if mode != "precise" else clauses
         if not clauses or limit < 1:
-            return SearchOutcome([], terms, dropped)
+            return SearchOutcome([], terms, dropped, stopped)
         total: dict[int, float] = {}
         matched: dict[int, int] = {}
         for c in clauses:
@@ -477,10 +599,10 @@ class BundleSearcher:
             hits.append(Hit(doc, chunk, round(score, 6)))
             if len(hits) >= limit:
                 break
-        return SearchOutcome(hits, terms, dropped)
+        return SearchOutcome(hits, terms, dropped, stopped)
 
 
-def _follows(start: int, docnum: int, rest: list[dict[int, list[int]]], gaps: list[int]) -> bool:
+def _follows(start: int, docnum: int, rest: list[dict[int, set[int]]], gaps: list[int]) -> bool:
     """Whether each next phrase word sits exactly ``gap`` positions after the previous one."""
     at = start
     for positions, gap in zip(rest, gaps, strict=True):
@@ -490,19 +612,30 @@ def _follows(start: int, docnum: int, rest: list[dict[int, list[int]]], gaps: li
     return True
 
 
-def _read_postings(m: Any, ids: array[int], tfs: array[float]) -> None:
-    """Append every (chunk, term frequency) of a posting list, a whole block at a time when possible."""
+def _read_postings(
+    m: Any, ids: array[int], tfs: array[float], check: Callable[[], None] = lambda: None
+) -> None:
+    """Append every (chunk, term frequency) of a posting list, a whole block at a time when possible.
+
+    ``check`` (the deadline) is called every few thousand postings.
+    """
     if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_ids", "_weights")):
         # whoosh's W3 leaf matcher decodes 128 postings per block; taking its decoded arrays avoids a
         # Python call per posting (a first search on large-en loads tens of thousands of them).
+        blocks = 0
         while m.is_active():
             m._read_ids()
             m._read_weights()
             ids.extend(m._ids)
             tfs.extend(m._weights)
             m._next_block()
+            blocks += 1
+            if blocks % (_CHECK_EVERY // 128) == 0:
+                check()
         return
     while m.is_active():
         ids.append(m.id())
         tfs.append(m.weight())
         m.next()
+        if len(ids) % _CHECK_EVERY == 0:
+            check()

@@ -7,6 +7,12 @@ Schema as each tool's output schema; ``render_*`` turns each into the markdown t
 
 Every result names the library, version, buildId and content hash it came from. Errors are raised as
 ``docbundle.server.errors`` exceptions with messages that say what to do next.
+
+Bounds: every string argument is checked against its ``MAX_*`` bound (defined in ``errors``) and
+refused when longer; results quote back at most ``MAX_ECHO_CHARS`` characters of any input and
+``MAX_ECHO_ITEMS`` items of any list; a search spends at most ``SEARCH_TIME_BUDGET`` seconds scoring
+(then answers with what it found and says so) and stops when its ``Deadline`` is cancelled. A search
+across libraries skips (and reports) a library that fails, whatever the failure.
 """
 
 from __future__ import annotations
@@ -15,22 +21,61 @@ import base64
 import binascii
 import difflib
 import json
+import logging
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote
 
+from docbundle.bundle.errors import BundleError
 from docbundle.bundle.store import DocRecord
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .budget import estimate_tokens, fit_text, page_end, share
+from .budget import Deadline, estimate_tokens, fit_text, page_end, share
 from .catalog import Catalog, LibraryEntry, OpenedLibrary, State, VersionEntry
 from .errors import (
+    MAX_CATEGORY_CHARS,
+    MAX_CURSOR_CHARS,
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_ECHO_CHARS,
+    MAX_ECHO_ITEMS,
+    MAX_KEYWORD_CHARS,
+    MAX_KEYWORDS,
+    MAX_LIBRARY_ID_CHARS,
+    MAX_NAME_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SECTION_CHARS,
+    MAX_VERSION_CHARS,
     BadCursorError,
     BadRequestError,
+    CancelledError,
+    InputTooLongError,
     LibraryUnavailableError,
+    ServerError,
     UnknownDocumentError,
+    check_length,
+    clip,
+    clip_list,
+    echo,
 )
+
+__all__ = [  # the bounds, re-exported: callers and docs find every limit here
+    "MAX_CATEGORY_CHARS",
+    "MAX_CURSOR_CHARS",
+    "MAX_DOCUMENT_ID_CHARS",
+    "MAX_ECHO_CHARS",
+    "MAX_ECHO_ITEMS",
+    "MAX_KEYWORDS",
+    "MAX_KEYWORD_CHARS",
+    "MAX_LIBRARY_ID_CHARS",
+    "MAX_NAME_CHARS",
+    "MAX_QUERY_CHARS",
+    "MAX_SECTION_CHARS",
+    "MAX_VERSION_CHARS",
+    "SEARCH_TIME_BUDGET",
+]
+
+log = logging.getLogger(__name__)
 
 # The same values as docbundle.server.search.Mode (not imported: search imports whoosh).
 SearchMode = Literal["balanced", "broad", "precise"]
@@ -48,6 +93,9 @@ PER_DOC = 2
 MIN_TEXT_TOKENS = 60
 # Room for a result's own header and closing notes in the text rendering.
 HEADER_TOKENS = 120
+# Wall-clock seconds one search call may spend scoring, over every library it searches; then it
+# answers with what it found (``stopped``), and libraries not reached are listed as skipped.
+SEARCH_TIME_BUDGET = 2.0
 _RESERVED = ":/?#[]@!$&'()*+,;="
 
 
@@ -154,8 +202,8 @@ class SearchHit(Model):
 class SearchResult(Model):
     """Result of search_documents."""
 
-    query: str | None
-    keywords: list[str]
+    query: str | None = Field(description=f"The query (its first {MAX_ECHO_CHARS} characters)")
+    keywords: list[str] = Field(description=f"The keywords (at most {MAX_ECHO_ITEMS} shown)")
     mode: SearchMode
     library_id: str | None = Field(description="Set when one library was searched")
     version: str | None
@@ -165,6 +213,11 @@ class SearchResult(Model):
     skipped: list[SkippedLibrary]
     terms: list[str] = Field(description="The query terms actually searched")
     dropped: list[str] = Field(description="Words left out (question words, over the word cap)")
+    stopped: bool = Field(
+        default=False,
+        description=f"True when the search hit its time budget ({SEARCH_TIME_BUDGET:g} s) and answers with "
+        "what it found by then",
+    )
     hits: list[SearchHit]
     truncated: bool = Field(description="True when hits were cut or left out to fit maxTokens")
     omitted_hits: int
@@ -296,7 +349,72 @@ def doc_uri(library_id: str, version: str, doc_id: str) -> str:
 
 def _check_range(name: str, value: int, low: int, high: int) -> None:
     if not low <= value <= high:
-        raise BadRequestError(f"{name} must be between {low} and {high}, not {value}")
+        raise BadRequestError(f"{name} must be between {low} and {high}, not {clip(str(value), 20)}")
+
+
+_LIBRARY_ADVICE = "Library ids are short: call list_libraries to see them."
+_VERSION_ADVICE = "Call list_library_versions for the version names, or omit version for the default."
+_DOCUMENT_ADVICE = "Pass a documentId from search_documents or an id from list_documents."
+_STOPPED = (
+    f"The search stopped at its time budget ({SEARCH_TIME_BUDGET:g} s): these are the hits of the words "
+    "scored by then. Fewer, more specific words search faster."
+)
+
+
+def check_ids(library_id: str | None, version: str | None = None, document_id: str | None = None) -> None:
+    """Refuse a libraryId, version or document id over its bound (InputTooLongError)."""
+    check_length("libraryId", library_id, MAX_LIBRARY_ID_CHARS, _LIBRARY_ADVICE)
+    check_length("version", version, MAX_VERSION_CHARS, _VERSION_ADVICE)
+    check_length("id", document_id, MAX_DOCUMENT_ID_CHARS, _DOCUMENT_ADVICE)
+
+
+def check_search_input(
+    query: str | None,
+    keywords: list[str] | None,
+    library_id: str | None = None,
+    version: str | None = None,
+) -> None:
+    """Refuse a search whose query, keywords, libraryId or version is over its bound."""
+    check_length(
+        "query",
+        query,
+        MAX_QUERY_CHARS,
+        "Ask with the words that matter (an API name, an error message); at most "
+        f"{MAX_QUERY_CHARS} characters.",
+    )
+    if keywords is not None and len(keywords) > MAX_KEYWORDS:
+        raise InputTooLongError(
+            "keywords",
+            len(keywords),
+            MAX_KEYWORDS,
+            "items",
+            f"Pass at most {MAX_KEYWORDS} keywords: the most specific ones (only the rarest "
+            "words are searched anyway).",
+        )
+    for k in keywords or []:
+        check_length(
+            "a keyword",
+            k,
+            MAX_KEYWORD_CHARS,
+            f"Each keyword is a term of at most {MAX_KEYWORD_CHARS} characters.",
+        )
+    check_ids(library_id, version)
+
+
+def _search_failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
+    """Why searching a library failed (logged with its traceback when it is not a bundle problem)."""
+    if isinstance(exc, ServerError):
+        return str(exc)
+    log.error(
+        "search in %s/%s failed: %s: %s",
+        entry.library_id,
+        entry.version,
+        type(exc).__name__,
+        exc,
+        exc_info=not isinstance(exc, OSError),
+    )
+    text = clip(str(exc), 200).replace(str(catalog.root), "<bundles>")
+    return f"the search failed in this bundle ({type(exc).__name__}: {text})"
 
 
 class Docs:
@@ -330,6 +448,7 @@ class Docs:
 
     def list_libraries(self, category: str | None = None) -> LibraryList:
         """Every library (optionally of one category), with its status."""
+        check_length("category", category, MAX_CATEGORY_CHARS, "Categories are short: see list_libraries.")
         libs = self.catalog.libraries()
         categories = sorted({lib.category for lib in libs if lib.category})
         wanted = category.strip().lower() if category and category.strip() else None
@@ -339,7 +458,7 @@ class Docs:
             message = "No libraries are installed: the bundles directory holds no built bundle."
         elif not chosen:
             message = (
-                f"No library has category {category!r}. Categories: {', '.join(categories) or '(none)'}."
+                f"No library has category {echo(category)}. Categories: {', '.join(categories) or '(none)'}."
             )
         return LibraryList(
             libraries=[self._summary(lib) for lib in chosen],
@@ -350,6 +469,7 @@ class Docs:
 
     def list_versions(self, library_id: str) -> VersionList:
         """A library and every version of it, with lifecycle status and availability."""
+        check_ids(library_id)
         lib = self.catalog.library(library_id)
         versions = []
         for v in lib.versions.values():
@@ -384,10 +504,16 @@ class Docs:
         mode: SearchMode = "balanced",
         limit: int = DEFAULT_LIMIT,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        cancel: Deadline | None = None,
     ) -> SearchResult:
-        """Search one library (or every library when ``library_id`` is None), fitted to ``max_tokens``."""
+        """Search one library (or every library when ``library_id`` is None), fitted to ``max_tokens``.
+
+        ``cancel`` is the caller's cancellation token; the search also stops after
+        ``SEARCH_TIME_BUDGET`` seconds and answers with what it found.
+        """
         _check_range("limit", limit, 1, MAX_LIMIT)
         _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        check_search_input(query, keywords, library_id, version)
         query = query.strip() if query and query.strip() else None
         keywords = [k.strip() for k in keywords or [] if k and k.strip()]
         if query is None and not keywords:
@@ -396,6 +522,7 @@ class Docs:
             )
         if library_id is None and version:
             raise BadRequestError("version needs libraryId: versions belong to one library")
+        deadline = (cancel or Deadline()).within(SEARCH_TIME_BUDGET)
 
         targets: list[VersionEntry]
         skipped: list[SkippedLibrary] = []
@@ -403,48 +530,75 @@ class Docs:
             targets = [self.catalog.resolve(library_id, version)]
         else:
             targets = [lib.default for lib in self.catalog.libraries()]
-        opened: list[OpenedLibrary] = []
-        for entry in targets:
-            try:
-                opened.append(self.catalog.open_entry(entry))
-            except LibraryUnavailableError as exc:
-                if library_id is not None:
-                    raise
-                skipped.append(
-                    SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=exc.reason)
-                )
 
-        raw: list[tuple[float, OpenedLibrary, int, int]] = []
+        def skip(entry: VersionEntry, reason: str) -> None:
+            skipped.append(SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=reason))
+
+        searched: list[OpenedLibrary] = []
+        raw: list[tuple[float, OpenedLibrary, int, int, DocRecord]] = []
         terms: list[str] = []
         dropped: list[str] = []
-        for lib in opened:
-            outcome = lib.searcher.search(query, keywords=keywords, mode=mode, limit=limit, per_doc=PER_DOC)
+        stopped = False
+        for entry in targets:
+            if deadline.cancelled:
+                raise CancelledError()
+            if stopped or deadline.expired():
+                stopped = True
+                if library_id is None:
+                    skip(entry, f"not searched: the search's time budget ({SEARCH_TIME_BUDGET:g} s) ran out")
+                continue
+            try:
+                lib = self.catalog.open_entry(entry)
+                outcome = lib.searcher.search(
+                    query, keywords=keywords, mode=mode, limit=limit, per_doc=PER_DOC, deadline=deadline
+                )
+                # Read the hits' records here, so a damaged store fails this library only.
+                found = [(h.score, lib, h.doc, h.chunk, lib.bundle.store.get(h.doc)) for h in outcome.hits]
+                if any(not 0 <= chunk < len(record.chunks) for _, _, _, chunk, record in found):
+                    raise BundleError("the search index and the document store disagree")
+            except (CancelledError, BadRequestError):
+                raise
+            except Exception as exc:
+                reason = (
+                    exc.reason
+                    if isinstance(exc, LibraryUnavailableError)
+                    else _search_failure(entry, exc, self.catalog)
+                )
+                if library_id is not None:
+                    raise LibraryUnavailableError(entry.library_id, entry.version, reason) from exc
+                skip(entry, reason)
+                continue
+            searched.append(lib)
+            stopped = stopped or outcome.stopped
             terms = terms or list(outcome.terms)
             dropped = dropped or list(outcome.dropped)
-            raw.extend((h.score, lib, h.doc, h.chunk) for h in outcome.hits)
+            raw.extend(found)
         raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[2], r[3]))
         raw = raw[:limit]
 
-        single = opened[0] if library_id is not None and opened else None
+        single = searched[0] if library_id is not None and searched else None
         base = SearchResult(
-            query=query,
-            keywords=keywords,
+            query=clip(query) if query is not None else None,
+            keywords=clip_list(keywords),
             mode=mode,
             library_id=single.entry.library_id if single else None,
             version=single.entry.version if single else None,
             build_id=single.manifest.build.build_id if single else None,
             content_hash=single.manifest.build.content_hash if single else None,
-            searched=[_source(o) for o in opened],
+            searched=[_source(o) for o in searched],
             skipped=skipped,
-            terms=terms,
-            dropped=dropped,
+            terms=clip_list(terms),
+            dropped=clip_list(dropped),
+            stopped=stopped,
             hits=[],
             truncated=False,
             omitted_hits=0,
             max_tokens=max_tokens,
         )
         if not raw:
-            return base.model_copy(update=_empty_advice(base, opened, library_id))
+            return base.model_copy(update=_empty_advice(base, searched, library_id))
+        if stopped:
+            base = base.model_copy(update={"message": _STOPPED})
         # The header, and the closing note should hits be left out, come out of the same budget.
         fixed = estimate_tokens(_search_head(base)) + estimate_tokens(_omitted_note(len(raw), max_tokens))
         hits, omitted = self._fit_hits(raw, max_tokens - fixed)
@@ -457,16 +611,11 @@ class Docs:
         )
 
     def _fit_hits(
-        self, raw: list[tuple[float, OpenedLibrary, int, int]], available: int
+        self, raw: list[tuple[float, OpenedLibrary, int, int, DocRecord]], available: int
     ) -> tuple[list[SearchHit], int]:
         """The hits with their texts fitted into ``available`` tokens, and how many were left out."""
-        records: dict[tuple[int, int], DocRecord] = {}
         full: list[SearchHit] = []
-        for rank, (score, lib, doc_no, chunk_no) in enumerate(raw, start=1):
-            key = (id(lib), doc_no)
-            if key not in records:
-                records[key] = lib.bundle.store.get(doc_no)
-            doc = records[key]
+        for rank, (score, lib, _doc_no, chunk_no, doc) in enumerate(raw, start=1):
             chunk = doc.chunks[chunk_no]
             full.append(
                 SearchHit(
@@ -516,6 +665,7 @@ class Docs:
         return lib.cached("toc", make)
 
     def _find(self, lib: OpenedLibrary, document_id: str) -> tuple[int, DocRecord]:
+        check_ids(None, None, document_id)
         store = lib.bundle.store
         wanted = document_id.strip()
         candidates = [wanted, wanted.lstrip("/"), wanted.removeprefix("./")]
@@ -533,7 +683,7 @@ class Docs:
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         example = f" Ids look like {ids[0]!r}." if ids else ""
         raise UnknownDocumentError(
-            f"no document {document_id!r} in {lib.entry.library_id}@{lib.entry.version}.{hint}{example} "
+            f"no document {echo(document_id)} in {lib.entry.library_id}@{lib.entry.version}.{hint}{example} "
             f"Call list_documents(libraryId={lib.entry.library_id!r}) for every document id, or "
             "search_documents to find pages by topic."
         )
@@ -549,6 +699,13 @@ class Docs:
     ) -> DocumentPage:
         """One page of a document's markdown; ``next_cursor`` continues it."""
         _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        check_ids(library_id, version, document_id)
+        check_length(
+            "cursor",
+            cursor,
+            MAX_CURSOR_CHARS,
+            "Pass the nextCursor of the previous page unchanged, or no cursor.",
+        )
         lib = self.catalog.open(library_id, version)
         src = _source(lib)
         _, doc = self._find(lib, document_id)
@@ -583,6 +740,7 @@ class Docs:
 
     def page_markdown(self, library_id: str, version: str, path: str) -> str:
         """A whole document's markdown (the ``docs://`` resource)."""
+        check_ids(library_id, version, path)
         lib = self.catalog.open(library_id, version)
         _, doc = self._find(lib, path)
         return doc.text
@@ -597,6 +755,8 @@ class Docs:
     ) -> DocumentList:
         """The table of contents: sections in llms.txt order, each with its documents."""
         _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        check_ids(library_id, version)
+        check_length("section", section, MAX_SECTION_CHARS, "Pass a section name list_documents shows.")
         lib = self.catalog.open(library_id, version)
         src = _source(lib)
         toc = self._toc(lib)
@@ -609,7 +769,8 @@ class Docs:
             if match is None:
                 names = ", ".join(repr(s or "(no section)") for s in order)
                 raise BadRequestError(
-                    f"{lib.entry.library_id}@{lib.entry.version} has no section {section!r}. Sections: {names}"
+                    f"{lib.entry.library_id}@{lib.entry.version} has no section {echo(section)}. "
+                    f"Sections: {names}"
                 )
             order = {match: order[match]}
         m = lib.manifest
@@ -681,13 +842,14 @@ class Docs:
         """A chunk with ``window`` chunks either side, the target kept whole first."""
         _check_range("windowSize", window, 0, MAX_WINDOW)
         _check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
+        check_ids(library_id, version, document_id)
         lib = self.catalog.open(library_id, version)
         src = _source(lib)
         _, doc = self._find(lib, document_id)
         n = len(doc.chunks)
         if not 0 <= chunk_id < n:
             raise UnknownDocumentError(
-                f"document {doc.id!r} has chunks 0..{n - 1}, not {chunk_id}. chunkId comes from a "
+                f"document {doc.id!r} has chunks 0..{n - 1}, not {clip(str(chunk_id), 20)}. chunkId comes from a "
                 "search_documents hit; get_document returns the whole document."
             )
         lo, hi = max(0, chunk_id - window), min(n, chunk_id + window + 1)
@@ -735,7 +897,13 @@ def _empty_advice(
     result: SearchResult, opened: list[OpenedLibrary], library_id: str | None
 ) -> dict[str, object]:
     where = f"{result.library_id}@{result.version}" if result.library_id else "any library"
-    asked = result.query or ", ".join(result.keywords)
+    asked = echo(result.query or ", ".join(result.keywords))
+    if result.stopped and not result.terms:
+        return {
+            "message": f"The search ran out of its time budget ({SEARCH_TIME_BUDGET:g} s) before it could "
+            "score any word.",
+            "suggestions": ["Search again with fewer, more specific words."],
+        }
     if not opened:
         return {
             "message": "No library could be searched: every one failed to open (see skipped).",
@@ -744,17 +912,19 @@ def _empty_advice(
     suggestions: list[str] = []
     if not result.terms:
         message = (
-            f"Nothing to search for in {asked!r}: every word is a stop word or a question word. "
+            f"Nothing to search for in {asked}: every word is a stop word or a question word. "
             "Name the topic: an API, a feature, an error message."
         )
     else:
-        message = f"No results for {asked!r} in {where}."
+        message = f"No results for {asked} in {where}."
+        if result.stopped:
+            message += " " + _STOPPED
         if result.mode != "broad":
             suggestions.append("Retry with mode='broad' (any word may match instead of most of them).")
         suggestions.append(
             "Use fewer or different words: the library's own names for things, or an identifier."
         )
-    lib_arg = f"libraryId={library_id!r}" if library_id else "libraryId=..."
+    lib_arg = f"libraryId={clip(library_id)!r}" if library_id else "libraryId=..."
     suggestions.append(f"Browse the table of contents with list_documents({lib_arg}).")
     if library_id is not None:
         suggestions.append("Search every library by omitting libraryId.")
@@ -781,15 +951,15 @@ def _decode_cursor(cursor: str, src: Source, doc_id: str, length: int) -> int:
     if not ok or not isinstance(offset, int) or not isinstance(doc, str) or not isinstance(build, str):
         raise BadCursorError(f"cursor {cursor[:40]!r} is not one get_document returned. {restart}")
     if doc != doc_id:
-        raise BadCursorError(f"this cursor continues document {doc!r}, not {doc_id!r}. {restart}")
+        raise BadCursorError(f"this cursor continues document {echo(doc)}, not {doc_id!r}. {restart}")
     if build != src.build_id:
         raise BadCursorError(
-            f"this cursor was made for build {build} but {src.library_id}@{src.version} serves build "
+            f"this cursor was made for build {echo(build, 40)} but {src.library_id}@{src.version} serves build "
             f"{src.build_id}. {restart}"
         )
     if not 0 < offset < length:
         raise BadCursorError(
-            f"cursor offset {offset} is outside the document ({length} characters). {restart}"
+            f"cursor offset {clip(str(offset), 20)} is outside the document ({length} characters). {restart}"
         )
     return offset
 
@@ -818,7 +988,7 @@ def _hit_header(h: SearchHit) -> str:
 
 
 def _search_head(r: SearchResult) -> str:
-    asked = r.query if r.query is not None else ", ".join(r.keywords)
+    asked = clip(r.query if r.query is not None else ", ".join(r.keywords))
     where = (
         f"{r.library_id}@{r.version} (build {r.build_id})"
         if r.library_id
@@ -827,6 +997,8 @@ def _search_head(r: SearchResult) -> str:
     out = [f"# Search: {asked}", f"Searched {where}; mode {r.mode}; {len(r.hits)} hit(s)."]
     if r.dropped:
         out.append(f"Ignored words: {', '.join(r.dropped)}.")
+    if r.stopped and r.hits:
+        out.append(_STOPPED)
     out.extend(f"Skipped {s.library_id}@{s.version}: {s.reason}" for s in r.skipped)
     if r.message:
         out.append(r.message)

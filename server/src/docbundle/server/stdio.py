@@ -1,0 +1,262 @@
+"""The stdio transport of ``docbundle serve``: JSON-RPC lines on stdin and stdout, and a clean exit.
+
+It replaces the MCP SDK's ``stdio_server`` for three reasons:
+
+- **Every line gets an answer.** A line that is not valid UTF-8, or not valid JSON (truncated, or with
+  a lone surrogate escape such as ``"\\ud800"``), is answered with a JSON-RPC parse error (-32700,
+  ``id`` null); valid JSON that is not a JSON-RPC message, and a line longer than
+  ``MAX_LINE_BYTES``, with an invalid-request error (-32600, with the request's ``id`` when it has
+  one). The server then reads the next line. (The SDK's transport answered none of these.)
+- **The server exits when its client does.** When stdin reaches end of file, or the parent process
+  dies (checked every ``PARENT_POLL_SECONDS``), requests still running get ``DRAIN_SECONDS`` to
+  finish; then they are cancelled (which cancels their worker threads' tokens, see ``app``) and
+  ``serve_stdio`` returns. ``exit_when_threads_linger`` then gives worker threads the same drain
+  time and ends the process even if one is still running, so nothing keeps an orphaned server alive.
+- **stdout belongs to the protocol.** File descriptor 1 is pointed at stderr while serving (so a stray
+  ``print`` cannot corrupt the stream) and replies go through a private duplicate; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 4 * 1024 * 1024  # longest request line; longer ones are refused (-32600)
+DRAIN_SECONDS = 3.0  # after the client leaves, how long running requests (then threads) may finish
+PARENT_POLL_SECONDS = 1.0  # how often the server checks that the process that started it is alive
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+_READ_CHUNK = 64 * 1024
+
+
+def error_line(code: int, message: str, request_id: Any = None) -> bytes:
+    """A JSON-RPC error response as one line of UTF-8."""
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return (json.dumps(body, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def _request_id(text: str) -> Any:
+    """The ``id`` of a JSON object line when it is a valid JSON-RPC id, else None."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    rid = data.get("id") if isinstance(data, dict) else None
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) and len(str(rid)) <= 200 else None
+
+
+def parse_line(line: bytes) -> SessionMessage | bytes | None:
+    """A line of stdin as a message to serve, an error line to answer, or None (blank line)."""
+    if not line.strip():
+        return None
+    try:
+        text = line.rstrip(b"\r\n").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return error_line(PARSE_ERROR, f"Parse error: the line is not valid UTF-8 (byte {exc.start})")
+    try:
+        message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False)
+        if any(e["type"] == "json_invalid" for e in errors):
+            detail = next(e["msg"] for e in errors if e["type"] == "json_invalid")
+            return error_line(PARSE_ERROR, f"Parse error: the line is not valid JSON ({detail[:120]})")
+        return error_line(
+            INVALID_REQUEST,
+            "Invalid Request: the line is JSON but not a JSON-RPC 2.0 request, notification or response",
+            _request_id(text),
+        )
+    return SessionMessage(message)
+
+
+class _Lines:
+    """stdin read line by line in a daemon thread (it never keeps the process alive)."""
+
+    def __init__(self, fd: int) -> None:
+        self._file = os.fdopen(fd, "rb", buffering=_READ_CHUNK, closefd=False)
+
+    def read(self) -> tuple[bytes, bool] | None:
+        """The next line (without its end) and whether it was too long; None at end of file."""
+        line = self._file.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return None
+        if len(line) <= MAX_LINE_BYTES or line.endswith(b"\n"):
+            return line, False
+        while True:  # too long: skip the rest of it without holding it
+            more = self._file.readline(_READ_CHUNK)
+            if not more or more.endswith(b"\n"):
+                return b"", True
+
+
+def _claim_stdout() -> int:
+    """A private descriptor for the protocol; fd 1 then points at stderr (stray output misses the wire)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    private = os.dup(1)
+    os.set_inheritable(private, False)
+    os.dup2(2, 1)
+    return private
+
+
+def _claim_stdin() -> int:
+    """A private descriptor for requests; fd 0 then reads /dev/null (children cannot eat requests)."""
+    private = os.dup(0)
+    os.set_inheritable(private, False)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return private
+
+
+async def serve_stdio(
+    server: MCPServer[Any], *, stdin_fd: int | None = None, stdout_fd: int | None = None
+) -> None:
+    """Serve ``server`` over stdin/stdout until the client leaves, then drain and return."""
+    in_fd = stdin_fd if stdin_fd is not None else _claim_stdin()
+    out_fd = stdout_fd if stdout_fd is not None else _claim_stdout()
+    lowlevel = server._lowlevel_server
+    to_server: MemoryObjectSendStream[SessionMessage | Exception]
+    from_client: MemoryObjectReceiveStream[SessionMessage | Exception]
+    to_server, from_client = anyio.create_memory_object_stream(0)
+    to_client: MemoryObjectSendStream[SessionMessage]
+    from_server: MemoryObjectReceiveStream[SessionMessage]
+    to_client, from_server = anyio.create_memory_object_stream(0)
+    client_gone = anyio.Event()
+    served = anyio.Event()
+    write_lock = anyio.Lock()
+    out = os.fdopen(out_fd, "wb", buffering=0, closefd=False)
+
+    def write_all(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = out.write(view)
+            view = view[n or 0 :]
+
+    async def emit(data: bytes) -> None:
+        if client_gone.is_set() and served.is_set():
+            return
+        async with write_lock:
+            try:
+                await anyio.to_thread.run_sync(write_all, data, abandon_on_cancel=True)
+            except (BrokenPipeError, ConnectionResetError, OSError) as exc:
+                log.info("stdout closed (%s): the client is gone", type(exc).__name__)
+                client_gone.set()
+
+    async def pump_out() -> None:
+        async with from_server:
+            async for message in from_server:
+                text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await emit(text.encode("utf-8", "backslashreplace") + b"\n")
+
+    async def serve() -> None:
+        try:
+            await lowlevel.run(from_client, to_client, lowlevel.create_initialization_options())
+        finally:
+            served.set()
+
+    def read_stdin(send: Callable[[SessionMessage | bytes | None], None]) -> None:
+        lines = _Lines(in_fd)
+        while True:
+            try:
+                got = lines.read()
+            except (OSError, ValueError):
+                got = None
+            if got is None:
+                send(None)
+                return
+            line, too_long = got
+            if too_long:
+                send(
+                    error_line(
+                        INVALID_REQUEST, f"Invalid Request: the line is longer than {MAX_LINE_BYTES} bytes"
+                    )
+                )
+                continue
+            parsed = parse_line(line)
+            if parsed is not None:
+                send(parsed)
+
+    async def deliver(item: SessionMessage | bytes | None) -> None:
+        if item is None:
+            client_gone.set()
+        elif isinstance(item, bytes):
+            await emit(item)
+        elif not client_gone.is_set():
+            try:
+                await to_server.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                client_gone.set()
+
+    async def watch_parent(parent: int) -> None:
+        while os.getppid() == parent:
+            await anyio.sleep(PARENT_POLL_SECONDS)
+        log.warning("the process that started the server (pid %d) is gone: shutting down", parent)
+        client_gone.set()
+
+    token = anyio.lowlevel.current_token()
+
+    def send_from_thread(item: SessionMessage | bytes | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the event loop has ended: nothing to deliver to
+            anyio.from_thread.run(deliver, item, token=token)
+
+    reader = threading.Thread(
+        target=read_stdin, args=(send_from_thread,), name="docbundle stdin", daemon=True
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        tg.start_soon(pump_out)
+        tg.start_soon(watch_parent, os.getppid())
+        reader.start()
+        with anyio.CancelScope() as waiting:
+            tg.start_soon(_cancel_when, served, waiting)
+            await client_gone.wait()
+        to_server.close()  # end of input: the server loop ends once running requests are done
+        with anyio.move_on_after(DRAIN_SECONDS):
+            await served.wait()
+        if not served.is_set():
+            log.warning("requests still running %.1f s after the client left: cancelling them", DRAIN_SECONDS)
+        tg.cancel_scope.cancel()
+
+
+async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+def exit_when_threads_linger(code: int) -> None:
+    """After serving: give other non-daemon threads ``DRAIN_SECONDS`` to end, else end the process now.
+
+    Worker threads of cancelled requests stop at their next cancellation check; one busy elsewhere
+    (say, verifying a large bundle) must not keep a server whose client is gone alive.
+    """
+    end = time.monotonic() + DRAIN_SECONDS
+    for t in threading.enumerate():
+        if t is threading.current_thread() or t.daemon:
+            continue
+        t.join(max(0.0, end - time.monotonic()))
+        if t.is_alive():
+            log.warning(
+                "a worker thread is still busy %.1f s after the client left: exiting now", DRAIN_SECONDS
+            )
+            for stream in (sys.stderr, sys.stdout):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(code)

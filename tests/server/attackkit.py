@@ -1,0 +1,100 @@
+"""Bundles and inputs for the attack tests of the server's bounds (tests/server/test_server_limits.py,
+test_server_stdio.py): a bundle where the heaviest accepted query is as slow as it gets, a damaged
+bundle that still verifies, and helpers to run ``docbundle serve`` with a longer search time budget.
+
+``build_repeat_tree`` builds library ``repeat``: pages made of one two-word pattern ("ping pong")
+repeated thousands of times, so a quoted phrase of that pattern matches at every position and each
+phrase step keeps thousands of candidate positions alive: the worst case of phrase matching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import msgspec
+from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
+from docbundle.indexer.build import build_target
+from docbundle.indexer.config import load_config
+from serverkit import install_golden
+
+REPEAT_PAGES = 20
+REPEAT_WORDS = 12_000  # words per page
+PATTERN = "ping pong"
+
+REPEAT_CONFIG = """
+[[library]]
+id = "repeat"
+name = "Repeat"
+description = "One pattern, many times"
+category = "test"
+llms_txt = "repeat/llms.txt"
+
+[library.chunking]
+max_words = 5000
+"""
+
+# Runs the docbundle CLI with the search time budget raised to argv[1] seconds, so that a heavy call
+# is still running when the test acts (the budget itself is held by test_server_limits.py).
+LONG_BUDGET = """
+import sys
+import docbundle.server.service as service
+service.SEARCH_TIME_BUDGET = float(sys.argv[1])
+from docbundle.server.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def phrase_query(chars: int) -> str:
+    """Four quoted phrases filling ``chars`` characters: the pattern repeated, then "pong pong".
+
+    Every chunk holds both words, every "ping" starts a match that follows the pattern to the end of
+    the phrase, and none matches (the text never says "pong pong"): the most steps a phrase can cost.
+    """
+    each = (chars - 8) // 4 - 2
+    repeats = (each - len(" pong pong")) // (len(PATTERN) + 1)
+    phrase = " ".join([PATTERN] * repeats) + " pong pong"
+    return " ".join(f'"{phrase}"' for _ in range(4))
+
+
+def build_repeat_tree(root: Path, work: Path) -> Path:
+    """Library ``repeat`` (see the module docstring) under ``root``; returns ``root``."""
+    site = work / "repeat"
+    site.mkdir(parents=True, exist_ok=True)
+    links = []
+    for i in range(REPEAT_PAGES):
+        body = " ".join([PATTERN] * (REPEAT_WORDS // 2))
+        (site / f"p{i}.md").write_text(f"# Page {i}\n\n{body}\n", encoding="utf-8")
+        links.append(f"- [Page {i}](p{i}.md)\n")
+    (site / "llms.txt").write_text("# Repeat\n\n> Repeated text.\n\n## Pages\n\n" + "".join(links), "utf-8")
+    config = work / "repeat.toml"
+    config.write_text(REPEAT_CONFIG, encoding="utf-8")
+    catalogue = load_config(config)
+    for lib in catalogue.libraries:
+        for target in catalogue.targets(lib):
+            outcome = build_target(target, root)
+            assert outcome.status == "built", outcome.message
+    return root
+
+
+def install_damaged_store(root: Path, library_id: str) -> Path:
+    """A golden copy whose document store is garbled but whose manifest lists the garbled bytes.
+
+    It passes verification (every file matches the manifest) and whoosh opens it; reading a
+    document record fails. Returns the bundle directory.
+    """
+    bundle = install_golden(root, library_id)
+    store = bundle / "docs.bin"
+    data = bytearray(store.read_bytes())
+    for i in range(0, len(data), 7):
+        data[i] ^= 0x5A
+    store.write_bytes(bytes(data))
+    manifest = decode_manifest((bundle / MANIFEST_NAME).read_bytes())
+    files = [
+        msgspec.structs.replace(f, sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+        if f.path == "docs.bin"
+        else f
+        for f in manifest.files
+    ]
+    (bundle / MANIFEST_NAME).write_bytes(encode_manifest(msgspec.structs.replace(manifest, files=files)))
+    return bundle

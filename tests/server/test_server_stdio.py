@@ -1,0 +1,174 @@
+"""``docbundle serve`` over stdio as a real subprocess: every line gets an answer, and the server exits
+when its client does (issue 9 items 3 and 11).
+
+Some servers here run under ``attackkit.LONG_BUDGET``, the real CLI with the search time budget raised,
+so that the heaviest accepted search on the ``repeat`` bundle is still running when the client leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from attackkit import LONG_BUDGET, build_repeat_tree, phrase_query
+from docbundle.server import service
+
+EXIT_GUARD = 30  # seconds: "exits instead of hanging" (the drain is a few seconds)
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def repeat_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("repeat-stdio")
+    return build_repeat_tree(base / "bundles", base / "site")
+
+
+def heavy_call(request_id: int) -> dict[str, Any]:
+    """The heaviest search the bounds accept on the ``repeat`` bundle."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {
+            "name": "search_documents",
+            "arguments": {"query": phrase_query(service.MAX_QUERY_CHARS), "libraryId": "repeat"},
+        },
+    }
+
+
+def serve(bundles: Path, *, budget: float | None = None) -> subprocess.Popen[bytes]:
+    """``docbundle serve`` (stdio) on ``bundles``, logging at INFO on stderr."""
+    args = ["serve", "--bundles", str(bundles), "--log-level", "info"]
+    cmd = [sys.executable, "-c", LONG_BUDGET, str(budget), *args] if budget else [
+        sys.executable, "-m", "docbundle.server", *args
+    ]  # fmt: skip
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def send(stdin: IO[bytes], message: dict[str, Any] | bytes) -> None:
+    data = message if isinstance(message, bytes) else json.dumps(message).encode()
+    stdin.write(data + b"\n")
+    stdin.flush()
+
+
+def receive(stdout: IO[bytes]) -> dict[str, Any]:
+    line = stdout.readline()
+    assert line, "the server closed stdout"
+    return json.loads(line)
+
+
+def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
+    """Wait (bounded) for the server to exit; its exit code and stderr."""
+    try:
+        code = proc.wait(timeout=EXIT_GUARD)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(
+            f"the stdio server was still running {EXIT_GUARD} s after its client left"
+        ) from None
+    assert proc.stderr is not None and proc.stdout is not None
+    stderr = proc.stderr.read().decode("utf-8", "replace")
+    proc.stderr.close()
+    proc.stdout.close()
+    return code, stderr
+
+
+def test_every_bad_line_gets_an_answer_and_serving_goes_on(golden_root: Path) -> None:
+    proc = serve(golden_root)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        send(proc.stdin, INIT)
+        assert receive(proc.stdout)["id"] == 1
+        send(proc.stdin, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        bad: list[tuple[bytes, int]] = [
+            (b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{"q":"\\ud800"}}}', -32700),
+            (b'{"jsonrpc":"2.0","id":3,"method":"tools/li', -32700),  # truncated JSON
+            (b"\xff\xfe not utf-8 \xed\xa0\x80", -32700),  # invalid UTF-8, an encoded lone surrogate
+            (b'{"id": 4, "hello": "world"}', -32600),  # JSON, but no JSON-RPC message
+        ]  # fmt: skip
+        for line, code in bad:
+            send(proc.stdin, line)
+            answer = receive(proc.stdout)
+            assert answer["error"]["code"] == code, (line, answer)
+            assert answer["id"] == (4 if code == -32600 else None)
+        send(
+            proc.stdin,
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "list_libraries"}},
+        )
+        answer = receive(proc.stdout)
+        assert answer["id"] == 5 and "golden" in answer["result"]["content"][0]["text"]
+    finally:
+        proc.stdin.close()
+        code, _ = finish(proc)
+    assert code == 0
+
+
+def test_closing_stdin_mid_search_ends_the_server(repeat_root: Path) -> None:
+    proc = serve(repeat_root, budget=600)
+    assert proc.stdin is not None and proc.stdout is not None
+    send(proc.stdin, INIT)
+    assert receive(proc.stdout)["id"] == 1
+    send(proc.stdin, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send(proc.stdin, heavy_call(2))
+    time.sleep(0.5)  # the search is running: it needs seconds on this bundle
+    proc.stdin.close()
+    code, stderr = finish(proc)
+    assert code == 0
+    # The drain ran out and the search was cancelled: the engine saw the cancel and stopped.
+    assert "cancelled by its caller" in stderr, stderr[-2000:]
+
+
+CLIENT = """
+import json, subprocess, sys, time
+server = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+print(server.pid, flush=True)
+for message in ({init}, {{"jsonrpc": "2.0", "method": "notifications/initialized"}}, {call}):
+    server.stdin.write(json.dumps(message).encode() + b"\\n")
+    server.stdin.flush()
+time.sleep(600)
+"""
+
+
+def test_a_killed_client_takes_its_server_down(repeat_root: Path) -> None:
+    server_cmd = [sys.executable, "-c", LONG_BUDGET, "600", "serve", "--bundles", str(repeat_root)]
+    script = textwrap.dedent(CLIENT).format(init=repr(INIT), call=repr(heavy_call(2)))
+    client = subprocess.Popen([sys.executable, "-c", script, *server_cmd], stdout=subprocess.PIPE)
+    assert client.stdout is not None
+    server_pid = int(client.stdout.readline())
+    time.sleep(1.5)  # initialised and searching
+    client.send_signal(signal.SIGKILL)
+    client.wait(timeout=10)
+    client.stdout.close()
+    deadline = time.monotonic() + EXIT_GUARD
+    while time.monotonic() < deadline and _alive(server_pid):
+        time.sleep(0.2)
+    if _alive(server_pid):
+        os.kill(server_pid, signal.SIGKILL)
+        raise AssertionError(f"the stdio server outlived its killed client by {EXIT_GUARD} s")
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie counts as gone: it has exited, its parent is just not reaping)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
