@@ -68,21 +68,22 @@ def test_lookup_errors_say_what_exists(catalog: Catalog) -> None:
 
 def test_open_verifies_before_whoosh_and_caches(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    real_verify, real_open = reader.verify_bundle, reader.open_bundle
+    real_verify, real_open = reader._verify, reader.open_bundle
 
     def verify(path: Path) -> Any:
         calls.append("verify")
         return real_verify(path)
 
     def open_(path: Path, **kw: Any) -> Any:
-        calls.append(f"open verify={kw.get('verify')} mmap={kw.get('use_mmap')}")
+        calls.append(f"open verify={kw.get('verify', True)}")
         return real_open(path, **kw)
 
-    monkeypatch.setattr(reader, "verify_bundle", verify)
+    monkeypatch.setattr(reader, "_verify", verify)
     monkeypatch.setattr(reader, "open_bundle", open_)
     first = catalog.open("golden")
     assert catalog.open("golden") is first
-    assert calls == ["verify", "open verify=False mmap=False"]
+    # One open, which hashes every file (through the descriptors it then reads) before whoosh runs.
+    assert calls == ["open verify=True", "verify"]
     assert catalog.state(first.entry) == ("ready", None)
 
 
@@ -134,13 +135,13 @@ def test_a_failed_open_is_remembered_not_retried(
 ) -> None:
     flip_byte(golden_bundle / "index" / "_MAIN_1.toc")
     verifies: list[Path] = []
-    real_verify = reader.verify_bundle
+    real_verify = reader._verify
 
     def verify(path: Path) -> Any:
         verifies.append(path)
         return real_verify(path)
 
-    monkeypatch.setattr(reader, "verify_bundle", verify)
+    monkeypatch.setattr(reader, "_verify", verify)
     cat = Catalog.load(golden_root)
     for _ in range(3):
         with pytest.raises(LibraryUnavailableError, match=r"index/_MAIN_1.toc does not match its sha256"):

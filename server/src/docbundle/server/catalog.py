@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
-from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current
-from docbundle.bundle.manifest import Manifest, decode_manifest, manifest_bytes
+from docbundle.bundle.errors import BundleError, BundleFormatError
+from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current, take_lease
+from docbundle.bundle.manifest import MAX_MANIFEST_BYTES, Manifest, decode_manifest, manifest_bytes
 
 from .errors import (
     MAX_LIBRARY_ID_CHARS,
@@ -64,7 +64,7 @@ State = Literal["available", "ready", "failed"]
 T = TypeVar("T")
 LOCK_FILE_NAME = "bundles.lock"
 # Same cap as docbundle.bundle.reader (not imported here: it imports whoosh, kept off the start-up path).
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 
 
 # -- the lock file ----------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ class LockFile:
             raise LockFileError(f"lock file {path}: 'libraries' must be a table")
         pins: dict[tuple[str, str], Pin] = {}
         for lib, versions in libraries.items():
-            if not LIBRARY_ID_RE.match(lib) or not isinstance(versions, dict):
+            if not LIBRARY_ID_RE.fullmatch(lib) or not isinstance(versions, dict):
                 raise LockFileError(
                     f"lock file {path}: [libraries.{lib}] must be a table of a valid library id"
                 )
@@ -122,9 +122,9 @@ def _parse_pin(where: str, value: object) -> Pin:
         raise LockFileError(f"{where}: unknown key(s) {', '.join(unknown)}")
     content = value.get("content_hash")
     manifest = value.get("manifest_sha256")
-    if not isinstance(content, str) or not _HEX64.match(content):
+    if not isinstance(content, str) or not _HEX64.fullmatch(content):
         raise LockFileError(f"{where}: content_hash must be 64 lowercase hex digits")
-    if manifest is not None and (not isinstance(manifest, str) or not _HEX64.match(manifest)):
+    if manifest is not None and (not isinstance(manifest, str) or not _HEX64.fullmatch(manifest)):
         raise LockFileError(f"{where}: manifest_sha256 must be 64 lowercase hex digits")
     return Pin(content, manifest)
 
@@ -216,9 +216,17 @@ class OpenedLibrary:
 # -- loading ----------------------------------------------------------------------------------------
 
 
-def _read_manifest(bundle: Path) -> tuple[Manifest, str]:
+def _read_manifest(bundle: Path, lease: int | None) -> tuple[Manifest, str]:
     """Decode a bundle's manifest and hash its bytes (one read, so both describe the same file)."""
-    data = manifest_bytes(bundle)
+    if lease is None:
+        data = manifest_bytes(bundle)
+    else:
+        size = os.fstat(lease).st_size
+        if size > MAX_MANIFEST_BYTES:
+            raise BundleFormatError(
+                f"{bundle.name}/manifest.json is over the {MAX_MANIFEST_BYTES} byte limit"
+            )
+        data = os.pread(lease, size, 0)
     return decode_manifest(data), hashlib.sha256(data).hexdigest()
 
 
@@ -228,10 +236,14 @@ def _looks_like_version_dir(vdir: Path) -> bool:
         names = [p.name for p in vdir.iterdir()]
     except OSError:
         return False
-    return any(n == CURRENT or n == ".lock" or n.startswith(".tmp-") or BUILD_ID_RE.match(n) for n in names)
+    return any(
+        n == CURRENT or n == ".lock" or n.startswith(".tmp-") or BUILD_ID_RE.fullmatch(n) for n in names
+    )
 
 
-def _load_version(root: Path, library_id: str, version: str, lock: LockFile | None) -> VersionEntry:
+def _load_version(
+    root: Path, library_id: str, version: str, lock: LockFile | None, leases: list[int]
+) -> VersionEntry:
     vdir = root / library_id / version
     where = f"{library_id}/{version}"
     try:
@@ -247,8 +259,12 @@ def _load_version(root: Path, library_id: str, version: str, lock: LockFile | No
         return VersionEntry(
             library_id, version, None, None, f"{where}/CURRENT names {build_id}, which does not exist"
         )
+    # The lease keeps builds and prunes from deleting this bundle while the server runs.
+    lease = take_lease(bundle)
+    if lease is not None:
+        leases.append(lease)
     try:
-        manifest, manifest_sha = _read_manifest(bundle)
+        manifest, manifest_sha = _read_manifest(bundle, lease)
     except BundleError as exc:
         return VersionEntry(library_id, version, bundle, None, _relative(str(exc), root))
     except OSError as exc:
@@ -330,8 +346,15 @@ def _order(versions: dict[str, VersionEntry], default: str) -> dict[str, Version
 class Catalog:
     """Every library under a bundles directory; opens each version on first use and caches it."""
 
-    def __init__(self, root: Path, libraries: dict[str, LibraryEntry], lock: LockFile | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        libraries: dict[str, LibraryEntry],
+        lock: LockFile | None = None,
+        leases: list[int] | None = None,
+    ) -> None:
         self.root = root
+        self._leases = leases or []
         self.lock = lock
         self._libraries = libraries
         self._opened: dict[tuple[str, str], OpenedLibrary] = {}
@@ -347,13 +370,14 @@ class Catalog:
             raise FileNotFoundError(f"bundles directory {root} does not exist or is not a directory")
         lockfile = LockFile.load(lock) if lock is not None else None
         libraries: dict[str, LibraryEntry] = {}
+        leases: list[int] = []
         for lib_dir in sorted(root.iterdir()):
-            if not lib_dir.is_dir() or not LIBRARY_ID_RE.match(lib_dir.name):
+            if not lib_dir.is_dir() or not LIBRARY_ID_RE.fullmatch(lib_dir.name):
                 continue
             versions: dict[str, VersionEntry] = {}
             for vdir in sorted(lib_dir.iterdir()):
-                if vdir.is_dir() and VERSION_RE.match(vdir.name) and _looks_like_version_dir(vdir):
-                    versions[vdir.name] = _load_version(root, lib_dir.name, vdir.name, lockfile)
+                if vdir.is_dir() and VERSION_RE.fullmatch(vdir.name) and _looks_like_version_dir(vdir):
+                    versions[vdir.name] = _load_version(root, lib_dir.name, vdir.name, lockfile, leases)
             if not versions:
                 # Not a library directory (the bundles folder also holds config and query files).
                 continue
@@ -367,7 +391,7 @@ class Catalog:
             for v in lib_entry.versions.values():
                 if v.problem:
                     log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
-        return cls(root, libraries, lockfile)
+        return cls(root, libraries, lockfile, leases)
 
     # -- lookups ------------------------------------------------------------------------------------
 
@@ -397,7 +421,7 @@ class Catalog:
         if version is None or not version.strip():
             return lib.default
         version = version.strip()
-        if len(version) > MAX_VERSION_CHARS or not VERSION_RE.match(version):
+        if len(version) > MAX_VERSION_CHARS or not VERSION_RE.fullmatch(version):
             raise InvalidIdError(
                 f"invalid version {echo(version)}: versions are letters, digits, '.', '_' and '-', at most "
                 f"{MAX_VERSION_CHARS} characters. Versions of {lib.id!r}: {', '.join(lib.versions)}"
@@ -467,11 +491,12 @@ class Catalog:
         from .search import BundleSearcher
 
         assert entry.bundle_path is not None and entry.manifest is not None
-        # Every file's size and sha256 before whoosh unpickles anything.
-        verified = reader.verify_bundle(entry.bundle_path)
-        if verified != entry.manifest:
+        # Every file's size and sha256 before whoosh unpickles anything (restricted, in any case);
+        # the bundle then reads through the very descriptors that were hashed.
+        bundle = reader.open_bundle(entry.bundle_path)
+        if bundle.manifest != entry.manifest:
+            bundle.close()
             raise BundleError("the bundle's manifest changed after the server started; restart the server")
-        bundle = reader.open_bundle(entry.bundle_path, verify=False, use_mmap=False)
         try:
             searcher = BundleSearcher(bundle)
         except BaseException:
@@ -491,14 +516,17 @@ class Catalog:
         with self._guard:
             self._closed = True
             opened, self._opened = list(self._opened.values()), {}
+            leases, self._leases = self._leases, []
         for lib in opened:
             lib.bundle.close()
+        for fd in leases:
+            os.close(fd)
 
 
 def normalize_library_id(library_id: str) -> str:
     """Trim and lowercase a library id, then check its format (raises InvalidIdError)."""
     lib_id = library_id.strip().lower()
-    if len(lib_id) > MAX_LIBRARY_ID_CHARS or not LIBRARY_ID_RE.match(lib_id):
+    if len(lib_id) > MAX_LIBRARY_ID_CHARS or not LIBRARY_ID_RE.fullmatch(lib_id):
         raise InvalidIdError(
             f"invalid libraryId {echo(library_id)}: ids are lowercase letters, digits and '-' "
             f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters. "

@@ -652,7 +652,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from docbundle.bundle.layout import current_bundle
-    from docbundle.bundle.reader import open_bundle
+    from docbundle.bundle.reader import check_bundle
 
     target: Path = args.dir or _default_bundles()
     single: Path | None = None
@@ -669,12 +669,10 @@ def _verify(args: argparse.Namespace) -> int:
             _err("--lock applies to a bundles directory, not to one bundle")
             return EXIT_USAGE
         try:
-            bundle = open_bundle(single, use_mmap=False)
+            m = check_bundle(single)
         except BundleError as exc:
             print(f"FAIL {single}: {exc}")
             return EXIT_FAILED
-        m = bundle.manifest
-        bundle.close()
         print(f"OK   {m.library.id}/{m.version.name}/{m.build.build_id} ({len(m.files)} files verified)")
         return EXIT_OK
     try:
