@@ -4,7 +4,8 @@ Usage::
 
     python benchmarks/search_limits.py [--bundles DIR --library ID] [--counts 1000,10000] [--repeat 3]
 
-Without ``--bundles`` it searches a copy of the committed golden test bundle. It times, in process,
+Without ``--bundles`` it searches a copy of the committed golden test bundle. ``--pattern`` adds the
+worst case of phrase matching, for a bundle that repeats two words everywhere. It times, in process,
 through ``Docs.search`` (what the ``search_documents`` tool calls):
 
 1. calls with N distinct made-up keywords (the issue's attack), for each N of ``--counts``: the time,
@@ -71,6 +72,12 @@ def main() -> int:
     p.add_argument("--library", default="golden", help="library to search (default: golden)")
     p.add_argument("--counts", default="1000,10000", help="keyword counts of the attack calls")
     p.add_argument("--repeat", type=int, default=3, help="runs of each bounded worst case")
+    p.add_argument(
+        "--pattern",
+        default=None,
+        help="two words the library repeats everywhere (e.g. 'ping pong' for tests/server/attackkit.py's "
+        "repeat bundle): adds the phrase worst case, the pattern repeated and then broken",
+    )
     args = p.parse_args()
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -114,6 +121,15 @@ def main() -> int:
             f"query of {max_query} chars, quoted phrases": {"query": phrases, "library_id": args.library},
             "all of it at once, every library": {"query": plain, "keywords": long_kw},
         }
+        if args.pattern:
+            second = args.pattern.split()[-1]
+            each = (max_query - 8) // 4 - 2
+            phrase = " ".join([args.pattern] * ((each - 2 * len(second) - 2) // (len(args.pattern) + 1)))
+            phrase += f" {second} {second}"
+            cases["4 phrases: the pattern, then broken"] = {
+                "query": " ".join(f'"{phrase}"' for _ in range(4)),
+                "library_id": args.library,
+            }
         worst = 0.0
         for name, kw in cases.items():
             runs = [timed(search(**kw)) for _ in range(args.repeat)]

@@ -30,6 +30,10 @@ from serverkit import HttpServerProcess, install_golden
 
 pytestmark = pytest.mark.anyio
 
+# The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
+# is the same against code without the bound.
+QUERY_CHARS = 2000
+
 MEGABYTE = 1_000_000
 # A refusal or error quotes back at most MAX_ECHO_CHARS of input: its whole text stays this short.
 SHORT = 1_000
@@ -95,7 +99,7 @@ async def test_a_megabyte_query_is_refused_with_a_short_error(catalog: Catalog) 
 
 
 async def test_replies_quote_back_only_a_prefix_of_the_query(catalog: Catalog) -> None:
-    query = " ".join(made_up_words(service.MAX_QUERY_CHARS // 11))[: service.MAX_QUERY_CHARS]
+    query = " ".join(made_up_words(QUERY_CHARS // 11))[:QUERY_CHARS]
     async with connect(catalog) as c:
         result = await c.call_tool(
             "search_documents", {"query": query, "libraryId": "golden", "maxTokens": 500}
@@ -111,6 +115,7 @@ async def test_replies_quote_back_only_a_prefix_of_the_query(catalog: Catalog) -
         assert query not in block.text
         assert len(block.text) < 4 * 500  # the reply fits maxTokens=500 (4 characters a token)
         assert len(json.dumps(data)) < 4 * 500
+    assert service.MAX_QUERY_CHARS == QUERY_CHARS  # the attack above used the whole bound
 
 
 async def test_long_ids_and_arguments_get_short_refusals(catalog: Catalog) -> None:
@@ -163,7 +168,7 @@ async def test_the_time_budget_answers_the_heaviest_accepted_search(repeat_root:
     catalog = Catalog.load(repeat_root)
     try:
         async with connect(catalog) as c:
-            query = phrase_query(service.MAX_QUERY_CHARS)
+            query = phrase_query(QUERY_CHARS)
             result = await c.call_tool("search_documents", {"query": query, "libraryId": "repeat"})
             assert not result.is_error, result.content
             data = result.structured_content
@@ -203,7 +208,7 @@ async def test_forty_thousand_unknown_terms_leave_the_caches_bounded(golden_root
     try:
         words = made_up_words(40_000, seed=11)
         async with connect(catalog) as c:
-            per_call = service.MAX_QUERY_CHARS // 11
+            per_call = QUERY_CHARS // 11
             for i in range(0, len(words), per_call):
                 result = await c.call_tool(
                     "search_documents", {"query": " ".join(words[i : i + per_call]), "libraryId": "golden"}
@@ -237,7 +242,7 @@ def test_an_http_client_that_disconnects_stops_its_search(repeat_root: Path) -> 
         "method": "tools/call",
         "params": {
             "name": "search_documents",
-            "arguments": {"query": phrase_query(service.MAX_QUERY_CHARS), "libraryId": "repeat"},
+            "arguments": {"query": phrase_query(QUERY_CHARS), "libraryId": "repeat"},
         },
     }
     body = json.dumps(call).encode()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -19,8 +20,10 @@ from typing import IO, Any
 
 import pytest
 from attackkit import LONG_BUDGET, build_repeat_tree, phrase_query
-from docbundle.server import service
 
+# The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
+# is the same against code without the bound.
+QUERY_CHARS = 2000
 EXIT_GUARD = 30  # seconds: "exits instead of hanging" (the drain is a few seconds)
 INIT = {
     "jsonrpc": "2.0",
@@ -48,7 +51,7 @@ def heavy_call(request_id: int) -> dict[str, Any]:
         "method": "tools/call",
         "params": {
             "name": "search_documents",
-            "arguments": {"query": phrase_query(service.MAX_QUERY_CHARS), "libraryId": "repeat"},
+            "arguments": {"query": phrase_query(QUERY_CHARS), "libraryId": "repeat"},
         },
     }
 
@@ -68,10 +71,14 @@ def send(stdin: IO[bytes], message: dict[str, Any] | bytes) -> None:
     stdin.flush()
 
 
-def receive(stdout: IO[bytes]) -> dict[str, Any]:
+def receive(stdout: IO[bytes], timeout: float = 20) -> dict[str, Any]:
+    """The next reply line, waiting at most ``timeout`` seconds (an answer instead of silence)."""
+    ready, _, _ = select.select([stdout], [], [], timeout)
+    assert ready, f"no reply within {timeout} s"
     line = stdout.readline()
     assert line, "the server closed stdout"
-    return json.loads(line)
+    reply: dict[str, Any] = json.loads(line)
+    return reply
 
 
 def finish(proc: subprocess.Popen[bytes]) -> tuple[int, str]:
