@@ -9,6 +9,7 @@ disconnected left its search running.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import socket
 import string
@@ -231,6 +232,28 @@ async def test_forty_thousand_unknown_terms_leave_the_caches_bounded(golden_root
         assert (
             len(pos) <= engine.POSITIONS_CACHE_MAX_ENTRIES and pos.bytes <= engine.POSITIONS_CACHE_MAX_BYTES
         )
+    finally:
+        catalog.close()
+
+
+async def test_a_cancelled_call_stops_its_search(
+    repeat_root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A long budget, so the heaviest accepted search is still running when the client gives up.
+    monkeypatch.setattr(service, "SEARCH_TIME_BUDGET", 600, raising=False)
+    caplog.set_level(logging.INFO, logger="docbundle.server.app")
+    catalog = Catalog.load(repeat_root)
+    try:
+        async with connect(catalog) as c:
+            with anyio.move_on_after(0.5):  # the client cancels: the SDK sends notifications/cancelled
+                await c.call_tool(
+                    "search_documents", {"query": phrase_query(QUERY_CHARS), "libraryId": "repeat"}
+                )
+            libs = await c.call_tool("list_libraries", {})
+            assert not libs.is_error
+            with anyio.fail_after(20):  # the engine saw the cancel (it checks between units of work)
+                while not any("cancelled by its caller" in r.getMessage() for r in caplog.records):
+                    await anyio.sleep(0.05)
     finally:
         catalog.close()
 
