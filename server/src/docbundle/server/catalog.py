@@ -359,6 +359,7 @@ class Catalog:
         self._libraries = libraries
         self._opened: dict[tuple[str, str], OpenedLibrary] = {}
         self._failed: dict[tuple[str, str], str] = {}
+        self._retired: list[OpenedLibrary] = []  # opened, then marked failed: closed at close()
         self._guard = threading.Lock()
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._closed = False
@@ -476,6 +477,19 @@ class Catalog:
                     return opened
         raise LibraryUnavailableError(entry.library_id, entry.version, reason)
 
+    def mark_failed(self, entry: VersionEntry, reason: str) -> None:
+        """Stop serving an opened version whose data went bad; ``state`` and ``/readyz`` report it.
+
+        The opened bundle stays open (requests in flight may still hold it) until the catalogue closes.
+        """
+        key = (entry.library_id, entry.version)
+        with self._guard:
+            opened = self._opened.pop(key, None)
+            if opened is not None:
+                self._retired.append(opened)
+            self._failed[key] = reason
+        log.error("%s/%s stopped serving: %s", entry.library_id, entry.version, reason)
+
     @contextmanager
     def _key_lock(self, key: tuple[str, str]) -> Iterator[None]:
         with self._guard:
@@ -515,7 +529,8 @@ class Catalog:
         """Close every opened bundle; later opens fail."""
         with self._guard:
             self._closed = True
-            opened, self._opened = list(self._opened.values()), {}
+            opened, self._opened = [*self._opened.values(), *self._retired], {}
+            self._retired = []
             leases, self._leases = self._leases, []
         for lib in opened:
             lib.bundle.close()

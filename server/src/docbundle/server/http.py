@@ -658,7 +658,11 @@ class HttpApp:
         await ex.respond(status, payload)
 
     def readiness(self) -> tuple[int, dict[str, Any]]:
-        """``/readyz``: 200 when serving with at least one usable library, else 503; ids only."""
+        """``/readyz``: 200 when serving with at least one usable library, else 503; ids only.
+
+        ``status`` is ``ready`` when every library version is usable and ``degraded`` when some failed
+        (at start-up, on first open, or later because its data went bad); ``failed`` lists them.
+        """
         failed = []
         usable = 0
         for entry in self.catalog.entries():
@@ -673,7 +677,7 @@ class HttpApp:
             return 503, {"status": "unavailable", **payload}
         if usable == 0:
             return 503, {"status": "no libraries", **payload}
-        return 200, {"status": "ready", **payload}
+        return 200, {"status": "degraded" if failed else "ready", **payload}
 
     async def _guarded(self, ex: _Exchange, headers: dict[str, str], receive: Receive) -> None:
         scope = ex.scope

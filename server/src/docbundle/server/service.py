@@ -22,6 +22,9 @@ import binascii
 import difflib
 import json
 import logging
+import pickle
+import struct
+import zlib
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote
@@ -401,6 +404,10 @@ def check_search_input(
     check_ids(library_id, version)
 
 
+# Errors that mean an opened bundle's data is damaged (not a bug, not a bad request).
+_DAMAGE = (BundleError, OSError, EOFError, struct.error, zlib.error, pickle.UnpicklingError)
+
+
 def _search_failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
     """Why searching a library failed (logged with its traceback when it is not a bundle problem)."""
     if isinstance(exc, ServerError):
@@ -559,11 +566,13 @@ class Docs:
             except (CancelledError, BadRequestError):
                 raise
             except Exception as exc:
-                reason = (
-                    exc.reason
-                    if isinstance(exc, LibraryUnavailableError)
-                    else _search_failure(entry, exc, self.catalog)
-                )
+                if isinstance(exc, LibraryUnavailableError):
+                    reason = exc.reason
+                else:
+                    reason = _search_failure(entry, exc, self.catalog)
+                    if isinstance(exc, _DAMAGE):
+                        # The bundle's bytes went bad under the server: stop serving it, tell /readyz.
+                        self.catalog.mark_failed(entry, reason)
                 if library_id is not None:
                     raise LibraryUnavailableError(entry.library_id, entry.version, reason) from exc
                 skip(entry, reason)
