@@ -10,6 +10,7 @@ never race), and ``HeldIndex`` decodes the TOC once, at open time, through the r
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any
 
@@ -23,58 +24,47 @@ from .errors import BundleFormatError
 _READ_AHEAD = 64 * 1024  # bytes fetched per pread when a read misses the window
 
 
-class _PreadFile:
-    """A read-only file over a shared descriptor, with its own position and a small read-ahead."""
+class _PreadRaw(io.RawIOBase):
+    """A raw read-only file over a shared descriptor, with its own position (``os.preadv``)."""
 
-    def __init__(self, fd: int, size: int, name: str) -> None:
+    def __init__(self, fd: int, size: int) -> None:
+        super().__init__()
         self._fd = fd
         self._size = size
         self._pos = 0
-        self._win_start = 0
-        self._win = b""
-        self.name = name
-        self.closed = False
 
-    def read(self, size: int | None = -1) -> bytes:
-        if size is None or size < 0:
-            size = self._size - self._pos
-        size = max(0, min(size, self._size - self._pos))
-        start, end = self._pos, self._pos + size
-        win_end = self._win_start + len(self._win)
-        if self._win_start <= start and end <= win_end:
-            data = self._win[start - self._win_start : end - self._win_start]
-        elif size >= _READ_AHEAD:
-            data = os.pread(self._fd, size, start)
-        else:
-            self._win = os.pread(self._fd, _READ_AHEAD, start)
-            self._win_start = start
-            data = self._win[:size]
-        self._pos += len(data)
-        return data
+    def readable(self) -> bool:
+        return True
 
-    def readline(self) -> bytes:
-        out = bytearray()
-        while True:
-            chunk = self.read(256)
-            if not chunk:
-                return bytes(out)
-            cut = chunk.find(b"\n")
-            if cut >= 0:
-                self._pos -= len(chunk) - cut - 1
-                out += chunk[: cut + 1]
-                return bytes(out)
-            out += chunk
+    def seekable(self) -> bool:
+        return True
 
-    def seek(self, where: int, whence: int = 0) -> int:
+    def readinto(self, buffer: Any) -> int:
+        n = os.preadv(self._fd, [buffer], self._pos)
+        self._pos += n
+        return n
+
+    def seek(self, offset: int, whence: int = 0) -> int:
         base = {0: 0, 1: self._pos, 2: self._size}[whence]
-        self._pos = max(0, base + where)
+        self._pos = max(0, base + offset)
         return self._pos
 
     def tell(self) -> int:
         return self._pos
 
     def close(self) -> None:
-        self.closed = True  # the descriptor belongs to HeldFiles
+        super().close()  # the descriptor belongs to HeldFiles
+
+
+class _PreadFile(io.BufferedReader):
+    """Buffered reads (C) over ``_PreadRaw``; no ``fileno``, so whoosh never maps or dups it."""
+
+    def __init__(self, fd: int, size: int, name: str) -> None:
+        super().__init__(_PreadRaw(fd, size), buffer_size=_READ_AHEAD)
+        del name  # BufferedReader's name comes from its raw file; StructFile keeps its own
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("a held index file has no descriptor of its own")
 
 
 class HeldStorage(Storage):  # type: ignore[misc]
