@@ -112,7 +112,9 @@ def test_the_server_refuses_it_and_keeps_serving_the_others(golden_root: Path, t
     assert not marker.exists()
 
 
-def test_a_toc_swapped_after_opening_is_never_read(golden_root: Path, golden_bundle: Path, tmp_path: Path) -> None:
+def test_a_toc_swapped_after_opening_is_never_read(
+    golden_root: Path, golden_bundle: Path, tmp_path: Path
+) -> None:
     """whoosh re-reads its TOC for every searcher; the server decodes it once, from the verified bytes."""
     marker = tmp_path / "pwned"
     cat = Catalog.load(golden_root)
