@@ -118,8 +118,12 @@ def bench(session: nox.Session) -> None:
     nox -s bench                       crawl + build, search quality, server latency/memory, HTTP load
     nox -s bench -- crawl ko zh ja     only crawl + build, of the corpora named
     nox -s bench -- quality|serve|http only that benchmark
+    nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
     """
     session.install(*PACKAGES)
+    if session.posargs[:1] == ["limits"]:
+        session.run("python", "benchmarks/search_limits.py", *session.posargs[1:])
+        return
     corpora = SHARED / "corpora"
     if not corpora.is_dir():
         session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
