@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from docbundle.bundle import reader
+from docbundle.bundle.search import BundleSearcher
 from docbundle.bundle.store import DocStore
-from docbundle.server.search import BundleSearcher
 
 ROOT = Path(__file__).resolve().parents[1]
 

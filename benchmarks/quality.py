@@ -217,7 +217,7 @@ def _distinct(doc_ids: Iterable[str], k: int = K) -> list[str]:
 def ours(bundle_dir: Path, per_doc: int, mode: str = "balanced") -> tuple[Ranker, Callable[[], None]]:
     """A ranker over the server's ``BundleSearcher``."""
     from docbundle.bundle.reader import open_bundle
-    from docbundle.server.search import BundleSearcher
+    from docbundle.bundle.search import BundleSearcher
 
     bundle = open_bundle(bundle_dir, use_mmap=False)
     searcher = BundleSearcher(bundle)

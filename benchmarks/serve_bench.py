@@ -423,7 +423,7 @@ def bench_server_rss(cmd: list[str], queries: dict[str, list[str]], searches: in
 
 def bench_first_search(bundles: Path, runs: int, query: str) -> None:
     """Catalog.load + first search on an unopened large-en, over fresh catalogs."""
-    import docbundle.server.search  # noqa: F401 - imports are (1)'s cost, not this one's
+    import docbundle.bundle.search  # noqa: F401 - imports are (1)'s cost, not this one's
     from docbundle.bundle.reader import verify_bundle
     from docbundle.server.catalog import Catalog
 

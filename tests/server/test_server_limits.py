@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import pytest
 from attackkit import build_repeat_tree, install_damaged_store, phrase_query
-from docbundle.server import search as engine
+from docbundle.bundle import search as engine
 from docbundle.server import service
 from docbundle.server.app import create_server
 from docbundle.server.catalog import Catalog

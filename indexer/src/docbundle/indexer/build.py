@@ -22,8 +22,10 @@ from typing import Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import msgspec
+from docbundle.bundle import layout
 from docbundle.bundle.analysis import ANALYZER_ID
 from docbundle.bundle.contenthash import content_hash
+from docbundle.bundle.errors import VersionLockedError
 from docbundle.bundle.layout import make_build_id, version_dir
 from docbundle.bundle.manifest import (
     FORMAT_VERSION,
@@ -357,10 +359,10 @@ def build_target(
     outcome = Outcome(library=lib.id, version=version.name, status="failed", source=target.source)
     vdir = version_dir(out_dir, lib.id, version.name)
     try:
-        with write.version_lock(vdir):
-            write.remove_stale_temps(vdir)
+        with layout.version_lock(vdir):
+            layout.remove_stale_temps(vdir)
             _build_locked(target, vdir, outcome, cache, progress)
-    except IndexerError as exc:
+    except (IndexerError, VersionLockedError) as exc:
         outcome.status = "failed"
         outcome.message = str(exc)
     except OSError as exc:
@@ -442,7 +444,7 @@ def _build_locked(
     ids = _page_ids(pages, base_url)
     jobs = _jobs(pages, ids, target, prefer_page_title=llms_result is None)
     build_id_date = _iso(started)
-    tmp = write.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
+    tmp = layout.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
     try:
         index = write.IndexWriter(tmp, seed=ihash)
         try:
@@ -503,7 +505,7 @@ def _build_locked(
             files=[],
         )
         write.finish_manifest(tmp, manifest)
-        final = write.publish(vdir, tmp, build_id)
+        final, _ = layout.publish(vdir, tmp, build_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

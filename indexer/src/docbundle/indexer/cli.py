@@ -26,7 +26,9 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
+from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
+from docbundle.bundle.release import package
 
 from .audit import audit_bundle, render_audit
 from .build import Outcome, build_target
@@ -34,8 +36,7 @@ from .cache import CrawlCache
 from .config import load_config
 from .diff import diff_bundles, encode_diff, render_diff
 from .errors import ConfigError
-from .export import FORMATS, ExportError, ExportUsageError, export_bundle, resolve_bundle
-from .package import current_bundles, package
+from .export import FORMATS, ExportError, ExportUsageError, export_bundle
 from .progress import make_progress
 from .regress import load_golden, regress, render_regress
 

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+from docbundle.bundle.layout import resolve_bundle
 from docbundle.bundle.manifest import Conformance, Manifest, SourceDocument
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocStore
 
-from .export import bundle_label, resolve_bundle
+from .export import bundle_label
 
 PageStateName = Literal["absent", "indexed", "failed"]
 SHOWN = 10  # items listed per category in the readable report (--json has them all)

@@ -25,9 +25,8 @@ from typing import Literal
 from urllib.parse import quote
 
 import msgspec
-from docbundle.bundle.errors import BundleNotFoundError
-from docbundle.bundle.layout import CURRENT, current_bundle
-from docbundle.bundle.manifest import MANIFEST_NAME, LibraryInfo, Manifest, VersionInfo
+from docbundle.bundle.layout import resolve_bundle
+from docbundle.bundle.manifest import LibraryInfo, Manifest, VersionInfo
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocRecord, DocStore
 
@@ -62,19 +61,6 @@ class ExportResult:
     out: Path
     documents: int
     chunks: int
-
-
-def resolve_bundle(path: Path) -> Path:
-    """The bundle directory ``path`` names: itself, or the build its version directory's CURRENT names."""
-    if (path / MANIFEST_NAME).is_file():
-        return path
-    if (path / CURRENT).is_file():
-        return current_bundle(path)
-    if not path.exists():
-        raise BundleNotFoundError(f"{path} does not exist")
-    raise BundleNotFoundError(
-        f"{path} is neither a bundle (no {MANIFEST_NAME}) nor a version directory (no {CURRENT})"
-    )
 
 
 def bundle_label(manifest: Manifest) -> str:

@@ -24,12 +24,12 @@ from pathlib import Path
 import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
+from docbundle.bundle.release import merge, package
 
 from .build import build_target
 from .cache import CrawlCache
 from .config import load_config
 from .errors import ConfigError
-from .package import merge, package
 from .regress import load_golden, regress, render_regress
 
 

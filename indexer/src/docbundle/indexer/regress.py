@@ -33,7 +33,7 @@ from typing import Literal
 
 import msgspec
 from docbundle.bundle.reader import open_bundle
-from docbundle.server.search import BundleSearcher
+from docbundle.bundle.search import BundleSearcher
 
 from .errors import ConfigError
 

@@ -8,21 +8,18 @@ point leaves at most a ``.tmp-*`` directory, which the next build of that versio
 
 from __future__ import annotations
 
-import fcntl
 import gc
 import hashlib
 import logging
 import os
 import random
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current, write_current
+from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -30,11 +27,7 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.util.numeric import byte_to_length, length_to_byte
 from whoosh.writing import SegmentWriter
 
-from .errors import BuildError
 from .prepare import Analysed
-
-LOCK_NAME = ".lock"
-TMP_PREFIX = ".tmp-"
 
 log = logging.getLogger(__name__)
 
@@ -44,30 +37,6 @@ class _StableStorage(FileStorage):  # type: ignore[misc]
 
     def file_modified(self, name: str) -> float:
         return 0.0
-
-
-@contextmanager
-def version_lock(vdir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on a version directory for the length of one build."""
-    vdir.mkdir(parents=True, exist_ok=True)
-    with open(vdir / LOCK_NAME, "a+b") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise BuildError(f"another build of {vdir} is running (lock {vdir / LOCK_NAME} is held)") from exc
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
-def remove_stale_temps(vdir: Path) -> list[str]:
-    """Delete ``.tmp-*`` directories left by killed builds (call with the version lock held)."""
-    removed = []
-    for p in sorted(vdir.glob(TMP_PREFIX + "*")):
-        shutil.rmtree(p, ignore_errors=True)
-        removed.append(p.name)
-    return removed
 
 
 class _AnalysedSegmentWriter(SegmentWriter):  # type: ignore[misc]
@@ -170,17 +139,6 @@ class IndexWriter:
             gc.enable()
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
-
-
 def list_files(directory: Path) -> list[FileEntry]:
     """Every file under ``directory`` except the manifest, sorted, with size and sha256."""
     entries = []
@@ -192,20 +150,6 @@ def list_files(directory: Path) -> list[FileEntry]:
             digest = hashlib.file_digest(fh, "sha256").hexdigest()
         entries.append(FileEntry(path=rel, size=path.stat().st_size, sha256=digest))
     return entries
-
-
-def publish(vdir: Path, tmp: Path, build_id: str) -> Path:
-    """fsync ``tmp``, rename it to ``build_id`` and point ``CURRENT`` at it; returns the bundle path."""
-    final = vdir / build_id
-    _fsync_tree(tmp)
-    if final.exists():
-        # Same build id means same content hash: the existing bundle already holds this content.
-        shutil.rmtree(tmp)
-    else:
-        os.rename(tmp, final)
-    fsync_dir(vdir)
-    write_current(vdir, build_id)
-    return final
 
 
 def finish_manifest(directory: Path, manifest: Manifest) -> Manifest:
@@ -262,12 +206,3 @@ def prune(vdir: Path, keep: int) -> list[str]:
     if removed:
         fsync_dir(vdir)
     return removed
-
-
-def new_temp_dir(vdir: Path, build_id: str) -> Path:
-    """Create the temporary directory a bundle is written into."""
-    tmp = vdir / f"{TMP_PREFIX}{build_id}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    return tmp

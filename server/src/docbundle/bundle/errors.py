@@ -5,8 +5,10 @@ The hierarchy::
     BundleError
     ├── BundleNotFoundError            no bundle (or no CURRENT) where one was expected
     ├── BundleFormatError              a file is malformed (manifest, docs store, CURRENT)
-    │   └── UnsupportedFormatVersionError   format_version not in SUPPORTED_FORMAT_VERSIONS
-    └── BundleIntegrityError           a file is missing, extra, or its size / sha256 does not match
+    │   ├── UnsupportedFormatVersionError   format_version not in SUPPORTED_FORMAT_VERSIONS
+    │   └── UnsafePickleError          (safepickle) an index pickle names a global no index holds
+    ├── BundleIntegrityError           a file is missing, extra, or its size / sha256 does not match
+    └── VersionLockedError             a build or an install of that version is running
 """
 
 from __future__ import annotations
@@ -30,3 +32,7 @@ class UnsupportedFormatVersionError(BundleFormatError):
 
 class BundleIntegrityError(BundleError):
     """A bundle file is missing, unexpected, or does not match the manifest."""
+
+
+class VersionLockedError(BundleError):
+    """Another build or install holds the version directory's lock."""

@@ -4,6 +4,12 @@
 
     <bundles-dir>/<libraryId>/<version>/<buildId>/   one bundle (manifest.json, llms.txt, docs.*, index/)
     <bundles-dir>/<libraryId>/<version>/CURRENT      the buildId being served, replaced atomically
+    <bundles-dir>/<libraryId>/<version>/.lock        held (flock) by the build or install writing there
+    <bundles-dir>/<libraryId>/<version>/.tmp-*       a bundle being written, renamed into place when done
+
+Writing is one protocol, for the indexer's builds and the server's installs alike: take the version
+lock, sweep the ``.tmp-*`` left by killed writers, write into ``new_temp_dir``, then ``publish`` (fsync
+every file and folder, rename to the build id, fsync the version folder, replace ``CURRENT``).
 
 Leases: a server holds a shared ``flock`` on the ``manifest.json`` of every bundle it serves, from
 start-up until it exits (a read-only descriptor; nothing is written, so read-only mounts work). Pruning
@@ -17,9 +23,12 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import BundleFormatError, BundleNotFoundError
+from .errors import BundleFormatError, BundleNotFoundError, VersionLockedError
 
 # ``\Z``, never ``$``: ``$`` also matches before a trailing newline, and "<build id>\n" must not pass.
 # Call sites use ``fullmatch`` as well. Ids and versions are at most 64 characters.
@@ -27,6 +36,8 @@ LIBRARY_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}\Z")
 VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 BUILD_ID_RE = re.compile(r"[0-9]{8}-[0-9a-f]{12}\Z")
 CURRENT = "CURRENT"
+LOCK_NAME = ".lock"  # <version>/.lock: held by a build or an install of that version
+TMP_PREFIX = ".tmp-"  # <version>/.tmp-*: a bundle being written; swept under the lock
 
 
 def make_build_id(date: str, content_hash: str) -> str:
@@ -126,3 +137,87 @@ def lock_for_removal(bundle: Path) -> int | None:
         os.close(fd)
         return None
     return fd
+
+
+@contextmanager
+def version_lock(vdir: Path) -> Iterator[None]:
+    """Hold the exclusive lock of a version directory (builds and installs); fails fast when held."""
+    vdir.mkdir(parents=True, exist_ok=True)
+    with open(vdir / LOCK_NAME, "a+b") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise VersionLockedError(
+                f"another build or install of {vdir} is running (lock {vdir / LOCK_NAME} is held); "
+                "try again when it has finished"
+            ) from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def remove_stale_temps(vdir: Path) -> list[str]:
+    """Delete ``.tmp-*`` directories left by killed writers (call with the version lock held)."""
+    removed = []
+    for p in sorted(vdir.glob(TMP_PREFIX + "*")):
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p.name)
+    return removed
+
+
+def new_temp_dir(vdir: Path, name: str) -> Path:
+    """Create the empty temporary directory a bundle is written into (with the version lock held)."""
+    tmp = vdir / f"{TMP_PREFIX}{name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and directory under ``root``."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
+
+
+def publish(vdir: Path, tmp: Path, build_id: str) -> tuple[Path, bool]:
+    """fsync ``tmp``, rename it to ``build_id`` and point ``CURRENT`` at it (with the version lock held).
+
+    Returns the bundle path and whether that build was already there (same build id, same content:
+    the copy in place is kept and ``tmp`` discarded).
+    """
+    final = vdir / build_id
+    present = final.exists()
+    if present:
+        shutil.rmtree(tmp)
+    else:
+        fsync_tree(tmp)
+        os.rename(tmp, final)
+    fsync_dir(vdir)
+    write_current(vdir, build_id)
+    return final, present
+
+
+def resolve_bundle(path: Path) -> Path:
+    """The bundle ``path`` names: itself (it holds a manifest) or the build its version's CURRENT names."""
+    if (path / MANIFEST_FILE).is_file():
+        return path
+    if (path / CURRENT).is_file():
+        return current_bundle(path)
+    if not path.exists():
+        raise BundleNotFoundError(f"{path} does not exist")
+    raise BundleNotFoundError(
+        f"{path} is neither a bundle (no {MANIFEST_FILE}) nor a version directory (no {CURRENT})"
+    )
+
+
+def current_bundles(bundles_dir: Path) -> list[Path]:
+    """Every bundle a ``CURRENT`` names under ``bundles_dir`` (``<lib>/<version>/CURRENT``), sorted."""
+    return [current_bundle(cur.parent) for cur in sorted(bundles_dir.glob("*/*/CURRENT"))]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import anyio.to_thread
+from docbundle.bundle.query import MAX_QUERY_CHARS, Cancelled, Deadline
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -41,15 +42,12 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, Field
 from pydantic.json_schema import SkipJsonSchema
 
-from .budget import Deadline
 from .catalog import Catalog
 from .errors import (
     MAX_DOCUMENT_ID_CHARS,
     MAX_LIBRARY_ID_CHARS,
     MAX_NAME_CHARS,
-    MAX_QUERY_CHARS,
     MAX_VERSION_CHARS,
-    CancelledError,
     LibraryUnavailableError,
     ServerError,
     check_length,
@@ -158,7 +156,7 @@ async def _in_thread(work: Callable[[Deadline], T], what: str) -> T:
         try:
             return work(token)
         except ToolError as exc:
-            if isinstance(exc.__cause__, CancelledError):
+            if isinstance(exc.__cause__, Cancelled):
                 log.info(
                     "%s: cancelled by its caller; the work stopped after %.3f s",
                     what,

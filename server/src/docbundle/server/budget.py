@@ -1,71 +1,17 @@
-"""Token estimates and fitting text into a token budget; the time budget (``Deadline``) of one call.
+"""Token estimates and fitting text into a token budget (the time budget is ``bundle.query.Deadline``).
 
 The estimate is deliberately simple and slightly generous, because the server cannot know the client's
 tokenizer: ASCII text counts 4 characters per token (English prose in common BPE vocabularies runs at
 about 4-4.5), CJK characters (Han, kana, Hangul) one token each, and any other non-ASCII character half
 a token. It costs one pass in C over the text (``str.encode`` and a regex count), so pages of hundreds of
 kilobytes are measured in well under a millisecond each.
-
-A ``Deadline`` is both a time budget and a cancellation token: the MCP layer makes one per tool call and
-cancels it when the request is cancelled (client gone, ``notifications/cancelled``, server shutting
-down), and the search engine checks it between units of work, so a worker thread stops soon after the
-caller stops waiting.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import threading
-import time
 from collections.abc import Sequence
-
-from .errors import CancelledError
-
-
-class OutOfTime(Exception):
-    """Raised by ``Deadline.check`` when the time budget is spent (the engine answers with what it has)."""
-
-
-class Deadline:
-    """A wall-clock time budget plus a cancellation flag, shared by every check of one call.
-
-    ``check()`` raises ``CancelledError`` once ``cancel()`` was called (from any thread) and
-    ``OutOfTime`` once ``seconds`` have passed; ``None`` seconds means no time limit.
-    """
-
-    def __init__(self, seconds: float | None = None, *, _cancelled: threading.Event | None = None) -> None:
-        self.seconds = seconds
-        self._end = math.inf if seconds is None else time.monotonic() + seconds
-        self._cancelled = _cancelled if _cancelled is not None else threading.Event()
-
-    def cancel(self) -> None:
-        """Ask the work checking this deadline to stop (thread-safe)."""
-        self._cancelled.set()
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether ``cancel()`` was called."""
-        return self._cancelled.is_set()
-
-    def expired(self) -> bool:
-        """Whether the time budget is spent (a cancelled deadline counts as expired)."""
-        return self._cancelled.is_set() or time.monotonic() >= self._end
-
-    def check(self) -> None:
-        """Raise ``CancelledError`` when cancelled, ``OutOfTime`` when the budget is spent."""
-        if self._cancelled.is_set():
-            raise CancelledError()
-        if time.monotonic() >= self._end:
-            raise OutOfTime()
-
-    def within(self, seconds: float) -> Deadline:
-        """A deadline at most ``seconds`` from now (earlier if this one ends first), cancelled with this one."""
-        child = Deadline(seconds, _cancelled=self._cancelled)
-        child._end = min(child._end, self._end)
-        child.seconds = max(0.0, child._end - time.monotonic())
-        return child
-
 
 _CJK_RE = re.compile(
     "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"

@@ -55,8 +55,7 @@ from .errors import (
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle
-
-    from .search import BundleSearcher
+    from docbundle.bundle.search import BundleSearcher
 
 log = logging.getLogger(__name__)
 
@@ -501,8 +500,7 @@ class Catalog:
         # Imported here: whoosh (behind the reader and the searcher) costs ~0.1 s to import, and a
         # server that is only asked list_libraries never needs it.
         from docbundle.bundle import reader
-
-        from .search import BundleSearcher
+        from docbundle.bundle.search import BundleSearcher
 
         assert entry.bundle_path is not None and entry.manifest is not None
         # Every file's size and sha256 before whoosh unpickles anything (restricted, in any case);

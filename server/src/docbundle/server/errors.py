@@ -26,10 +26,11 @@ cut silently. No message repeats more than ``MAX_ECHO_CHARS`` characters of anyt
 
 from __future__ import annotations
 
+from docbundle.bundle.query import Cancelled
+
 # -- input bounds: every string a caller sends has one; longer is refused (InputTooLongError) --------
-MAX_QUERY_CHARS = 2000  # search query (also the search-docs / explain-with-docs prompt text)
 MAX_KEYWORDS = 32  # keywords in one search
-MAX_KEYWORD_CHARS = 200  # one keyword
+# MAX_QUERY_CHARS and MAX_KEYWORD_CHARS live with the engine, in docbundle.bundle.query.
 MAX_LIBRARY_ID_CHARS = 100  # libraryId (and its aliases)
 MAX_VERSION_CHARS = 100  # version
 MAX_DOCUMENT_ID_CHARS = 2048  # document id / path / documentId (a URL is accepted as an id too)
@@ -142,7 +143,7 @@ class InputTooLongError(BadRequestError):
         super().__init__(f"{name} is too long: {size} {unit}, the limit is {limit}. {advice}")
 
 
-class CancelledError(ServerError):
+class CancelledError(ServerError, Cancelled):
     """The request was cancelled (the client disconnected or sent notifications/cancelled)."""
 
     def __init__(self) -> None:

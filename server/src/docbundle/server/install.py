@@ -29,14 +29,15 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE, fsync_dir, write_current
+from docbundle.bundle import layout
+from docbundle.bundle.errors import BundleError, VersionLockedError
+from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
 from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEntry, Manifest, decode_manifest
 from docbundle.bundle.reader import check_bundle, verify_bundle
+from docbundle.bundle.release import SUMS, read_sums
 
 from .catalog import LockFile, find_lock
 
-SUMS = "SHA256SUMS"
 MAX_UNPACKED_BYTES = 8 * 1024**3
 MAX_MEMBERS = 100_000
 _COPY_CHUNK = 1024 * 1024
@@ -67,16 +68,12 @@ def check_sums(archive: Path, sums: Path | None) -> None:
     """The archive must be listed in SHA256SUMS with its exact sha256."""
     sums = sums or archive.parent / SUMS
     try:
-        lines = sums.read_text(encoding="utf-8").splitlines()
+        text = sums.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise InstallError(
             f"{sums} not found: download SHA256SUMS with the archive, or pass --sums FILE"
         ) from exc
-    listed = {}
-    for line in lines:
-        parts = line.strip().split()
-        if len(parts) == 2:
-            listed[parts[1].lstrip("*")] = parts[0].lower()
+    listed = read_sums(text)
     expected = listed.get(archive.name)
     if expected is None:
         raise InstallError(f"{archive.name} is not listed in {sums}")
@@ -262,29 +259,36 @@ def _install(archive: Path, bundles: Path, sums: Path | None, lock: Path | None)
                 raise InstallError(f"{lock_path} pins another manifest sha256 for {lib}@{version}")
         vdir = bundles / lib / version
         plan = _plan(members, root, manifest, vdir)
-        vdir.mkdir(parents=True, exist_ok=True)
-        tmp = vdir / f".tmp-install-{build_id}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
         try:
-            (tmp / MANIFEST_NAME).write_bytes(manifest_data)
-            for member, entry in plan:
-                _extract(tar, member, entry, tmp.joinpath(*PurePosixPath(entry.path).parts))
-            check_bundle(tmp)  # files again, then the index's pickles (restricted)
-            final = vdir / build_id
-            present = final.exists()
-            if present:
-                verify_bundle(final)  # the same build id: keep the copy there if it is intact
-                shutil.rmtree(tmp)
-            else:
-                fsync_dir(tmp)
-                os.rename(tmp, final)
-                fsync_dir(vdir)
-            write_current(vdir, build_id)
+            # The same protocol as a build: under the version lock, so a build of this version can
+            # neither sweep this install's temporary folder nor publish in the middle of it.
+            with layout.version_lock(vdir):
+                layout.remove_stale_temps(vdir)
+                final, present = _unpack(tar, plan, manifest_data, vdir, build_id)
+        except VersionLockedError as exc:
+            raise InstallError(str(exc)) from exc
         except BundleError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
             raise InstallError(f"the bundle in {archive.name} does not verify: {exc}") from exc
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     return Installed(lib, version, build_id, manifest.build.content_hash, final, present)
+
+
+def _unpack(
+    tar: tarfile.TarFile,
+    plan: list[tuple[tarfile.TarInfo, FileEntry]],
+    manifest_data: bytes,
+    vdir: Path,
+    build_id: str,
+) -> tuple[Path, bool]:
+    """Write the planned files into a temporary folder, check them, then publish (version lock held)."""
+    tmp = layout.new_temp_dir(vdir, f"install-{build_id}")
+    try:
+        (tmp / MANIFEST_NAME).write_bytes(manifest_data)
+        for member, entry in plan:
+            _extract(tar, member, entry, tmp.joinpath(*PurePosixPath(entry.path).parts))
+        check_bundle(tmp)  # files again, then the index's pickles (restricted)
+        if (vdir / build_id).exists():
+            verify_bundle(vdir / build_id)  # the same build id: keep the copy there if it is intact
+        return layout.publish(vdir, tmp, build_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

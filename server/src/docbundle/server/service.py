@@ -30,11 +30,12 @@ from typing import Literal
 from urllib.parse import quote
 
 from docbundle.bundle.errors import BundleError
+from docbundle.bundle.query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, Cancelled, Deadline, Mode
 from docbundle.bundle.store import DocRecord
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from .budget import Deadline, estimate_tokens, fit_text, page_end, share
+from .budget import estimate_tokens, fit_text, page_end, share
 from .catalog import Catalog, LibraryEntry, OpenedLibrary, State, VersionEntry
 from .errors import (
     MAX_CATEGORY_CHARS,
@@ -42,11 +43,9 @@ from .errors import (
     MAX_DOCUMENT_ID_CHARS,
     MAX_ECHO_CHARS,
     MAX_ECHO_ITEMS,
-    MAX_KEYWORD_CHARS,
     MAX_KEYWORDS,
     MAX_LIBRARY_ID_CHARS,
     MAX_NAME_CHARS,
-    MAX_QUERY_CHARS,
     MAX_SECTION_CHARS,
     MAX_VERSION_CHARS,
     BadCursorError,
@@ -80,8 +79,7 @@ __all__ = [  # the bounds, re-exported: callers and docs find every limit here
 
 log = logging.getLogger(__name__)
 
-# The same values as docbundle.server.search.Mode (not imported: search imports whoosh).
-SearchMode = Literal["balanced", "broad", "precise"]
+SearchMode = Mode
 VersionStatus = Literal["active", "deprecated", "eol"]
 
 DEFAULT_LIMIT = 5
@@ -563,7 +561,11 @@ class Docs:
                 found = [(h.score, lib, h.doc, h.chunk, lib.bundle.store.get(h.doc)) for h in outcome.hits]
                 if any(not 0 <= chunk < len(record.chunks) for _, _, _, chunk, record in found):
                     raise BundleError("the search index and the document store disagree")
-            except (CancelledError, BadRequestError):
+            except CancelledError:
+                raise
+            except Cancelled as exc:  # the engine's own: say it in the server's terms
+                raise CancelledError() from exc
+            except BadRequestError:
                 raise
             except Exception as exc:
                 if isinstance(exc, LibraryUnavailableError):

@@ -1,4 +1,7 @@
-"""Package bundles as release assets: one archive per bundle, ``SHA256SUMS`` and a catalogue ``index.json``.
+"""The release format: one archive per bundle, ``SHA256SUMS`` and a catalogue ``index.json``.
+
+The writer (``package``, used by ``docbundle-index package``) and the reader's pieces
+(``read_sums``; the checks themselves are in ``docbundle.server.install``) share this one home.
 
 An archive ``<libraryId>-<version>-<buildId>.tar.gz`` holds ``<libraryId>/<version>/<buildId>/...``, so
 unpacking it into a bundles directory puts the bundle where the server looks (the installer then points
@@ -18,9 +21,10 @@ import tarfile
 from pathlib import Path
 
 import msgspec
-from docbundle.bundle.layout import current_bundle
-from docbundle.bundle.manifest import MANIFEST_NAME, Manifest
-from docbundle.bundle.reader import verify_bundle
+
+from .errors import BundleIntegrityError
+from .manifest import MANIFEST_NAME, Manifest
+from .reader import verify_bundle
 
 SUMS = "SHA256SUMS"
 INDEX = "index.json"
@@ -95,19 +99,18 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     )
 
 
-def current_bundles(bundles_dir: Path) -> list[Path]:
-    """Every bundle a ``CURRENT`` names under ``bundles_dir`` (``<lib>/<version>/CURRENT``), sorted."""
-    return [current_bundle(cur.parent) for cur in sorted(bundles_dir.glob("*/*/CURRENT"))]
-
-
 def package(bundles: list[Path], out_dir: Path) -> list[PackagedBundle]:
     """Pack every bundle and write ``SHA256SUMS`` and ``index.json`` beside the archives."""
     entries = [pack_bundle(b, out_dir) for b in bundles]
-    sums = "".join(f"{e.sha256}  {e.archive}\n" for e in sorted(entries, key=lambda e: e.archive))
-    (out_dir / SUMS).write_text(sums, encoding="ascii")
+    _write_catalogue(out_dir, entries)
+    return entries
+
+
+def _write_catalogue(out_dir: Path, entries: list[PackagedBundle]) -> None:
+    """``SHA256SUMS`` and ``index.json`` for the archives in ``out_dir``."""
+    (out_dir / SUMS).write_text(render_sums({e.archive: e.sha256 for e in entries}), encoding="ascii")
     index = {"format": "docbundle-release-index", "version": 1, "bundles": msgspec.to_builtins(entries)}
     (out_dir / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return entries
 
 
 def merge(dists: list[Path], out_dir: Path) -> list[PackagedBundle]:
@@ -120,11 +123,26 @@ def merge(dists: list[Path], out_dir: Path) -> list[PackagedBundle]:
             entry = msgspec.convert(raw, PackagedBundle)
             data = (dist / entry.archive).read_bytes()
             if hashlib.sha256(data).hexdigest() != entry.sha256:
-                raise ValueError(f"{dist / entry.archive} does not match the sha256 in {dist / INDEX}")
+                raise BundleIntegrityError(
+                    f"{dist / entry.archive} does not match the sha256 in {dist / INDEX}"
+                )
             (out_dir / entry.archive).write_bytes(data)
             entries.append(entry)
     entries.sort(key=lambda e: e.archive)
-    (out_dir / SUMS).write_text("".join(f"{e.sha256}  {e.archive}\n" for e in entries), encoding="ascii")
-    index_out = {"format": "docbundle-release-index", "version": 1, "bundles": msgspec.to_builtins(entries)}
-    (out_dir / INDEX).write_text(json.dumps(index_out, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _write_catalogue(out_dir, entries)
     return entries
+
+
+def render_sums(digests: dict[str, str]) -> str:
+    """``SHA256SUMS`` text (``sha256sum`` format: ``<hex>  <name>``), sorted by name."""
+    return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests))
+
+
+def read_sums(text: str) -> dict[str, str]:
+    """Parse ``SHA256SUMS`` text: ``{name: lowercase hex}`` (``*name`` binary markers accepted)."""
+    listed: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.strip().split()
+        if len(parts) == 2:
+            listed[parts[1].lstrip("*")] = parts[0].lower()
+    return listed

@@ -6,7 +6,7 @@ from array import array
 from pathlib import Path
 
 from docbundle.bundle.reader import open_bundle
-from docbundle.server.search import _read_postings
+from docbundle.bundle.search import _read_postings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
 

@@ -29,7 +29,7 @@ Bounds (input sizes are refused earlier, in ``service``; these hold whoever call
 - Query analysis, deduplication and ranking are linear in the query (sets and dicts, no list scans).
 - A ``Deadline`` is checked between units of work (each posting list read, each word, field and
   phrase, and every few thousand postings inside the loops): when cancelled the search raises
-  ``CancelledError``; when its time budget is spent the search stops and answers with the words it
+  ``Cancelled``; when its time budget is spent the search stops and answers with the words it
   finished scoring, ``SearchOutcome.stopped`` set (in ``precise`` mode, where a missing word would
   widen the result, with no hits).
 - The posting cache is bounded by entries and by estimated bytes (``POSTINGS_CACHE_MAX_ENTRIES``,
@@ -51,20 +51,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
-from docbundle.bundle.analysis import iter_terms
-from docbundle.bundle.reader import Bundle
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN
 from whoosh.reading import IndexReader, TermNotFound
 from whoosh.scoring import BM25F
 from whoosh.util.numeric import byte_to_length
 
-from .budget import Deadline, OutOfTime
-from .errors import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS
+from .analysis import iter_terms
+from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime
+from .reader import Bundle
 
 K = TypeVar("K")
 V = TypeVar("V")
-Mode = Literal["balanced", "broad", "precise"]
-MODES: tuple[Mode, ...] = ("balanced", "broad", "precise")
 
 FIELD_BOOSTS = {"title": 2.5, "headings": 2.0, "body": 1.0, "code": 1.2}
 MAX_WORDS = 10  # words searched per query (the rarest); the others are reported as dropped
@@ -314,7 +311,7 @@ class BundleSearcher:
             reader.close()
 
     def _check(self) -> None:
-        """Check this thread's current deadline (raises CancelledError or OutOfTime)."""
+        """Check this thread's current deadline (raises Cancelled or OutOfTime)."""
         deadline: Deadline | None = getattr(self._deadline, "current", None)
         if deadline is not None:
             deadline.check()
@@ -544,7 +541,7 @@ class BundleSearcher:
     ) -> SearchOutcome:
         """Rank the bundle's chunks for ``query`` / ``keywords``; at most ``per_doc`` hits per document.
 
-        ``deadline`` bounds the call: cancelled, it raises ``CancelledError``; out of time, the
+        ``deadline`` bounds the call: cancelled, it raises ``Cancelled``; out of time, the
         outcome holds what the words scored so far found, with ``stopped`` set.
         """
         if mode not in MODES:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from docbundle.bundle.errors import BundleIntegrityError
+from docbundle.bundle.layout import current_bundles
 from docbundle.bundle.reader import verify_bundle
-from docbundle.indexer.package import SUMS, current_bundles, package
+from docbundle.bundle.release import SUMS, package
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
 
