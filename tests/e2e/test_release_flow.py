@@ -79,8 +79,26 @@ async def _serve_and_search(bundles: Path, lock: Path) -> None:
     assert hits and hits[0]["documentId"] == "bundle-format.md"
 
 
-@pytest.mark.parametrize("args", [["install"], ["install", "nowhere.tar.gz", "--bundles", "x"]])
-def test_install_usage_and_missing_archive(args: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("case", "code", "message"),
+    [
+        ("no archive", 2, "docbundle install: error: the following arguments are required: ARCHIVE"),
+        ("missing archive", 1, "docbundle: error: {tmp}/nowhere.tar.gz not found"),
+        ("no SHA256SUMS", 1, "docbundle: error: {tmp}/SHA256SUMS not found: download SHA256SUMS"),
+    ],
+    ids=["no-archive", "missing-archive", "no-sha256sums"],
+)
+def test_install_usage_and_missing_archive(case: str, code: int, message: str, tmp_path: Path) -> None:
+    bundles = tmp_path / "bundles"
+    if case == "no archive":
+        args = ["install", "--bundles", str(bundles)]
+    elif case == "missing archive":
+        args = ["install", str(tmp_path / "nowhere.tar.gz"), "--bundles", str(bundles)]
+    else:
+        (tmp_path / "lib-latest-x.tar.gz").write_bytes(b"not an archive")
+        args = ["install", str(tmp_path / "lib-latest-x.tar.gz"), "--bundles", str(bundles)]
     r = _server(*args)
-    assert r.returncode in (1, 2)
-    assert r.stderr
+    assert r.returncode == code, r.stderr
+    assert message.format(tmp=tmp_path) in r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stdout == "" and not bundles.exists()  # nothing installed, nothing created
