@@ -48,11 +48,42 @@ def test_archives_checksums_and_index_are_consistent(bundles_dir: Path, tmp_path
     assert index["bundles"][0]["manifest_sha256"] == entry.manifest_sha256 == manifest_sha
 
 
-def test_packing_twice_gives_the_same_bytes(bundles_dir: Path, tmp_path: Path) -> None:
+def _assert_normalised(archive: Path, mtime: int) -> None:
+    """Nothing of the packing machine or moment is in ``archive``: fixed mtimes, owners and modes."""
+    data = archive.read_bytes()
+    # gzip header (RFC 1952): magic, CM, FLG, MTIME (4 bytes, little-endian), XFL, OS.
+    assert data[:3] == b"\x1f\x8b\x08"
+    assert data[3] & 0x08 == 0, "the gzip header carries a file name"
+    assert int.from_bytes(data[4:8], "little") == 0, "the gzip header carries a timestamp"
+    with tarfile.open(archive) as tar:
+        members = tar.getmembers()
+    assert members and any(m.isdir() for m in members) and any(m.isfile() for m in members)
+    for m in members:
+        assert m.mtime == mtime, m.name
+        assert (m.uid, m.gid, m.uname, m.gname) == (0, 0, "", ""), m.name
+        assert m.mode == (0o755 if m.isdir() else 0o644), m.name
+        assert m.isdir() or m.isfile(), m.name  # no links, devices or fifos
+        assert m.pax_headers == {}, m.name  # no atime/ctime or high-resolution mtime
+
+
+def test_packing_twice_gives_the_same_bytes(
+    bundles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     (a,) = package(current_bundles(bundles_dir), tmp_path / "a")
     (b,) = package(current_bundles(bundles_dir), tmp_path / "b")
     assert a.sha256 == b.sha256
     assert (tmp_path / "a" / a.archive).read_bytes() == (tmp_path / "b" / b.archive).read_bytes()
+    # Two packs a few milliseconds apart cannot show a clock leaking in: look at the fields themselves.
+    _assert_normalised(tmp_path / "a" / a.archive, mtime=0)
+
+
+def test_source_date_epoch_sets_the_archive_mtimes(
+    bundles_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    (entry,) = package(current_bundles(bundles_dir), tmp_path / "dist")
+    _assert_normalised(tmp_path / "dist" / entry.archive, mtime=1_700_000_000)
 
 
 def test_a_tampered_bundle_is_not_packaged(bundles_dir: Path, tmp_path: Path) -> None:
