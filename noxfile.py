@@ -108,7 +108,7 @@ def nightly(session: nox.Session) -> None:
     Also: nox -s nightly -- --shards 20 (the CI matrix) and nox -s nightly -- --merge DIR ... --dist DIR.
     """
     session.install(*PACKAGES)
-    session.run("python", "-m", "docbundle.indexer.nightly", *session.posargs)
+    session.run("docbundle-index", "nightly", *session.posargs)
 
 
 @nox.session(python="3.11")

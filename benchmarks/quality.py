@@ -70,7 +70,7 @@ def ensure_bundles(
     ``benchmarks/crawl_build.py``. Returns library id → bundle directory for the ones available.
     """
     sys.path.insert(0, str(ROOT / "tests"))
-    from docbundle.indexer.build import build_target
+    from docbundle.indexer.build.pipeline import build_target
     from docbundle.indexer.config import load_config
     from sitesrv import Site, run_site
 

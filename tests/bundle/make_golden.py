@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from docbundle.bundle.manifest import FORMAT_VERSION
-from docbundle.indexer.build import build_target
+from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 
 HERE = Path(__file__).resolve().parent

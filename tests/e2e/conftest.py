@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.build import Outcome, build_target
-from docbundle.indexer.cache import CrawlCache
+from docbundle.indexer.build.cache import CrawlCache
+from docbundle.indexer.build.pipeline import Outcome, build_target
 from docbundle.indexer.config import load_config
 
 Build = Callable[..., Outcome]  # the same as docsite.Build, typed

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.release import package
-from docbundle.indexer.build import build_target
+from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 from docbundle.server import install as installer
 

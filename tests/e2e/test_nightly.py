@@ -1,4 +1,5 @@
-"""The nightly job: build, check against golden queries, package only what changed and passed."""
+"""The nightly job (``docbundle-index nightly``): build, check against golden queries, package only what
+changed and passed."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 from pathlib import Path
 
 from docbundle.bundle.layout import read_current
-from docbundle.indexer.nightly import main, shards
+from docbundle.indexer.cli import main as cli_main
+from docbundle.indexer.release.nightly import shards
 
 PAGES = {
     "install.md": "# Installation\n\nInstall the package with pip and set the API key.\n",
@@ -35,6 +37,11 @@ def _site(root: Path, pages: dict[str, str]) -> None:
         (site / name).write_text(text, encoding="utf-8")
     listing = "# Demo\n\n## Docs\n\n" + "".join(f"- [Page {i}]({n})\n" for i, n in enumerate(pages))
     (site / "llms.txt").write_text(listing, encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    """``docbundle-index nightly ARGS``."""
+    return cli_main(["nightly", *argv])
 
 
 def _setup(tmp_path: Path) -> list[str]:

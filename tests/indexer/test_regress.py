@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.build import build_target
+from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ConfigError
-from docbundle.indexer.regress import load_golden, mrr, ndcg, recall, regress, render_regress
+from docbundle.indexer.release.regress import load_golden, mrr, ndcg, recall, regress, render_regress
 
 PAGES = {
     "install.md": "# Installation\n\nInstall the package with pip and set the API key in the environment.\n",

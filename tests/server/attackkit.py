@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.indexer.build import build_target
+from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 from serverkit import install_golden
 
@@ -38,8 +38,8 @@ max_words = 5000
 # is still running when the test acts (the budget itself is held by test_server_limits.py).
 LONG_BUDGET = """
 import sys
-import docbundle.server.service as service
-service.SEARCH_TIME_BUDGET = float(sys.argv[1])
+import docbundle.server.docs as docs
+docs.SEARCH_TIME_BUDGET = float(sys.argv[1])
 from docbundle.server.cli import main
 sys.exit(main(sys.argv[2:]))
 """

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.indexer.build import build_target
+from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 
 HERE = Path(__file__).resolve().parent

@@ -1,17 +1,32 @@
-"""``docbundle-index``: build bundles from a library catalogue, export them, and compare two builds.
+"""``docbundle-index``: build bundles from a library catalogue, and the release tools that check, compare,
+export and publish them.
 
-Exit codes of ``build``: 0 every library was built or unchanged; 1 at least one library failed (the
-others were still built); 2 usage or configuration error.
+Every command is registered once, below, with its arguments and its handler side by side
+(``@command(...)`` on the handler); ``main`` dispatches through the registry. The commands, with their
+exit codes:
 
-``export``: 0 written; 1 the bundle cannot be read or fails verification, or the export cannot be
-written; 2 usage (including an existing ``--out`` without ``--force``, or one inside the bundle).
+``build``: build bundles for the libraries in a config. 0 every library was built or unchanged; 1 at
+least one library failed (the others were still built); 2 usage or configuration error.
 
-``diff``: 0 whatever the differences (it is a report); 1 a bundle cannot be read or fails
-verification; 2 usage.
+``export``: export a bundle as JSON, SQLite or markdown. 0 written; 1 the bundle cannot be read or fails
+verification, or the export cannot be written; 2 usage (including an existing ``--out`` without
+``--force``, or one inside the bundle).
 
-``regress``: 0 every expectation holds; 1 a [FAIL] (or the bundle cannot be read); 2 usage or a malformed
-golden file. ``audit``: 0 reported; 1 the bundle cannot be read. ``package``: 0 written; 1 a bundle fails
-verification or nothing was found.
+``diff``: compare two bundles. 0 whatever the differences (it is a report); 1 a bundle cannot be read or
+fails verification; 2 usage.
+
+``regress``: run golden queries against a bundle. 0 every expectation holds; 1 a [FAIL] (or the bundle
+cannot be read); 2 usage or a malformed golden file.
+
+``audit``: report freshness, completeness, coverage and content safety. 0 reported; 1 the bundle cannot
+be read.
+
+``package``: pack bundles as release assets. 0 written; 1 a bundle fails verification or nothing was
+found.
+
+``nightly``: the nightly release job for one shard of the catalogue (see ``release/nightly.py``). 0 every
+library built or unchanged and passed its checks; 1 a library failed or regressed; 2 a configuration
+error. ``--shards N`` prints the CI matrix, ``--merge DIR ...`` merges the shards' release folders.
 """
 
 from __future__ import annotations
@@ -21,26 +36,75 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
-from docbundle.bundle.release import package
+from docbundle.bundle.release import merge, package
 
-from .audit import audit_bundle, render_audit
-from .build import Outcome, build_target
-from .cache import CrawlCache
+from .build.cache import CrawlCache
+from .build.pipeline import Outcome, build_target
+from .build.progress import make_progress
 from .config import load_config
-from .diff import diff_bundles, encode_diff, render_diff
-from .errors import ConfigError
-from .export import FORMATS, ExportError, ExportUsageError, export_bundle
-from .progress import make_progress
-from .regress import load_golden, regress, render_regress
+from .errors import ConfigError, ExportError, ExportUsageError
+from .release import nightly
+from .release.audit import audit_bundle, render_audit
+from .release.diff import diff_bundles, encode_diff, render_diff
+from .release.export import FORMATS, export_bundle
+from .release.regress import load_golden, regress, render_regress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, help, arguments and handler."""
+
+    name: str
+    help: str
+    description: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Handler
+
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, *, help: str, description: str, arguments: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Handler], Handler]:
+    """Register the decorated handler as the subcommand ``name``, with the arguments ``arguments`` adds."""
+
+    def register(run: Handler) -> Handler:
+        COMMANDS[name] = Command(name, help, description, arguments, run)
+        return run
+
+    return register
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="docbundle-index",
+        description="Crawl llms.txt documentation into versioned, content-hashed search bundles.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for c in COMMANDS.values():
+        c.arguments(sub.add_parser(c.name, help=c.help, description=c.description))
+    return p
+
+
+def _print_json(report: msgspec.Struct) -> None:
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n")
+
+
+# -- build ----------------------------------------------------------------------------------------
 
 
 class Report(msgspec.Struct, kw_only=True):
@@ -55,17 +119,7 @@ class Report(msgspec.Struct, kw_only=True):
     libraries: list[Outcome]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="docbundle-index",
-        description="Crawl llms.txt documentation into versioned, content-hashed search bundles.",
-    )
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    b = sub.add_parser(
-        "build",
-        help="build bundles for the libraries in a config",
-        description="Fetch each library's llms.txt and pages, and write a new bundle when the content changed.",
-    )
+def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)"
     )
@@ -78,72 +132,6 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
     b.add_argument("--report", type=Path, help="also write the JSON crawl report to this file")
     b.add_argument("--quiet", action="store_true", help="no progress output")
-
-    e = sub.add_parser(
-        "export",
-        help="export a bundle as JSON, SQLite or markdown",
-        description="Verify a bundle and write its documents and chunks in a format other tools read.",
-    )
-    e.add_argument(
-        "bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory (its CURRENT)"
-    )
-    e.add_argument(
-        "--format", required=True, choices=FORMATS, help="json file, sqlite file or markdown folder"
-    )
-    e.add_argument("--out", required=True, type=Path, metavar="PATH", help="the file or folder to write")
-    e.add_argument("--force", action="store_true", help="replace an existing --out")
-
-    d = sub.add_parser(
-        "diff",
-        help="compare two bundles",
-        description="Report the documents, sections, counts, llms.txt findings and page errors that differ "
-        "between two bundles (each a bundle directory, or a version directory: its CURRENT).",
-    )
-    d.add_argument("old", type=Path, metavar="A", help="the old bundle (or version directory)")
-    d.add_argument("new", type=Path, metavar="B", help="the new bundle (or version directory)")
-    d.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    d.add_argument(
-        "--golden",
-        type=Path,
-        metavar="FILE",
-        help="also run these golden queries on both and show what moved",
-    )
-
-    r = sub.add_parser(
-        "regress",
-        help="run golden queries against a bundle and check expectations",
-        description="Print nDCG@10, MRR@10 and Recall@10 per golden query and overall, one [OK]/[FAIL] line "
-        "per stored expectation, and exit 1 on any FAIL.",
-    )
-    r.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
-    r.add_argument(
-        "--golden",
-        type=Path,
-        help="golden query file (default: bundles/golden/<libraryId>.toml, from the current directory)",
-    )
-    r.add_argument(
-        "--baseline", type=Path, metavar="BUNDLE", help="also list queries whose top results changed"
-    )
-    r.add_argument("--json", action="store_true", help="print the report as JSON")
-
-    a = sub.add_parser(
-        "audit",
-        help="report freshness, completeness, coverage and content safety of a bundle",
-        description="Verify a bundle and report its age and last crawl, failed pages, empty pages and odd "
-        "chunk sizes, and content-safety findings (hidden Unicode, text addressed to AI assistants).",
-    )
-    a.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
-    a.add_argument("--json", action="store_true", help="print the report as JSON")
-
-    k = sub.add_parser(
-        "package",
-        help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
-        description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
-        "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
-    )
-    k.add_argument("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles")
-    k.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the release assets go")
-    return p
 
 
 def _summary(report: Report) -> str:
@@ -172,6 +160,12 @@ def _summary(report: Report) -> str:
     return "\n".join(lines)
 
 
+@command(
+    "build",
+    help="build bundles for the libraries in a config",
+    description="Fetch each library's llms.txt and pages, and write a new bundle when the content changed.",
+    arguments=_build_arguments,
+)
 def cmd_build(args: argparse.Namespace) -> int:
     """Run ``build``."""
     catalogue = load_config(args.config)
@@ -208,6 +202,26 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.failed else EXIT_OK
 
 
+# -- export ---------------------------------------------------------------------------------------
+
+
+def _export_arguments(e: argparse.ArgumentParser) -> None:
+    e.add_argument(
+        "bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory (its CURRENT)"
+    )
+    e.add_argument(
+        "--format", required=True, choices=FORMATS, help="json file, sqlite file or markdown folder"
+    )
+    e.add_argument("--out", required=True, type=Path, metavar="PATH", help="the file or folder to write")
+    e.add_argument("--force", action="store_true", help="replace an existing --out")
+
+
+@command(
+    "export",
+    help="export a bundle as JSON, SQLite or markdown",
+    description="Verify a bundle and write its documents and chunks in a format other tools read.",
+    arguments=_export_arguments,
+)
 def cmd_export(args: argparse.Namespace) -> int:
     """Run ``export``."""
     try:
@@ -228,6 +242,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- diff -----------------------------------------------------------------------------------------
+
+
+def _diff_arguments(d: argparse.ArgumentParser) -> None:
+    d.add_argument("old", type=Path, metavar="A", help="the old bundle (or version directory)")
+    d.add_argument("new", type=Path, metavar="B", help="the new bundle (or version directory)")
+    d.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    d.add_argument(
+        "--golden",
+        type=Path,
+        metavar="FILE",
+        help="also run these golden queries on both and show what moved",
+    )
+
+
+@command(
+    "diff",
+    help="compare two bundles",
+    description="Report the documents, sections, counts, llms.txt findings and page errors that differ "
+    "between two bundles (each a bundle directory, or a version directory: its CURRENT).",
+    arguments=_diff_arguments,
+)
 def cmd_diff(args: argparse.Namespace) -> int:
     """Run ``diff``."""
     try:
@@ -259,6 +295,29 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- regress --------------------------------------------------------------------------------------
+
+
+def _regress_arguments(r: argparse.ArgumentParser) -> None:
+    r.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
+    r.add_argument(
+        "--golden",
+        type=Path,
+        help="golden query file (default: bundles/golden/<libraryId>.toml, from the current directory)",
+    )
+    r.add_argument(
+        "--baseline", type=Path, metavar="BUNDLE", help="also list queries whose top results changed"
+    )
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+@command(
+    "regress",
+    help="run golden queries against a bundle and check expectations",
+    description="Print nDCG@10, MRR@10 and Recall@10 per golden query and overall, one [OK]/[FAIL] line "
+    "per stored expectation, and exit 1 on any FAIL.",
+    arguments=_regress_arguments,
+)
 def cmd_regress(args: argparse.Namespace) -> int:
     """Run ``regress``."""
     try:
@@ -274,12 +333,27 @@ def cmd_regress(args: argparse.Namespace) -> int:
         print(f"docbundle-index: cannot run the golden queries: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n")
+        _print_json(report)
     else:
         print(render_regress(report))
     return EXIT_FAILED if report.failed else EXIT_OK
 
 
+# -- audit ----------------------------------------------------------------------------------------
+
+
+def _audit_arguments(a: argparse.ArgumentParser) -> None:
+    a.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+@command(
+    "audit",
+    help="report freshness, completeness, coverage and content safety of a bundle",
+    description="Verify a bundle and report its age and last crawl, failed pages, empty pages and odd "
+    "chunk sizes, and content-safety findings (hidden Unicode, text addressed to AI assistants).",
+    arguments=_audit_arguments,
+)
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``audit``."""
     try:
@@ -288,12 +362,27 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"docbundle-index: cannot audit: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
-        sys.stdout.write(msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n")
+        _print_json(report)
     else:
         print(render_audit(report))
     return EXIT_OK
 
 
+# -- package --------------------------------------------------------------------------------------
+
+
+def _package_arguments(k: argparse.ArgumentParser) -> None:
+    k.add_argument("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles")
+    k.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the release assets go")
+
+
+@command(
+    "package",
+    help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
+    description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
+    "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
+    arguments=_package_arguments,
+)
 def cmd_package(args: argparse.Namespace) -> int:
     """Run ``package``."""
     try:
@@ -316,30 +405,65 @@ def cmd_package(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- nightly --------------------------------------------------------------------------------------
+
+
+def _nightly_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--config", type=Path, default=Path("bundles/libraries.toml"))
+    ap.add_argument(
+        "--out", type=Path, default=Path("bundles"), help="bundles directory (restored between runs)"
+    )
+    ap.add_argument("--dist", type=Path, default=Path("dist"), help="where release assets are written")
+    ap.add_argument("--golden", type=Path, default=Path("bundles/golden"), help="folder of <libraryId>.toml")
+    ap.add_argument(
+        "--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"
+    )
+    ap.add_argument("--shards", type=int, help="print the catalogue split into N groups as JSON, and exit")
+    ap.add_argument(
+        "--merge", type=Path, nargs="+", metavar="DIR", help="merge shard dist folders into --dist"
+    )
+
+
+@command(
+    "nightly",
+    help="the nightly release job: build, check and package what changed",
+    description="The nightly job for one shard of the catalogue: build, check, and package what changed.",
+    arguments=_nightly_arguments,
+)
+def cmd_nightly(args: argparse.Namespace) -> int:
+    """Run ``nightly`` (its messages keep the ``nightly:`` prefix of the job's logs)."""
+    try:
+        if args.shards:
+            print(json.dumps(nightly.shards(args.config, args.shards)))
+            return EXIT_OK
+        if args.merge:
+            merged = merge(args.merge, args.dist)
+            print(f"nightly: {len(merged)} bundle(s) in {args.dist}")
+            return EXIT_OK
+        ids = [i for group in args.library for i in group.split(",") if i]
+        entries = nightly.run(args.config, args.out, args.dist, ids, args.golden)
+    except ConfigError as exc:
+        print(f"nightly: config error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for e in entries:
+        print(f"{e.status:<10} {e.library}@{e.version} {e.build_id or ''} {e.message}")
+        if e.regress:
+            print("\n".join("           " + line for line in e.regress.splitlines()))
+    return EXIT_FAILED if any(e.status in ("failed", "regressed") for e in entries) else EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``docbundle-index``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
     args = _parser().parse_args(argv)
     try:
-        if args.command == "build":
-            return cmd_build(args)
-        if args.command == "export":
-            return cmd_export(args)
-        if args.command == "diff":
-            return cmd_diff(args)
-        if args.command == "regress":
-            return cmd_regress(args)
-        if args.command == "audit":
-            return cmd_audit(args)
-        if args.command == "package":
-            return cmd_package(args)
+        return COMMANDS[args.command].run(args)
     except ConfigError as exc:
         print(f"docbundle-index: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("docbundle-index: interrupted; published bundles are intact", file=sys.stderr)
         return 130
-    return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ from docbundle.bundle.manifest import LibraryInfo, Manifest, VersionInfo
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocRecord, DocStore
 
-from .errors import IndexerError
+from ..errors import ExportError, ExportUsageError, OutputExistsError
+from .label import bundle_label
 
 EXPORT_FORMAT = "docbundle-export"
 EXPORT_VERSION = 1
@@ -38,18 +39,6 @@ ExportFormat = Literal["json", "sqlite", "markdown"]
 FORMATS: tuple[ExportFormat, ...] = ("json", "sqlite", "markdown")
 HEADING_SEPARATOR = " › "
 MARKDOWN_INDEX = "index.md"
-
-
-class ExportError(IndexerError):
-    """An export could not be written."""
-
-
-class ExportUsageError(ExportError):
-    """The export was asked for something it must refuse (nothing was written)."""
-
-
-class OutputExistsError(ExportUsageError):
-    """The output path exists and may not be replaced (no ``--force``, or not a file we wrote)."""
 
 
 @dataclass(frozen=True)
@@ -61,11 +50,6 @@ class ExportResult:
     out: Path
     documents: int
     chunks: int
-
-
-def bundle_label(manifest: Manifest) -> str:
-    """``<libraryId>/<version>/<buildId>``: the bundle's name in exports and reports."""
-    return f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
 
 
 # -- the JSON export --------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ import msgspec
 from docbundle.bundle.reader import open_bundle
 from docbundle.bundle.search import BundleSearcher
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 Metric = Literal["ndcg10", "mrr10", "recall10"]
 METRICS: tuple[Metric, ...] = ("ndcg10", "mrr10", "recall10")

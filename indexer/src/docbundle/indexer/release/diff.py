@@ -32,7 +32,7 @@ from docbundle.bundle.manifest import Conformance, Manifest, SourceDocument
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocStore
 
-from .export import bundle_label
+from .label import bundle_label
 
 PageStateName = Literal["absent", "indexed", "failed"]
 SHOWN = 10  # items listed per category in the readable report (--json has them all)

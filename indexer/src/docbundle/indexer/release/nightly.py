@@ -1,6 +1,6 @@
 """The nightly job for one shard of the catalogue: build, check, and package what changed.
 
-``python -m docbundle.indexer.nightly --config bundles/libraries.toml --out bundles --dist dist [--library ID ...]``
+``docbundle-index nightly --config bundles/libraries.toml --out bundles --dist dist [--library ID ...]``
 
 For each library version: remember the bundle ``CURRENT`` named before (the last published one, when
 the bundles directory was restored from the previous run), build, and when a new bundle was built, run
@@ -9,27 +9,24 @@ bundle as baseline. A bundle whose checks pass is packed into ``--dist`` (archiv
 ``index.json``); unchanged libraries are skipped; a library that fails to build or fails its checks is
 left out and makes the exit status 1, while the others are still packaged.
 
-``--shards N`` prints the catalogue split into N groups as a JSON list (the CI matrix) and exits;
-``--merge DIR ...`` merges the shards' ``--dist`` folders into ``--dist`` (the release) and exits.
+``--shards N`` prints the catalogue split into N groups as a JSON list (the CI matrix, ``shards``) and
+exits; ``--merge DIR ...`` merges the shards' ``--dist`` folders into ``--dist`` (the release,
+``docbundle.bundle.release.merge``) and exits. The command's arguments and output are in ``cli.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
-from docbundle.bundle.release import merge, package
+from docbundle.bundle.release import package
 
-from .build import build_target
-from .cache import CrawlCache
-from .config import load_config
-from .errors import ConfigError
+from ..build.cache import CrawlCache
+from ..build.pipeline import build_target
+from ..config import load_config
 from .regress import load_golden, regress, render_regress
 
 
@@ -101,46 +98,3 @@ def run(config: Path, out: Path, dist: Path, libraries: list[str], golden_dir: P
         json.dumps(msgspec.to_builtins(entries), indent=2, sort_keys=True) + "\n", encoding="utf-8"
     )
     return entries
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point (see the module docstring)."""
-    ap = argparse.ArgumentParser(
-        prog="python -m docbundle.indexer.nightly", description=__doc__.splitlines()[0]
-    )
-    ap.add_argument("--config", type=Path, default=Path("bundles/libraries.toml"))
-    ap.add_argument(
-        "--out", type=Path, default=Path("bundles"), help="bundles directory (restored between runs)"
-    )
-    ap.add_argument("--dist", type=Path, default=Path("dist"), help="where release assets are written")
-    ap.add_argument("--golden", type=Path, default=Path("bundles/golden"), help="folder of <libraryId>.toml")
-    ap.add_argument(
-        "--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"
-    )
-    ap.add_argument("--shards", type=int, help="print the catalogue split into N groups as JSON, and exit")
-    ap.add_argument(
-        "--merge", type=Path, nargs="+", metavar="DIR", help="merge shard dist folders into --dist"
-    )
-    args = ap.parse_args(argv)
-    try:
-        if args.shards:
-            print(json.dumps(shards(args.config, args.shards)))
-            return 0
-        if args.merge:
-            merged = merge(args.merge, args.dist)
-            print(f"nightly: {len(merged)} bundle(s) in {args.dist}")
-            return 0
-        ids = [i for group in args.library for i in group.split(",") if i]
-        entries = run(args.config, args.out, args.dist, ids, args.golden)
-    except ConfigError as exc:
-        print(f"nightly: config error: {exc}", file=sys.stderr)
-        return 2
-    for e in entries:
-        print(f"{e.status:<10} {e.library}@{e.version} {e.build_id or ''} {e.message}")
-        if e.regress:
-            print("\n".join("           " + line for line in e.regress.splitlines()))
-    return 1 if any(e.status in ("failed", "regressed") for e in entries) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -39,6 +39,8 @@ import anyio
 import httpcore
 import httpx
 
+from ..errors import AddressRefused, LocalRefused
+
 __all__ = [
     "AddressRefused",
     "CrawlScope",
@@ -59,14 +61,6 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _CGNAT = ipaddress.ip_network("100.64.0.0/10")
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
-
-
-class AddressRefused(Exception):
-    """A connection the address policy refused; the message says what and why."""
-
-
-class LocalRefused(Exception):
-    """A local path the crawl may not read; the message says why."""
 
 
 def address_problem(ip: IPAddress) -> str | None:

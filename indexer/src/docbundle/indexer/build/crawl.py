@@ -52,9 +52,9 @@ from urllib.request import url2pathname
 
 import httpx
 import msgspec
-from docbundle.indexer.cache import CacheEntry, CrawlCache
-from docbundle.indexer.errors import FetchError
-from docbundle.indexer.scope import AddressRefused, CrawlScope, GuardedTransport, LocalRefused, LocalRoot
+from docbundle.indexer.build.cache import CacheEntry, CrawlCache
+from docbundle.indexer.build.scope import CrawlScope, GuardedTransport, LocalRoot
+from docbundle.indexer.errors import AddressRefused, AttemptFailed, FetchError, LocalRefused
 
 __all__ = ["ERROR_KINDS", "CrawlOptions", "CrawlScope", "FetchResult", "crawl", "fetch_one"]
 
@@ -159,26 +159,6 @@ class FetchResult(msgspec.Struct):
     bytes: int = 0
     elapsed: float = 0.0
     sha256: str | None = None
-
-
-class _Failure(Exception):
-    """Why one attempt failed; ``__cause__`` keeps the underlying httpx/OS error."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        kind: str,
-        status: int | None = None,
-        retryable: bool = False,
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.kind = kind
-        self.status = status
-        self.retryable = retryable
-        self.retry_after = retry_after
 
 
 @dataclass
@@ -288,7 +268,7 @@ class _Crawler:
             try:
                 async with host.slots, self.slots:
                     page = await self._attempt(target, entry, trace)
-            except _Failure as failure:
+            except AttemptFailed as failure:
                 retries = attempts - 1
                 prefix = (
                     f"gave up after {retries} {'retry' if retries == 1 else 'retries'}: " if retries else ""
@@ -329,7 +309,7 @@ class _Crawler:
     ) -> tuple[FetchResult, BaseException | None]:
         try:
             text = _decode(page.body, page.content_type)
-        except _Failure as failure:
+        except AttemptFailed as failure:
             result = _failed(
                 url,
                 page.final_url,
@@ -408,36 +388,36 @@ class _Crawler:
                     current = current.join(location)
                     if current.scheme not in ("http", "https"):
                         trace.url = str(current)
-                        raise _Failure(
+                        raise AttemptFailed(
                             f"redirect to {current} refused: only http(s) is fetched", kind="refused"
                         )
                     if str(current) in seen:
                         trace.url = str(current)
-                        raise _Failure(f"redirect loop at {current}", kind="redirects")
+                        raise AttemptFailed(f"redirect loop at {current}", kind="redirects")
                     seen.add(str(current))
                 trace.url = str(current)
-                raise _Failure(f"too many redirects ({opts.max_redirects})", kind="redirects")
+                raise AttemptFailed(f"too many redirects ({opts.max_redirects})", kind="redirects")
         except AddressRefused as exc:
             reason = f"redirect to {current} refused: {exc}" if hop else str(exc)
-            raise _Failure(reason, kind="refused") from exc
+            raise AttemptFailed(reason, kind="refused") from exc
         except TimeoutError as exc:
-            raise _Failure(
+            raise AttemptFailed(
                 f"timed out after {float(opts.timeout)} s (whole request)", kind="timeout", retryable=True
             ) from exc
         except httpx.TimeoutException as exc:
             phase = _TIMEOUT_PHASES.get(type(exc), "request")
-            raise _Failure(
+            raise AttemptFailed(
                 f"timed out after {float(opts.timeout)} s ({phase})", kind="timeout", retryable=True
             ) from exc
         except httpx.UnsupportedProtocol as exc:
-            raise _Failure(f"unsupported URL: {exc}", kind="network") from exc
+            raise AttemptFailed(f"unsupported URL: {exc}", kind="network") from exc
         except httpx.DecodingError as exc:
-            raise _Failure(f"body could not be decoded: {exc}", kind="encoding") from exc
+            raise AttemptFailed(f"body could not be decoded: {exc}", kind="encoding") from exc
         except httpx.TransportError as exc:
             # Resets, refused connections, servers closing mid-response: usually transient.
-            raise _Failure(f"network error: {_describe(exc)}", kind="network", retryable=True) from exc
+            raise AttemptFailed(f"network error: {_describe(exc)}", kind="network", retryable=True) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise _Failure(f"request failed: {_describe(exc)}", kind="network") from exc
+            raise AttemptFailed(f"request failed: {_describe(exc)}", kind="network") from exc
 
     async def _read(
         self, response: httpx.Response, url: httpx.URL, entry: CacheEntry | None, trace: _Trace
@@ -452,7 +432,7 @@ class _Crawler:
             # which turned every revalidation into a fresh TCP connect.
             await _drain(response)
             if entry is None:
-                raise _Failure("HTTP 304 Not Modified to an unconditional request", kind="http", status=304)
+                raise AttemptFailed("HTTP 304 Not Modified to an unconditional request", kind="http", status=304)
             return _Page(
                 status=304,
                 final_url=str(url),
@@ -468,7 +448,7 @@ class _Crawler:
             retry_after = None
             if status in _RETRY_AFTER_STATUSES:
                 retry_after = _parse_retry_after(response.headers.get("retry-after"))
-            raise _Failure(
+            raise AttemptFailed(
                 f"HTTP {status} {_phrase(response)}",
                 kind="http",
                 status=status,
@@ -479,10 +459,10 @@ class _Crawler:
         mime = _mime(content_type)
         if mime not in _INDEXED_TYPES and not (mime in _GENERIC_TYPES and _looks_textual(url.path)):
             shown = mime or "(none)"
-            raise _Failure(f"content type {shown} is not indexed", kind="content-type", status=status)
+            raise AttemptFailed(f"content type {shown} is not indexed", kind="content-type", status=status)
         declared = response.headers.get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > opts.max_bytes:
-            raise _Failure(
+            raise AttemptFailed(
                 f"body exceeds {opts.max_bytes} bytes (Content-Length {int(declared)})",
                 kind="too-large",
                 status=status,
@@ -491,7 +471,7 @@ class _Crawler:
         async for chunk in response.aiter_bytes():
             trace.received += len(chunk)
             if trace.received > opts.max_bytes:
-                raise _Failure(f"body exceeds {opts.max_bytes} bytes", kind="too-large", status=status)
+                raise AttemptFailed(f"body exceeds {opts.max_bytes} bytes", kind="too-large", status=status)
             chunks.append(chunk)
         return _Page(
             status=status,
@@ -673,13 +653,13 @@ def _decode(body: bytes, content_type: str | None) -> str:
     try:
         codec = codecs.lookup(charset)
     except LookupError:
-        raise _Failure(f"unknown charset {charset!r}", kind="encoding") from None
+        raise AttemptFailed(f"unknown charset {charset!r}", kind="encoding") from None
     try:
         text = body.decode(codec.name)
     except UnicodeDecodeError as exc:
         name = "UTF-8" if codec.name == "utf-8" else codec.name
         how = f"declared {declared}" if declared else "no charset declared"
-        raise _Failure(f"body is not valid {name} ({how})", kind="encoding") from exc
+        raise AttemptFailed(f"body is not valid {name} ({how})", kind="encoding") from exc
     return text.removeprefix("\ufeff")
 
 
@@ -735,7 +715,7 @@ def _read_local(url: str, options: CrawlOptions, root: LocalRoot) -> tuple[Fetch
     content_type = f"{mime}; charset=utf-8"
     try:
         text = _decode(body, content_type)
-    except _Failure as failure:
+    except AttemptFailed as failure:
         return fail(failure.reason, failure.kind, len(body)), failure.__cause__
     result = FetchResult(
         url=url,

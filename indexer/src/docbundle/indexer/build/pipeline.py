@@ -41,11 +41,11 @@ from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord, write_store
 
 from . import write
-from .audit import scan_document
+from .safety import scan_document
 from .cache import CrawlCache
-from .config import Target
+from ..config import Target
 from .crawl import FetchResult, crawl, fetch_one
-from .errors import BuildError, FetchError, IndexerError
+from ..errors import BuildError, FetchError, IndexerError
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
 from .progress import Progress

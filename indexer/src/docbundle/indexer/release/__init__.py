@@ -1,0 +1,4 @@
+"""Release tools: what runs on built bundles (regression checks, diff, audit, export, the nightly job).
+
+They may import the build pipeline (``docbundle.indexer.build``); the pipeline never imports them.
+"""
