@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import msgspec
@@ -46,8 +49,63 @@ def test_manifest_round_trips_and_puts_format_version_first() -> None:
     assert decode_manifest(data) == _manifest()
 
 
+_ENCODE_IN_A_FRESH_PROCESS = """
+import sys
+from {module} import (FORMAT_VERSION, BuildInfo, Counts, FileEntry, LibraryInfo, Manifest, SearchSettings,
+    SourceDocument, SourceInfo, VersionInfo, encode_manifest)
+
+names = ["api", "guides", "reference", "tutorials", "faq", "changelog", "zeta", "alpha"]
+if sys.argv[1] == "set":  # the order of a set of strings changes with PYTHONHASHSEED
+    names = list(set(names))
+weights = {{name: 1.0 + i / 10 for i, name in enumerate(sorted(names))}}
+manifest = Manifest(
+    format_version=FORMAT_VERSION,
+    library=LibraryInfo(id="demo", name="Demo", description="d", category="c"),
+    version=VersionInfo(),
+    source=SourceInfo(llms_txt="http://127.0.0.1:1/llms.txt"),
+    build=BuildInfo(
+        build_id="20260101-0123456789ab",
+        content_hash="0" * 64,
+        built_at="x",
+        analyzer="a",
+        search=SearchSettings(section_weights={{n: weights[n] for n in names}}, synonyms=[["a", "b"]]),
+        tools={{n: "1.0" for n in names}},
+    ),
+    counts=Counts(documents=1, chunks=2),
+    documents=[SourceDocument(url="http://127.0.0.1:1/" + n + ".md", path=n + ".md") for n in sorted(names)],
+    files=[FileEntry(path="docs.bin", size=3, sha256="f" * 64)],
+)
+sys.stdout.write(encode_manifest(manifest).hex())
+"""
+
+
+def _encode_with_hash_seed(seed: str, order: str) -> bytes:
+    """``encode_manifest`` of the same manifest in a new interpreter run with ``PYTHONHASHSEED=seed``."""
+    code = _ENCODE_IN_A_FRESH_PROCESS.format(module=encode_manifest.__module__)
+    env = {**os.environ, "PYTHONHASHSEED": seed}
+    out = subprocess.run(
+        [sys.executable, "-c", code, order], capture_output=True, text=True, env=env, check=True, timeout=60
+    )
+    return bytes.fromhex(out.stdout)
+
+
 def test_encoding_is_stable_bytes() -> None:
     assert encode_manifest(_manifest()) == encode_manifest(_manifest())
+    # The same manifest in processes whose str hashes (and so set and dict-building orders) differ.
+    encoded = {seed: _encode_with_hash_seed(seed, "literal") for seed in ("0", "1", "2")}
+    assert len(set(encoded.values())) == 1, "manifest bytes depend on PYTHONHASHSEED"
+    assert decode_manifest(encoded["0"]).build.tools["alpha"] == "1.0"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="encode_manifest keeps dict insertion order (msgspec's default), so equal manifests whose "
+    "section_weights/tools were filled in different orders encode to different bytes; "
+    "msgspec.json.Encoder(order='deterministic') would sort them (a change of the bundle writer)",
+)
+def test_dicts_built_in_hash_order_encode_to_the_same_bytes() -> None:
+    encoded = {seed: _encode_with_hash_seed(seed, "set") for seed in ("0", "1", "2", "3")}
+    assert len(set(encoded.values())) == 1, "manifest bytes depend on the order its dicts were filled"
 
 
 @pytest.mark.parametrize("version", [0, 2, 99])
