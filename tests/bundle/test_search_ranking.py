@@ -98,11 +98,48 @@ def test_english_stemming_matches_other_forms(bundle: Bundle, searcher: BundleSe
 
 
 @pytest.mark.parametrize(
-    "query", ["*", "p*", "title:tables", "rout~2", "[a TO z]", "(", '"unbalanced', "NOT AND OR", "^3"]
+    ("query", "terms", "found", "absent"),
+    [
+        # A wildcard is no word: it matches nothing (a parser would match every term), and beside a
+        # word it changes nothing; "p*" is the letter p, not every word starting with it ("part").
+        ("*", [], [], ["guides/long.md", "guides/routing.md"]),
+        ("routing *", ["rout"], ["guides/routing.md", "guides/long.md"], []),
+        ("p*", ["p"], [], ["guides/long.md", "guides/tables.md"]),
+        # A range is two words, not every term between them.
+        ("[a TO z]", ["z"], [], ["guides/routing.md"]),
+        # Brackets group nothing and break nothing.
+        ("(", [], [], ["guides/routing.md"]),
+        ("( routing", ["rout"], ["guides/routing.md"], []),
+        ("routing (", ["rout"], ["guides/routing.md"], []),
+        # Boolean words are (stop) words: NOT excludes nothing, AND requires nothing.
+        ("NOT AND OR", [], [], ["guides/routing.md"]),
+        ("NOT routing", ["rout"], ["guides/routing.md"], []),
+        ("routing NOT tables", ["rout", "tabl"], ["guides/routing.md", "guides/tables.md"], []),
+        ("routing AND tables", ["rout", "tabl"], ["guides/routing.md", "guides/tables.md"], []),
+        # Field syntax is the word "title": "routing" is found in bodies too (long.md's only mention).
+        ("title:routing", ["titl", "rout"], ["guides/long.md", "guides/routing.md"], []),
+        # Fuzzy and boost marks are separators: "2" and "3" are words of their own.
+        ("rout~2", ["rout", "2"], ["guides/routing.md"], []),
+        ("^3", ["3"], ["guides/long.md"], []),
+        # An unbalanced quote is a word, not an unterminated phrase.
+        ('"unbalanced', ["unbalanc"], [], []),
+    ],
 )
-def test_query_syntax_is_treated_as_text(searcher: BundleSearcher, query: str) -> None:
-    out = searcher.search(query)
-    assert all("*" not in t and ":" not in t and "~" not in t for t in out.terms)
+def test_query_syntax_is_treated_as_text(
+    bundle: Bundle,
+    searcher: BundleSearcher,
+    query: str,
+    terms: list[str],
+    found: list[str],
+    absent: list[str],
+) -> None:
+    out = searcher.search(query, limit=20, per_doc=1)
+    assert out.terms == terms
+    ids = [bundle.store.get(h.doc).id for h in out.hits]
+    assert set(found) <= set(ids), ids
+    assert not set(absent) & set(ids), ids
+    if not terms:
+        assert ids == []
 
 
 def test_field_syntax_does_not_restrict_the_field(bundle: Bundle, searcher: BundleSearcher) -> None:
