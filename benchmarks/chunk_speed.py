@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from docbundle.indexer.build.chunk import chunk_markdown, parse_page
+from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from docbundle.bundle.reader import verify_bundle  # noqa: E402
-from docbundle.indexer.build.cache import CrawlCache  # noqa: E402
-from docbundle.indexer.build.pipeline import Outcome, build_target  # noqa: E402
 from docbundle.indexer.config import load_config  # noqa: E402
+from docbundle.indexer.pipeline.build import Outcome, build_target  # noqa: E402
+from docbundle.indexer.pipeline.cache import CrawlCache  # noqa: E402
 from sitesrv import Site, run_site  # noqa: E402
 
 

@@ -70,8 +70,8 @@ def ensure_bundles(
     ``benchmarks/crawl_build.py``. Returns library id → bundle directory for the ones available.
     """
     sys.path.insert(0, str(ROOT / "tests"))
-    from docbundle.indexer.build.pipeline import build_target
     from docbundle.indexer.config import load_config
+    from docbundle.indexer.pipeline.build import build_target
     from sitesrv import Site, run_site
 
     found: dict[str, Path] = {}

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 
 from docbundle.bundle.manifest import FORMAT_VERSION
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
 
 HERE = Path(__file__).resolve().parent
 CONFIG = HERE.parent / "fixtures" / "golden.toml"

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.build.cache import CrawlCache
-from docbundle.indexer.build.pipeline import Outcome, build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import Outcome, build_target
+from docbundle.indexer.pipeline.cache import CrawlCache
 
 Build = Callable[..., Outcome]  # the same as docsite.Build, typed
 

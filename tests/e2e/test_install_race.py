@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.release import package
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
 from docbundle.server import install as installer
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from docbundle.indexer.build import prepare
+from docbundle.indexer.pipeline import prepare
 from docsite import TOPICS, page_markdown
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import anyio
 import pytest
 from docbundle.bundle.reader import verify_bundle
-from docbundle.indexer.build.pipeline import build_target
-from docbundle.indexer.build.safety import scan_text
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
+from docbundle.indexer.pipeline.safety import scan_text
 from docbundle.indexer.release.audit import audit_bundle, render_audit
-from docbundle.server.app import create_server
+from docbundle.server.mcp.server import create_server
 from docbundle.server.catalog import Catalog
 from mcp import Client
 

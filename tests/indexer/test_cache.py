@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from docbundle.indexer.build.cache import CrawlCache
+from docbundle.indexer.pipeline.cache import CrawlCache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

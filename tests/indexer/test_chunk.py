@@ -1,11 +1,11 @@
-"""Tests for docbundle.indexer.build.chunk: front matter, plain text extraction, and the chunking rules."""
+"""Tests for docbundle.indexer.pipeline.chunk: front matter, plain text extraction, and the chunking rules."""
 
 from __future__ import annotations
 
 import itertools
 import textwrap
 
-from docbundle.indexer.build.chunk import _MD, _MDX, Chunk, chunk_markdown, parse_page
+from docbundle.indexer.pipeline.chunk import _MD, _MDX, Chunk, chunk_markdown, parse_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it.token import Token

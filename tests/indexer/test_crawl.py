@@ -14,11 +14,11 @@ from pathlib import Path
 import httpx
 import msgspec
 import pytest
-from docbundle.indexer.build.cache import CrawlCache
-from docbundle.indexer.build.crawl import ERROR_KINDS, CrawlOptions, FetchResult, crawl, fetch_one
-from docbundle.indexer.build.progress import LinesProgress, QuietProgress, TqdmProgress, make_progress
-from docbundle.indexer.build.scope import CrawlScope, HostRule, NetPolicy
 from docbundle.indexer.errors import FetchError
+from docbundle.indexer.pipeline.cache import CrawlCache
+from docbundle.indexer.pipeline.crawl import ERROR_KINDS, CrawlOptions, FetchResult, crawl, fetch_one
+from docbundle.indexer.pipeline.progress import LinesProgress, QuietProgress, TqdmProgress, make_progress
+from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy
 from sitesrv import Site
 
 # Small bounds keep every fault test well under a second or two.
@@ -555,7 +555,7 @@ def test_options_reject_unknown_fields_and_unbounded_values() -> None:
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:
-    from docbundle.indexer.build.crawl import _parse_retry_after
+    from docbundle.indexer.pipeline.crawl import _parse_retry_after
 
     assert _parse_retry_after("120") == 120.0
     assert _parse_retry_after(" 1.5 ") == 1.5

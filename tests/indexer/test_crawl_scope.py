@@ -10,10 +10,10 @@ import ipaddress
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.build.crawl import ERROR_KINDS, CrawlOptions, crawl, fetch_one
-from docbundle.indexer.build.scope import CrawlScope, HostRule, NetPolicy, address_problem
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ConfigError, FetchError
+from docbundle.indexer.pipeline.crawl import ERROR_KINDS, CrawlOptions, crawl, fetch_one
+from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy, address_problem
 from sitesrv import Site
 
 FAST = CrawlOptions(timeout=2.0, retries=0)
@@ -222,7 +222,7 @@ def test_https_keeps_the_url_host_for_tls_while_connecting_to_the_checked_addres
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    from docbundle.indexer.build import crawl as crawl_module
+    from docbundle.indexer.pipeline import crawl as crawl_module
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tls.test")])

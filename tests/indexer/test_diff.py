@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release.diff import IntChange, PageState, diff_bundles, encode_diff, render_diff
 
 

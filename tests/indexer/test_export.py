@@ -18,9 +18,9 @@ from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocRecord, DocStore
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ExportError, OutputExistsError
+from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release import export
 from docbundle.indexer.release.export import EXPORT_VERSION, export_bundle, markdown_paths
 

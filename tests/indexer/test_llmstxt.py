@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from docbundle.indexer.build.llmstxt import (
+from docbundle.indexer.pipeline.llmstxt import (
     ConformanceIssue,
     LlmsLink,
     LlmsSection,

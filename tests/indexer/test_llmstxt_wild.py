@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from docbundle.indexer.build.llmstxt import LlmsTxt, parse_llms_txt
+from docbundle.indexer.pipeline.llmstxt import LlmsTxt, parse_llms_txt
 
 
 def _corpus() -> Path:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ConfigError
+from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release.regress import load_golden, mrr, ndcg, recall, regress, render_regress
 
 PAGES = {

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.build import prepare
+from docbundle.indexer.pipeline import prepare
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 

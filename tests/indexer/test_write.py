@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
-from docbundle.indexer.build import prepare, write
-from docbundle.indexer.build.chunk import chunk_markdown, parse_page
-from docbundle.indexer.build.prepare import PageJob, prepare_all, prepare_page
+from docbundle.indexer.pipeline import prepare, write
+from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
+from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
 from serverkit import install_golden
 
 REPEAT_PAGES = 20

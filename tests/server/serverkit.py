@@ -23,8 +23,8 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE.parent / "bundle" / "golden" / "v1"

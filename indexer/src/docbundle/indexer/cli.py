@@ -46,11 +46,11 @@ from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package
 
-from .build.cache import CrawlCache
-from .build.pipeline import Outcome, build_target
-from .build.progress import make_progress
 from .config import load_config
 from .errors import ConfigError, ExportError, ExportUsageError
+from .pipeline.build import Outcome, build_target
+from .pipeline.cache import CrawlCache
+from .pipeline.progress import make_progress
 from .release import nightly
 from .release.audit import audit_bundle, render_audit
 from .release.diff import diff_bundles, encode_diff, render_diff

@@ -17,9 +17,9 @@ import msgspec
 from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
 from docbundle.bundle.manifest import ChunkingInfo, LibraryInfo, SearchSettings, VersionInfo
 
-from .build.crawl import CrawlOptions
-from .build.scope import HostRule
 from .errors import ConfigError
+from .pipeline.crawl import CrawlOptions
+from .pipeline.scope import HostRule
 
 _FIELD_RE = re.compile(r"at `\$((?:\.[A-Za-z_][\w]*|\[\d+\])*)`")
 

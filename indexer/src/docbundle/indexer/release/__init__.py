@@ -1,4 +1,4 @@
 """Release tools: what runs on built bundles (regression checks, diff, audit, export, the nightly job).
 
-They may import the build pipeline (``docbundle.indexer.build``); the pipeline never imports them.
+They may import the build pipeline (``docbundle.indexer.pipeline``); the pipeline never imports them.
 """

@@ -1,6 +1,6 @@
 """Audit a bundle: freshness, completeness, coverage, and the content-safety findings its build recorded.
 
-Content safety is scanned at build time (``build/safety.py``) and recorded in the manifest
+Content safety is scanned at build time (``pipeline/safety.py``) and recorded in the manifest
 (``safety``); ``audit_bundle`` reports it again with the rest.
 """
 

@@ -24,9 +24,9 @@ from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
 from docbundle.bundle.release import package
 
-from ..build.cache import CrawlCache
-from ..build.pipeline import build_target
 from ..config import load_config
+from ..pipeline.build import build_target
+from ..pipeline.cache import CrawlCache
 from .regress import load_golden, regress, render_regress
 
 

@@ -52,9 +52,9 @@ from urllib.request import url2pathname
 
 import httpx
 import msgspec
-from docbundle.indexer.build.cache import CacheEntry, CrawlCache
-from docbundle.indexer.build.scope import CrawlScope, GuardedTransport, LocalRoot
 from docbundle.indexer.errors import AddressRefused, AttemptFailed, FetchError, LocalRefused
+from docbundle.indexer.pipeline.cache import CacheEntry, CrawlCache
+from docbundle.indexer.pipeline.scope import CrawlScope, GuardedTransport, LocalRoot
 
 __all__ = ["ERROR_KINDS", "CrawlOptions", "CrawlScope", "FetchResult", "crawl", "fetch_one"]
 
@@ -432,7 +432,9 @@ class _Crawler:
             # which turned every revalidation into a fresh TCP connect.
             await _drain(response)
             if entry is None:
-                raise AttemptFailed("HTTP 304 Not Modified to an unconditional request", kind="http", status=304)
+                raise AttemptFailed(
+                    "HTTP 304 Not Modified to an unconditional request", kind="http", status=304
+                )
             return _Page(
                 status=304,
                 final_url=str(url),

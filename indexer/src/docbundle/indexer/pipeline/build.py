@@ -40,15 +40,15 @@ from docbundle.bundle.manifest import (
 from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord, write_store
 
-from . import write
-from .safety import scan_document
-from .cache import CrawlCache
 from ..config import Target
-from .crawl import FetchResult, crawl, fetch_one
 from ..errors import BuildError, FetchError, IndexerError
+from . import write
+from .cache import CrawlCache
+from .crawl import FetchResult, crawl, fetch_one
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
 from .progress import Progress
+from .safety import scan_document
 from .scope import CrawlScope
 
 Status = Literal["built", "unchanged", "failed"]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol, TextIO
 from tqdm import tqdm
 
 if TYPE_CHECKING:
-    from docbundle.indexer.build.crawl import FetchResult
+    from docbundle.indexer.pipeline.crawl import FetchResult
 
 __all__ = ["LinesProgress", "Progress", "QuietProgress", "TqdmProgress", "make_progress"]
 
