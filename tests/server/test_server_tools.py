@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -70,6 +71,18 @@ async def error(client: Client, tool: str, **args: Any) -> str:
 def ids(result: dict[str, Any]) -> list[str]:
     """The document ids of a search result's hits, best first."""
     return [h["documentId"] for h in result["hits"]]
+
+
+def built(root: Path, library: str, version: str) -> tuple[str, str]:
+    """The served build of ``library@version`` as the disk has it: (buildId, contentHash).
+
+    Read from CURRENT and the bundle directory's manifest, not from the server, so a tool that
+    reported the wrong bundle's identity (or a made-up one) would not match.
+    """
+    build_id = (root / library / version / "CURRENT").read_text(encoding="ascii").strip()
+    manifest = json.loads((root / library / version / build_id / "manifest.json").read_bytes())
+    assert manifest["build"]["build_id"] == build_id
+    return build_id, manifest["build"]["content_hash"]
 
 
 async def test_tools_are_read_only_with_output_schemas(catalog: Catalog) -> None:
@@ -179,7 +192,7 @@ async def test_cjk_queries_find_their_pages(catalog: Catalog, query: str, expect
         assert ids(r)[0] == expected
 
 
-async def test_search_without_library_searches_every_one(catalog: Catalog) -> None:
+async def test_search_without_library_searches_every_one(catalog: Catalog, bundles_root: Path) -> None:
     async with connect(catalog) as c:
         r, text = await call_text(c, "search_documents", query="useEffect", limit=10)
         assert r["libraryId"] is None
@@ -188,7 +201,8 @@ async def test_search_without_library_searches_every_one(catalog: Catalog) -> No
         assert libs == {"demo", "golden"}
         scores = [h["score"] for h in r["hits"]]
         assert scores == sorted(scores, reverse=True)
-        assert all(h["buildId"] and h["version"] for h in r["hits"])
+        for h in r["hits"]:
+            assert h["buildId"] == built(bundles_root, h["libraryId"], h["version"])[0]
         assert "every library" in text
         with_version = await error(c, "search_documents", query="x", version="2.x")
         assert "version needs libraryId" in with_version
@@ -250,7 +264,8 @@ async def test_max_tokens_cuts_hits_and_says_so(catalog: Catalog) -> None:
         assert "maxTokens" in bad and "500" in bad
 
 
-async def test_get_document_pages_reassemble_the_document(catalog: Catalog) -> None:
+async def test_get_document_pages_reassemble_the_document(catalog: Catalog, bundles_root: Path) -> None:
+    demo = built(bundles_root, "demo", "2.x")
     whole = catalog.open("demo").bundle.store
     expected = whole.get(whole.number_of("guides/handbook.md") or 0).text
     async with connect(catalog) as c:
@@ -262,7 +277,7 @@ async def test_get_document_pages_reassemble_the_document(catalog: Catalog) -> N
                 args["cursor"] = cursor
             page, text = await call_text(c, "get_document", **args)
             assert estimate_tokens(text) <= 600
-            assert page["buildId"] and page["contentHash"] and page["version"] == "2.x"
+            assert (page["buildId"], page["contentHash"], page["version"]) == (*demo, "2.x")
             assert page["start"] == sum(map(len, pages))
             pages.append(page["text"])
             cursor = page["nextCursor"]
@@ -291,7 +306,8 @@ async def test_bad_cursors_are_clear_errors(catalog: Catalog) -> None:
         assert "continues document 'guides/handbook.md'" in other
 
 
-async def test_list_documents_is_the_llms_txt_table_of_contents(catalog: Catalog) -> None:
+async def test_list_documents_is_the_llms_txt_table_of_contents(catalog: Catalog, bundles_root: Path) -> None:
+    demo_build, _ = built(bundles_root, "demo", "2.x")
     async with connect(catalog) as c:
         toc, text = await call_text(c, "list_documents", libraryId="demo")
         assert [s["name"] for s in toc["sections"]] == ["Guides", "Reference", "Topics", "Optional"]
@@ -300,7 +316,7 @@ async def test_list_documents_is_the_llms_txt_table_of_contents(catalog: Catalog
         assert guides[0]["description"] == "install and configure" and guides[0]["title"] == "Installation"
         assert toc["sections"][3]["documents"][0]["optional"] is True
         assert [d["url"].rsplit("/", 1)[-1] for d in toc["notIndexed"]] == ["missing.md"]
-        assert (toc["buildId"], toc["title"], toc["documents"]) == (toc["buildId"], "Demo SDK", 16)
+        assert (toc["buildId"], toc["title"], toc["documents"]) == (demo_build, "Demo SDK", 16)
         assert "## Reference" in text and "id `reference/tables.md`" in text and "(optional)" in text
         one = await call(c, "list_documents", libraryId="demo", section="reference")
         assert [s["name"] for s in one["sections"]] == ["Reference"] and one["section"] == "Reference"
@@ -308,7 +324,8 @@ async def test_list_documents_is_the_llms_txt_table_of_contents(catalog: Catalog
         assert "no section 'Tutorials'" in bad and "'Guides'" in bad
 
 
-async def test_get_chunk_with_context_returns_neighbours(catalog: Catalog) -> None:
+async def test_get_chunk_with_context_returns_neighbours(catalog: Catalog, bundles_root: Path) -> None:
+    demo_build, _ = built(bundles_root, "demo", "2.x")
     async with connect(catalog) as c:
         r, text = await call_text(
             c,
@@ -320,7 +337,7 @@ async def test_get_chunk_with_context_returns_neighbours(catalog: Catalog) -> No
         )
         assert [ch["chunkId"] for ch in r["chunks"]] == [3, 4, 5, 6, 7]
         assert [ch["isTarget"] for ch in r["chunks"]] == [False, False, True, False, False]
-        assert r["chunkCount"] > 8 and r["windowSize"] == 2 and r["buildId"]
+        assert r["chunkCount"] > 8 and r["windowSize"] == 2 and r["buildId"] == demo_build
         assert "(requested)" in text
         edge = await call(
             c, "get_chunk_with_context", libraryId="golden", documentId="guides/hooks.md", chunkId=0
