@@ -13,7 +13,8 @@ import pytest
 from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import SUMS, package
-from docbundle.server.install import InstallError, install
+from docbundle.server.errors import InstallError
+from docbundle.server.install import install
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
 

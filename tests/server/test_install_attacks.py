@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
-from docbundle.server.catalog import LockFile, LockFileError
-from docbundle.server.install import InstallError, install
+from docbundle.server.errors import InstallError, LockFileError
+from docbundle.server.install import install
+from docbundle.server.lockfile import LockFile
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
 BUILD = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]

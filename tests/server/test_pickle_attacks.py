@@ -24,8 +24,9 @@ from typing import Any
 import pytest
 from docbundle.bundle import safepickle
 from docbundle.bundle.schema import make_schema
-from docbundle.server.catalog import Catalog, LibraryUnavailableError
-from docbundle.server.install import InstallError, install
+from docbundle.server.catalog import Catalog
+from docbundle.server.errors import InstallError, LibraryUnavailableError
+from docbundle.server.install import install
 from serverkit import GOLDEN_BUILD
 from whoosh.filedb.filestore import FileStorage
 from whoosh.index import TOC

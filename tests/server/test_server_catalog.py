@@ -16,7 +16,7 @@ import msgspec
 import pytest
 from docbundle.bundle import reader
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.server.catalog import Catalog, LockFile
+from docbundle.server.catalog import Catalog
 from docbundle.server.errors import (
     InvalidIdError,
     LibraryUnavailableError,
@@ -24,6 +24,7 @@ from docbundle.server.errors import (
     UnknownLibraryError,
     UnknownVersionError,
 )
+from docbundle.server.lockfile import LockFile
 from serverkit import BROKEN, GOLDEN_BUILD, GOLDEN_HASH, flip_byte
 
 

@@ -23,20 +23,18 @@ import anyio
 import httpx2
 import pytest
 from docbundle.server.cli import main
-from docbundle.server.http import (
+from docbundle.server.errors import KeyFileError
+from docbundle.server.http.ratelimit import (
     AUTH_CLIENT_BURST,
     AUTH_CLIENT_RATE,
     AUTH_GLOBAL_BURST,
     AUTH_GLOBAL_RATE,
     AUTH_MAX_WAIT,
-    MAX_JSON_DEPTH,
     AuthBudget,
     client_key,
-    json_depth,
-    peek_request,
-    valid_request_id,
 )
-from docbundle.server.keys import KeyFileError, create_key, load_keys, save_keys, split_key
+from docbundle.server.jsonrpc import MAX_JSON_DEPTH, json_depth, peek_request, valid_request_id
+from docbundle.server.keys import create_key, load_keys, save_keys, split_key
 from serverkit import HttpServerProcess
 
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -20,7 +20,10 @@ import anyio
 import httpx2
 import pytest
 from docbundle.server.cli import _parser, main
-from docbundle.server.http import HostPolicy, RateLimiter, peek_request, presented_key, reply_outcome
+from docbundle.server.http.exchange import presented_key
+from docbundle.server.http.policy import HostPolicy
+from docbundle.server.http.ratelimit import RateLimiter
+from docbundle.server.jsonrpc import peek_request, reply_outcome
 from docbundle.server.keys import create_key, revoke_key
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client

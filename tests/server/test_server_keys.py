@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from docbundle.server import keys as keys_mod
 from docbundle.server.cli import main
+from docbundle.server.errors import KeyFileError
 from docbundle.server.keys import (
-    KeyFileError,
     KeyStore,
     check_secret,
     create_key,

@@ -22,16 +22,17 @@ import anyio
 import pytest
 from attackkit import build_repeat_tree, install_damaged_store, phrase_query
 from docbundle.bundle import search as engine
-from docbundle.server import service
-from docbundle.server.app import create_server
+from docbundle.bundle.query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS
+from docbundle.server import docs, errors
 from docbundle.server.catalog import Catalog
+from docbundle.server.mcp.server import create_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from serverkit import HttpServerProcess, install_golden
 
 pytestmark = pytest.mark.anyio
 
-# The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
+# The longest query the server accepts (MAX_QUERY_CHARS), spelled out so that the attack
 # is the same against code without the bound.
 QUERY_CHARS = 2000
 
@@ -76,16 +77,16 @@ async def tool_error(client: Client, tool: str, **args: Any) -> str:
 async def test_thousands_of_keywords_are_refused_at_once(catalog: Catalog) -> None:
     async with connect(catalog) as c:
         text = await tool_error(c, "search_documents", keywords=made_up_words(5_000), libraryId="golden")
-        assert f"the limit is {service.MAX_KEYWORDS}" in text and "5000 items" in text
+        assert f"the limit is {errors.MAX_KEYWORDS}" in text and "5000 items" in text
         assert len(text) < SHORT
         # The comma-separated form is bounded too, and so is each keyword.
         text = await tool_error(c, "search_documents", keywords=",".join(made_up_words(5_000)))
         assert "keywords is too long" in text and len(text) < SHORT
         text = await tool_error(c, "search_documents", keywords=["x" * 10_000], libraryId="golden")
-        assert f"the limit is {service.MAX_KEYWORD_CHARS}" in text and len(text) < SHORT
+        assert f"the limit is {MAX_KEYWORD_CHARS}" in text and len(text) < SHORT
         # At the bound the call is answered.
         ok = await c.call_tool(
-            "search_documents", {"keywords": made_up_words(service.MAX_KEYWORDS), "libraryId": "golden"}
+            "search_documents", {"keywords": made_up_words(errors.MAX_KEYWORDS), "libraryId": "golden"}
         )
         assert not ok.is_error
 
@@ -93,7 +94,7 @@ async def test_thousands_of_keywords_are_refused_at_once(catalog: Catalog) -> No
 async def test_a_megabyte_query_is_refused_with_a_short_error(catalog: Catalog) -> None:
     async with connect(catalog) as c:
         text = await tool_error(c, "search_documents", query="word " * (MEGABYTE // 5), libraryId="golden")
-        assert f"the limit is {service.MAX_QUERY_CHARS}" in text and len(text) < SHORT
+        assert f"the limit is {MAX_QUERY_CHARS}" in text and len(text) < SHORT
         for alias in ("question", "q"):
             text = await tool_error(c, "search_documents", **{alias: "w" * MEGABYTE})
             assert "query is too long" in text and len(text) < SHORT
@@ -108,15 +109,15 @@ async def test_replies_quote_back_only_a_prefix_of_the_query(catalog: Catalog) -
         assert not result.is_error
         data = result.structured_content
         assert data is not None
-        assert len(data["query"]) <= service.MAX_ECHO_CHARS + 1
-        assert len(data["dropped"]) <= service.MAX_ECHO_ITEMS + 1
-        assert all(len(w) <= service.MAX_ECHO_CHARS + 1 for w in data["dropped"] + data["terms"])
+        assert len(data["query"]) <= errors.MAX_ECHO_CHARS + 1
+        assert len(data["dropped"]) <= errors.MAX_ECHO_ITEMS + 1
+        assert all(len(w) <= errors.MAX_ECHO_CHARS + 1 for w in data["dropped"] + data["terms"])
         (block,) = result.content
         assert block.type == "text"
         assert query not in block.text
         assert len(block.text) < 4 * 500  # the reply fits maxTokens=500 (4 characters a token)
         assert len(json.dumps(data)) < 4 * 500
-    assert service.MAX_QUERY_CHARS == QUERY_CHARS  # the attack above used the whole bound
+    assert MAX_QUERY_CHARS == QUERY_CHARS  # the attack above used the whole bound
 
 
 async def test_long_ids_and_arguments_get_short_refusals(catalog: Catalog) -> None:
@@ -143,7 +144,7 @@ async def test_long_ids_and_arguments_get_short_refusals(catalog: Catalog) -> No
             assert named in text, (tool[:40], list(args), text[:200])
             assert len(text) < SHORT, (tool[:40], list(args), len(text))
         # A long id under the bound is still an id that does not exist: short error too.
-        text = await tool_error(c, "get_document", libraryId="golden", id="d" * service.MAX_DOCUMENT_ID_CHARS)
+        text = await tool_error(c, "get_document", libraryId="golden", id="d" * errors.MAX_DOCUMENT_ID_CHARS)
         assert "no document" in text and len(text) < SHORT
         for uri in (
             f"docs://golden/latest/{big}",
@@ -240,7 +241,7 @@ async def test_a_cancelled_call_stops_its_search(
     repeat_root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A long budget, so the heaviest accepted search is still running when the client gives up.
-    monkeypatch.setattr(service, "SEARCH_TIME_BUDGET", 600, raising=False)
+    monkeypatch.setattr(docs, "SEARCH_TIME_BUDGET", 600)
     caplog.set_level(logging.INFO, logger="docbundle.server.app")
     catalog = Catalog.load(repeat_root)
     try:

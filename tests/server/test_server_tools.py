@@ -13,9 +13,9 @@ from typing import Any, Literal
 import anyio
 import pytest
 from docbundle.bundle import reader
-from docbundle.server.app import create_server
 from docbundle.server.budget import estimate_tokens
 from docbundle.server.catalog import Catalog
+from docbundle.server.mcp.server import create_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult

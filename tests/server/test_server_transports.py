@@ -22,9 +22,10 @@ from typing import Any, Literal
 
 import anyio
 import pytest
-from docbundle.server.app import create_server
 from docbundle.server.catalog import Catalog
-from docbundle.server.http import HttpApp, HttpOptions, bind_socket, http_server
+from docbundle.server.http.app import HttpApp, HttpOptions
+from docbundle.server.http.serve import bind_socket, http_server
+from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -118,7 +119,7 @@ async def test_stdio_subprocess_serves_everything_without_network(bundles_root: 
         async with Client(params) as c:
             await drive_everything(c)
     imports, sockets = _audit(log)
-    assert "docbundle.server.app" in imports and "whoosh" in imports  # the hook saw the server work
+    assert "docbundle.server.mcp.server" in imports and "whoosh" in imports  # the hook saw the server work
     assert _forbidden(imports) == []
     assert [
         s for s in sockets if s.startswith(("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"))
@@ -261,7 +262,7 @@ def test_server_code_imports_no_http_client_and_no_indexer() -> None:
 
 def test_cli_starts_without_the_mcp_sdk_or_whoosh() -> None:
     code = (
-        "import sys, docbundle.server.cli, docbundle.server.service; "
+        "import sys, docbundle.server.cli, docbundle.server.docs, docbundle.server.render; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'whoosh', 'httpx2', 'uvicorn'}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)

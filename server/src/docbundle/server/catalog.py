@@ -13,15 +13,8 @@ heap for each searcher (~50 ms and RAM equal to their size), while without mmap 
 and almost no memory. A non-mmap searcher must never be shared between threads (its file position
 races) and MCP tools run in worker threads, so ``BundleSearcher`` opens one per call.
 
-A lock file (``bundles.lock``) pins what may be served::
-
-    [libraries.react]
-    latest = "<content hash>"                                         # pins the content
-    "18" = { content_hash = "<content hash>", manifest_sha256 = "<sha256 of manifest.json>" }
-
-When a lock file is in use, only the versions it lists are served. The content hash names *what* the
-documents say; ``manifest_sha256`` pins the exact bytes of ``manifest.json``, which lists the sha256 of
-every other file, so it pins the whole bundle (the search index included) byte for byte.
+A lock file (``bundles.lock``, see ``lockfile``) pins what may be served: only the versions it lists,
+and each only with the content hash (and manifest bytes) it names.
 """
 
 from __future__ import annotations
@@ -29,9 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import threading
-import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,11 +38,11 @@ from .errors import (
     MAX_VERSION_CHARS,
     InvalidIdError,
     LibraryUnavailableError,
-    LockFileError,
     UnknownLibraryError,
     UnknownVersionError,
     echo,
 )
+from .lockfile import LockFile
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle
@@ -61,71 +52,6 @@ log = logging.getLogger(__name__)
 
 State = Literal["available", "ready", "failed"]
 T = TypeVar("T")
-LOCK_FILE_NAME = "bundles.lock"
-# Same cap as docbundle.bundle.reader (not imported here: it imports whoosh, kept off the start-up path).
-_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
-
-
-# -- the lock file ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Pin:
-    """What the lock file requires of one library version."""
-
-    content_hash: str
-    manifest_sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class LockFile:
-    """A parsed ``bundles.lock``: ``(libraryId, version) -> Pin``."""
-
-    path: Path
-    pins: dict[tuple[str, str], Pin]
-
-    @classmethod
-    def load(cls, path: Path) -> LockFile:
-        """Read and validate a lock file; raises LockFileError naming the offending key."""
-        try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise LockFileError(f"lock file {path} not found") from exc
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise LockFileError(f"lock file {path} is not readable TOML: {exc}") from exc
-        unknown = sorted(set(raw) - {"libraries"})
-        if unknown:
-            raise LockFileError(f"lock file {path}: unknown top-level key(s) {', '.join(unknown)}")
-        libraries = raw.get("libraries", {})
-        if not isinstance(libraries, dict):
-            raise LockFileError(f"lock file {path}: 'libraries' must be a table")
-        pins: dict[tuple[str, str], Pin] = {}
-        for lib, versions in libraries.items():
-            if not LIBRARY_ID_RE.fullmatch(lib) or not isinstance(versions, dict):
-                raise LockFileError(
-                    f"lock file {path}: [libraries.{lib}] must be a table of a valid library id"
-                )
-            for version, value in versions.items():
-                where = f"lock file {path}: libraries.{lib}.{version}"
-                pins[(lib, version)] = _parse_pin(where, value)
-        return cls(path, pins)
-
-
-def _parse_pin(where: str, value: object) -> Pin:
-    if isinstance(value, str):
-        value = {"content_hash": value}
-    if not isinstance(value, dict):
-        raise LockFileError(f"{where}: expected a content hash string or a table")
-    unknown = sorted(set(value) - {"content_hash", "manifest_sha256"})
-    if unknown:
-        raise LockFileError(f"{where}: unknown key(s) {', '.join(unknown)}")
-    content = value.get("content_hash")
-    manifest = value.get("manifest_sha256")
-    if not isinstance(content, str) or not _HEX64.fullmatch(content):
-        raise LockFileError(f"{where}: content_hash must be 64 lowercase hex digits")
-    if manifest is not None and (not isinstance(manifest, str) or not _HEX64.fullmatch(manifest)):
-        raise LockFileError(f"{where}: manifest_sha256 must be 64 lowercase hex digits")
-    return Pin(content, manifest)
 
 
 # -- catalogue entries ------------------------------------------------------------------------------
@@ -546,11 +472,3 @@ def normalize_library_id(library_id: str) -> str:
             "Call list_libraries to see them."
         )
     return lib_id
-
-
-def find_lock(root: Path, explicit: Path | None) -> Path | None:
-    """The lock file to use: the one given, else ``<root>/bundles.lock`` when it exists."""
-    if explicit is not None:
-        return explicit
-    candidate = root / LOCK_FILE_NAME
-    return candidate if candidate.is_file() else None

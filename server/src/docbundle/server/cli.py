@@ -25,15 +25,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import CURRENT
-from docbundle.bundle.manifest import MANIFEST_NAME
+from docbundle.bundle.errors import BundleError, BundleNotFoundError
+from docbundle.bundle.layout import CURRENT, resolve_bundle
+from docbundle.bundle.query import MODES
 
-from .catalog import Catalog, find_lock
+from .catalog import Catalog
 from .errors import LibraryUnavailableError, LockFileError, ServerError
+from .lockfile import find_lock
 
 if TYPE_CHECKING:
+    from .http.app import HttpApp, HttpOptions
     from .keys import KeyStore
+
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ENV_BUNDLES = "DOCBUNDLE_BUNDLES"
@@ -117,30 +121,46 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (stderr)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_serve, _add_search, _add_info, _add_verify, _add_install, _add_keys):
+        add(sub)
+    return p
 
-    def common(sp: argparse.ArgumentParser) -> None:
-        """Options every command reading a bundles directory takes."""
-        sp.add_argument(
-            "--bundles",
-            type=Path,
-            default=None,
-            metavar="DIR",
-            help=f"bundles directory (default: ${ENV_BUNDLES}, else ./bundles)",
-        )
-        sp.add_argument(
-            "--lock",
-            type=Path,
-            default=None,
-            metavar="FILE",
-            help="lock file pinning content hashes (default: DIR/bundles.lock when it exists)",
-        )
 
+def _common(sp: argparse.ArgumentParser) -> None:
+    """Options every command reading a bundles directory takes."""
+    sp.add_argument(
+        "--bundles",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"bundles directory (default: ${ENV_BUNDLES}, else ./bundles)",
+    )
+    sp.add_argument(
+        "--lock",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="lock file pinning content hashes (default: DIR/bundles.lock when it exists)",
+    )
+
+
+def _add_serve(sub: Subparsers) -> None:
     s = sub.add_parser("serve", help="run the MCP server", description="Run the read-only MCP server.")
-    common(s)
+    _common(s)
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
     s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000; 0 picks a free one)")
-    h = s.add_argument_group("HTTP transport")
+    _add_http_options(s.add_argument_group("HTTP transport"))
+    s.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=None,
+        help="default: info over HTTP (JSON lines on stderr, one per request), warning over stdio",
+    )
+
+
+def _add_http_options(h: argparse._ArgumentGroup) -> None:
+    """The options of ``serve`` that apply to HTTP only (``HTTP_ONLY``)."""
     h.add_argument(
         "--keys",
         type=Path,
@@ -207,28 +227,28 @@ def _parser() -> argparse.ArgumentParser:
         help="the IP address or network of a reverse proxy whose X-Forwarded-For names the client; "
         "repeatable (default: none, the TCP peer is the client)",
     )
-    s.add_argument(
-        "--log-level",
-        choices=LOG_LEVELS,
-        default=None,
-        help="default: info over HTTP (JSON lines on stderr, one per request), warning over stdio",
-    )
 
+
+def _add_search(sub: Subparsers) -> None:
     q = sub.add_parser("search", help="search one library", description="Search one library's bundle.")
-    common(q)
+    _common(q)
     q.add_argument("library", metavar="LIBRARY", help="library id")
     q.add_argument("query", metavar="QUERY", help="what to search for")
     q.add_argument("--version", dest="doc_version", default=None, help="docs version (default: latest)")
-    q.add_argument("--mode", choices=("balanced", "broad", "precise"), default="balanced")
+    q.add_argument("--mode", choices=MODES, default="balanced")
     q.add_argument("--limit", type=int, default=5, help="hits (1-20, default 5)")
     q.add_argument("--max-tokens", type=int, default=5000, help="budget for the hits' text (500-50000)")
     q.add_argument("--json", action="store_true", help="print the search_documents result as JSON")
 
+
+def _add_info(sub: Subparsers) -> None:
     i = sub.add_parser("info", help="describe libraries", description="Describe the installed libraries.")
-    common(i)
+    _common(i)
     i.add_argument("library", metavar="LIBRARY", nargs="?", help="one library's versions and details")
     i.add_argument("--json", action="store_true", help="print JSON")
 
+
+def _add_verify(sub: Subparsers) -> None:
     v = sub.add_parser(
         "verify",
         help="verify bundles",
@@ -240,6 +260,8 @@ def _parser() -> argparse.ArgumentParser:
         "--lock", type=Path, default=None, metavar="FILE", help="also check content hashes against it"
     )
 
+
+def _add_install(sub: Subparsers) -> None:
     n = sub.add_parser(
         "install",
         help="install a release archive (offline)",
@@ -261,6 +283,8 @@ def _parser() -> argparse.ArgumentParser:
         "--lock", type=Path, default=None, metavar="FILE", help="lock file (default: DIR/bundles.lock)"
     )
 
+
+def _add_keys(sub: Subparsers) -> None:
     k = sub.add_parser(
         "keys",
         help="manage API keys for the HTTP transport",
@@ -268,16 +292,6 @@ def _parser() -> argparse.ArgumentParser:
         "accepts. The file stores only a salted scrypt hash of each key's secret.",
     )
     ksub = k.add_subparsers(dest="keys_command", required=True, metavar="ACTION")
-
-    def keys_file(sp: argparse.ArgumentParser) -> None:
-        """The --keys option of every keys action."""
-        sp.add_argument(
-            "--keys",
-            type=Path,
-            default=None,
-            metavar="FILE",
-            help=f"keys file (default: ${ENV_KEYS}, else ./{DEFAULT_KEYS_FILE})",
-        )
 
     kc = ksub.add_parser(
         "create", help="create a key and print it once", description="Create a key; prints it once."
@@ -289,9 +303,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="last day (UTC) the key works: YYYY-MM-DD, or a number of days such as 90d (default: never)",
     )
-    keys_file(kc)
+    _keys_file(kc)
     kl = ksub.add_parser("list", help="list keys (never their secrets)", description="List the keys.")
-    keys_file(kl)
+    _keys_file(kl)
     kl.add_argument("--json", action="store_true", help="print JSON")
     kr = ksub.add_parser(
         "revoke",
@@ -299,8 +313,18 @@ def _parser() -> argparse.ArgumentParser:
         description="Revoke a key; a running server refuses it within a second.",
     )
     kr.add_argument("key_id", metavar="ID", help="the key's id (the part before the dot)")
-    keys_file(kr)
-    return p
+    _keys_file(kr)
+
+
+def _keys_file(sp: argparse.ArgumentParser) -> None:
+    """The --keys option of every keys action."""
+    sp.add_argument(
+        "--keys",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"keys file (default: ${ENV_KEYS}, else ./{DEFAULT_KEYS_FILE})",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -336,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from .install import InstallError, install  # whoosh and tarfile only for this command
+    from .errors import InstallError
+    from .install import install  # whoosh and tarfile only for this command
 
     bundles: Path = args.bundles or _default_bundles()
     if not args.archive.is_file():
@@ -384,7 +409,7 @@ def _serve_stdio(args: argparse.Namespace) -> int:
         log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
     import anyio
 
-    from .app import create_server
+    from .mcp.server import create_server
     from .stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
@@ -433,24 +458,39 @@ def _serve_http(args: argparse.Namespace) -> int:
 def _run_http(
     args: argparse.Namespace, catalog: Catalog, keys: KeyStore | None, handler: logging.Handler
 ) -> int:
-    from .app import create_server
-    from .http import (
-        DEFAULT_BODY_TIMEOUT,
-        DEFAULT_BURST,
-        DEFAULT_MAX_BODY,
-        DEFAULT_RATE,
-        HttpApp,
-        HttpOptions,
-        bind_socket,
-        http_server,
-    )
+    from .http.app import HttpApp
+    from .http.serve import bind_socket, http_server
+    from .mcp.server import create_server
 
     n = len(catalog.library_ids())
     if n == 0:
         log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
     host: str = args.host
-    options = HttpOptions(
-        host=host,
+    app = HttpApp(create_server(catalog), catalog, keys, _http_options(args))
+    try:
+        sock = bind_socket(host, args.port)
+    except OSError as exc:
+        _err(f"cannot listen on {host}:{args.port}: {exc}")
+        return EXIT_FAILED
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    auth = _auth_summary(keys, host)
+    if host.strip("[]") in ("0.0.0.0", "::") and not args.allowed_host:
+        log.warning(
+            "listening on all interfaces without --allowed-host: requests are accepted only with a Host of "
+            "localhost or 127.0.0.1; pass --allowed-host NAME for the name clients use"
+        )
+    _announce(handler, app, f"http://{shown}:{port}/mcp", n, auth)
+    http_server(app, log_level=args.log_level or "info").run(sockets=[sock])
+    return EXIT_OK
+
+
+def _http_options(args: argparse.Namespace) -> HttpOptions:
+    """``HttpOptions`` from the ``serve`` options (defaults for those not given)."""
+    from .http.app import DEFAULT_BODY_TIMEOUT, DEFAULT_BURST, DEFAULT_MAX_BODY, DEFAULT_RATE, HttpOptions
+
+    return HttpOptions(
+        host=args.host,
         allowed_hosts=tuple(args.allowed_host or ()),
         allowed_origins=tuple(args.allowed_origin or ()),
         rate=(args.rate if args.rate is not None else DEFAULT_RATE) or None,
@@ -459,52 +499,44 @@ def _run_http(
         body_timeout=args.body_timeout or DEFAULT_BODY_TIMEOUT,
         trusted_proxies=tuple(args.trusted_proxy or ()),
     )
-    app = HttpApp(create_server(catalog), catalog, keys, options)
-    try:
-        sock = bind_socket(host, args.port)
-    except OSError as exc:
-        _err(f"cannot listen on {host}:{args.port}: {exc}")
-        return EXIT_FAILED
-    port = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    url = f"http://{shown}:{port}/mcp"
+
+
+def _auth_summary(keys: KeyStore | None, host: str) -> str:
+    """How requests are authenticated, for the start-up line; warns about what weakens it."""
     if keys is None:
-        auth = "no authentication"
         if host not in LOOPBACK:
             log.warning("listening on %s with --no-auth: anyone who can reach it can use it", host)
-    else:
-        active = sum(1 for k in keys.records() if k.status(datetime.now(UTC)) == "active")
-        auth = f"API keys from {keys.path}: {active} active"
-        if active == 0:
-            log.warning("no active key in %s: every request will be refused", keys.path)
-        unchecked = [
-            k.id for k in keys.records() if k.check is None and k.status(datetime.now(UTC)) == "active"
-        ]
-        if unchecked:
-            log.warning(
-                "key(s) %s in %s have no check (created by an older docbundle): every guess at them costs "
-                "the server a scrypt; replace them with `docbundle keys create` and `docbundle keys revoke ID`",
-                ", ".join(unchecked),
-                keys.path,
-            )
-    if host.strip("[]") in ("0.0.0.0", "::") and not args.allowed_host:
+        return "no authentication"
+    active = sum(1 for k in keys.records() if k.status(datetime.now(UTC)) == "active")
+    if active == 0:
+        log.warning("no active key in %s: every request will be refused", keys.path)
+    unchecked = [k.id for k in keys.records() if k.check is None and k.status(datetime.now(UTC)) == "active"]
+    if unchecked:
         log.warning(
-            "listening on all interfaces without --allowed-host: requests are accepted only with a Host of "
-            "localhost or 127.0.0.1; pass --allowed-host NAME for the name clients use"
+            "key(s) %s in %s have no check (created by an older docbundle): every guess at them costs "
+            "the server a scrypt; replace them with `docbundle keys create` and `docbundle keys revoke ID`",
+            ", ".join(unchecked),
+            keys.path,
         )
-    # Always shown, whatever the log level: supervisors and scripts read the address from it.
+    return f"API keys from {keys.path}: {active} active"
+
+
+def _announce(handler: logging.Handler, app: HttpApp, url: str, libraries: int, auth: str) -> None:
+    """The "serving ... at URL" line, always shown whatever the log level: supervisors read the address."""
+    options = app.options
     handler.handle(
         logging.makeLogRecord(
             {
                 "name": log.name,
                 "levelno": logging.INFO,
                 "levelname": "INFO",
-                "msg": f"docbundle: serving {n} libraries from {catalog.root} over streamable HTTP at {url} ({auth})",
+                "msg": f"docbundle: serving {libraries} libraries from {app.catalog.root} over streamable HTTP "
+                f"at {url} ({auth})",
                 "fields": {
                     "event": "listening",
                     "url": url,
-                    "libraries": n,
-                    "auth": "keys" if keys is not None else "none",
+                    "libraries": libraries,
+                    "auth": "keys" if app.keys is not None else "none",
                     "rate": options.rate,
                     "burst": options.burst,
                     "maxBodySize": options.max_body_size,
@@ -513,8 +545,6 @@ def _run_http(
             }
         )
     )
-    http_server(app, log_level=args.log_level or "info").run(sockets=[sock])
-    return EXIT_OK
 
 
 # -- search -----------------------------------------------------------------------------------------
@@ -526,7 +556,8 @@ def _snippet(text: str, width: int = 240) -> str:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from .service import Docs, hit_title
+    from .docs import Docs
+    from .render import hit_title
 
     catalog = _load(args)
     try:
@@ -563,7 +594,7 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from .service import Docs
+    from .docs import Docs
 
     catalog = _load(args)
     docs = Docs(catalog)
@@ -651,32 +682,42 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from docbundle.bundle.layout import current_bundle
     from docbundle.bundle.reader import check_bundle
 
     target: Path = args.dir or _default_bundles()
-    single: Path | None = None
-    if (target / MANIFEST_NAME).is_file():
-        single = target
-    elif (target / CURRENT).is_file():
-        try:
-            single = current_bundle(target)
-        except BundleError as exc:
-            print(f"FAIL {target}: {exc}")
-            return EXIT_FAILED
-    if single is not None:
-        if args.lock is not None:
-            _err("--lock applies to a bundles directory, not to one bundle")
-            return EXIT_USAGE
-        try:
-            m = check_bundle(single)
-        except BundleError as exc:
-            print(f"FAIL {single}: {exc}")
-            return EXIT_FAILED
-        print(f"OK   {m.library.id}/{m.version.name}/{m.build.build_id} ({len(m.files)} files verified)")
-        return EXIT_OK
     try:
-        catalog = Catalog.load(target, lock=find_lock(target, args.lock))
+        single = _one_bundle(target)
+    except BundleError as exc:
+        print(f"FAIL {target}: {exc}")
+        return EXIT_FAILED
+    if single is None:
+        return _verify_all(target, args.lock)
+    if args.lock is not None:
+        _err("--lock applies to a bundles directory, not to one bundle")
+        return EXIT_USAGE
+    try:
+        m = check_bundle(single)
+    except BundleError as exc:
+        print(f"FAIL {single}: {exc}")
+        return EXIT_FAILED
+    print(f"OK   {m.library.id}/{m.version.name}/{m.build.build_id} ({len(m.files)} files verified)")
+    return EXIT_OK
+
+
+def _one_bundle(target: Path) -> Path | None:
+    """The one bundle ``target`` names (a bundle or a version dir), or None for a bundles directory."""
+    try:
+        return resolve_bundle(target)
+    except BundleNotFoundError:
+        if (target / CURRENT).is_file():
+            raise  # a version directory whose CURRENT names no bundle
+        return None
+
+
+def _verify_all(target: Path, lock: Path | None) -> int:
+    """Verify every bundle a CURRENT names under the bundles directory ``target``."""
+    try:
+        catalog = Catalog.load(target, lock=find_lock(target, lock))
     except LockFileError as exc:
         _err(str(exc))
         return EXIT_USAGE

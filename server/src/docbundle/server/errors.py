@@ -16,7 +16,15 @@ The hierarchy::
     ├── BadRequestError            any other argument problem (query missing, unknown section ...)
     │   └── InputTooLongError      a string or list argument over its documented bound
     ├── CancelledError             the caller went away (or cancelled) while the work ran
-    └── LockFileError              the lock file (bundles.lock) is missing or malformed
+    ├── LockFileError              the lock file (bundles.lock) is missing or malformed
+    ├── KeyFileError               the API keys file is missing or malformed, or a key id is unknown
+    └── InstallError               a release archive cannot be installed (``docbundle install``)
+
+Nothing else leaves the package as an error of its own. Two things cross it unchanged: ``Catalog.load``
+raises ``FileNotFoundError`` for a missing bundles directory (the CLI reports it as a usage error), and
+``docbundle.bundle`` errors met while opening a bundle become ``LibraryUnavailableError``. The MCP
+layer (``mcp/``) turns these errors into the protocol's own (``ToolError``, ``ResourceError``,
+``MCPError``), never the other way round.
 
 Every string argument has a documented bound (the ``MAX_*`` constants below, listed in docs/server.md);
 a longer one is refused with ``InputTooLongError``, which names the limit and what to do, rather than
@@ -152,3 +160,11 @@ class CancelledError(ServerError, Cancelled):
 
 class LockFileError(ServerError):
     """The lock file cannot be read or does not have the documented shape."""
+
+
+class KeyFileError(ServerError):
+    """The keys file is missing, unreadable or not in the documented shape, or a key id is unknown."""
+
+
+class InstallError(ServerError):
+    """The archive cannot be installed; the message says why and what to do."""

@@ -36,15 +36,12 @@ from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEnt
 from docbundle.bundle.reader import check_bundle, verify_bundle
 from docbundle.bundle.release import SUMS, read_sums
 
-from .catalog import LockFile, find_lock
+from .errors import InstallError
+from .lockfile import LockFile, find_lock
 
 MAX_UNPACKED_BYTES = 8 * 1024**3
 MAX_MEMBERS = 100_000
 _COPY_CHUNK = 1024 * 1024
-
-
-class InstallError(Exception):
-    """The archive cannot be installed; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import ServerError
+from .errors import KeyFileError
 
 FILE_VERSION = 1
 # Patterns are used with fullmatch only: "$" would accept a trailing newline.
@@ -78,10 +78,6 @@ _CHECK_LABEL = b"docbundle key check\x00"
 
 Status = Literal["active", "revoked", "expired"]
 Verdict = Literal["ok", "invalid", "revoked", "expired", "unavailable"]
-
-
-class KeyFileError(ServerError):
-    """The keys file is missing, unreadable or not in the documented shape, or a key id is unknown."""
 
 
 @dataclass(frozen=True)

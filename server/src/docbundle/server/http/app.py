@@ -1,0 +1,399 @@
+"""Streamable HTTP for a shared server: API keys, rate limits, body limits, health and access logs.
+
+``HttpApp`` is a pure ASGI app in front of the MCP SDK's streamable HTTP app (stateless, JSON
+responses: every ``POST /mcp`` stands alone, so no session state grows with the number of clients).
+For each request, in this order:
+
+1. ``GET /healthz`` and ``GET /readyz`` answer at once, without a key, and say nothing else;
+2. the ``Host`` and ``Origin`` headers must be allowed (421 / 403: DNS-rebinding protection);
+3. an API key from ``X-API-Key`` or ``Authorization: Bearer`` (401 missing or wrong, 403 revoked or
+   expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``. A wrong
+   secret is mostly turned away by its key's ``check`` without a scrypt; the scrypts that remain are
+   budgeted per client address and globally (a client over its budget waits a little, or gets 429),
+   never per key id, so nobody can lock a key out;
+4. a token bucket per key (per client address without keys): 429 with ``Retry-After``;
+5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
+   of a streamed body are counted (413), and the whole body must arrive within a time limit (408);
+   then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep (400 with a JSON-RPC error);
+6. the MCP SDK app, which checks ``Host``/``Origin`` again with the same explicit settings.
+
+The client address is the TCP peer's, or what ``X-Forwarded-For`` says when the peer is one of the
+``--trusted-proxy`` addresses (uvicorn's proxy-headers middleware, configured explicitly here: by
+default no forwarded header is believed).
+
+Every request leaves one JSON access-log line: request id, key id (never the key), JSON-RPC method,
+tool, libraryId, status, outcome and latency. The request id is echoed in ``X-Request-Id``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import secrets
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+
+from ..catalog import Catalog
+from ..jsonrpc import (
+    INVALID_REQUEST,
+    MAX_JSON_DEPTH,
+    json_depth,
+    peek_request,
+    reply_outcome,
+    valid_request_id,
+)
+from ..keys import AuthResult, KeyStore
+from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
+from .policy import HostPolicy
+from .ratelimit import AuthBudget, RateLimiter, client_key
+
+MCP_PATH = "/mcp"
+DEFAULT_RATE = 10.0  # requests per second per key
+DEFAULT_BURST = 40
+DEFAULT_MAX_BODY = 1024 * 1024  # MCP requests to this server are a few hundred bytes
+DEFAULT_BODY_TIMEOUT = 10.0
+
+log = logging.getLogger("docbundle.http")
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How the HTTP transport is exposed; the CLI builds it from ``docbundle serve`` options."""
+
+    host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    rate: float | None = DEFAULT_RATE  # None: no rate limit
+    burst: int = DEFAULT_BURST
+    max_body_size: int = DEFAULT_MAX_BODY
+    body_timeout: float = DEFAULT_BODY_TIMEOUT
+    # Peers whose X-Forwarded-For is believed: IP addresses or networks (``--trusted-proxy``).
+    trusted_proxies: tuple[str, ...] = ()
+
+
+class HttpApp:
+    """The ASGI app ``docbundle serve --transport http`` runs (see the module docstring)."""
+
+    def __init__(
+        self, mcp: MCPServer[Any], catalog: Catalog, keys: KeyStore | None, options: HttpOptions
+    ) -> None:
+        self.catalog = catalog
+        self.keys = keys
+        self.options = options
+        self.policy = HostPolicy(options.host, options.allowed_hosts, options.allowed_origins)
+        self.inner = mcp.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=self.policy.transport_security(),
+            max_request_body_size=options.max_body_size,
+            host=options.host,
+        )
+        self.limiter = RateLimiter(options.rate, options.burst) if options.rate else None
+        # Keys not proven yet cost a scrypt each: that work is budgeted per client and globally, in two
+        # lanes. Secrets that passed their key's check are almost always right: guesses at keys
+        # without a check (written before checks existed) cannot crowd them out.
+        self.auth_budget = AuthBudget()
+        self.checked_budget = AuthBudget()
+        self._scrypt_slots: anyio.CapacityLimiter | None = None
+        self._reported = -1
+        # Request ids: a random prefix per process and a counter; unique without a syscall each.
+        self._id_prefix = secrets.token_hex(4)
+        self._id_counter = itertools.count(1)
+        self.ready = False
+
+    def _next_id(self) -> str:
+        return f"{self._id_prefix}{next(self._id_counter):08x}"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point: lifespan goes to the SDK app (it runs the session manager), HTTP to us."""
+        if scope["type"] == "lifespan":
+            await self.inner(scope, receive, self._lifespan_send(send))
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+
+    def _lifespan_send(self, send: Send) -> Send:
+        async def relay(message: Message) -> None:
+            if message["type"] == "lifespan.startup.complete":
+                self.ready = True
+            elif message["type"].startswith("lifespan.shutdown"):
+                self.ready = False
+            await send(message)
+
+        return relay
+
+    # -- per request --------------------------------------------------------------------------------
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = headers_of(scope)
+        incoming = headers.get("x-request-id", "")
+        rid = incoming if valid_request_id(incoming) else self._next_id()
+        ex = Exchange(scope, receive, send, rid, self.options.body_timeout)
+        path, method = scope.get("path", ""), scope.get("method", "")
+        try:
+            if path in ("/healthz", "/readyz"):
+                await self._health(ex, path, method)
+                return
+            await self._guarded(ex, headers, receive)
+        finally:
+            self._log(ex, health=path in ("/healthz", "/readyz"))
+
+    async def _health(self, ex: Exchange, path: str, method: str) -> None:
+        ex.fields["outcome"] = "ok"
+        if method not in ("GET", "HEAD"):
+            await ex.respond(405, {"status": "method not allowed"}, [(b"allow", b"GET, HEAD")])
+            return
+        if path == "/healthz":
+            await ex.respond(200, {"status": "ok"})
+            return
+        status, payload = self.readiness()
+        await ex.respond(status, payload)
+
+    def readiness(self) -> tuple[int, dict[str, Any]]:
+        """``/readyz``: 200 when serving with at least one usable library, else 503; ids only.
+
+        ``status`` is ``ready`` when every library version is usable and ``degraded`` when some failed
+        (at start-up, on first open, or later because its data went bad); ``failed`` lists them.
+        """
+        failed = []
+        usable = 0
+        for entry in self.catalog.entries():
+            if self.catalog.state(entry)[0] == "failed":
+                failed.append({"libraryId": entry.library_id, "version": entry.version})
+            else:
+                usable += 1
+        payload: dict[str, Any] = {"libraries": self.catalog.library_ids(), "failed": failed}
+        if not self.ready:
+            return 503, {"status": "starting", **payload}
+        if self.keys is not None and self.keys.error is not None:
+            return 503, {"status": "unavailable", **payload}
+        if usable == 0:
+            return 503, {"status": "no libraries", **payload}
+        return 200, {"status": "degraded" if failed else "ready", **payload}
+
+    async def _guarded(self, ex: Exchange, headers: dict[str, str], receive: Receive) -> None:
+        scope = ex.scope
+        ex.body_pending = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
+        if not self.policy.host_ok(headers.get("host")):
+            await ex.reject(421, "bad_host", "Host header not allowed (see --allowed-host)")
+            return
+        if not self.policy.origin_ok(headers.get("origin")):
+            await ex.reject(403, "bad_origin", "Origin header not allowed (see --allowed-origin)")
+            return
+        bucket = f"client:{client_key(scope)}"
+        if self.keys is not None:
+            key_id = await self._authenticate(ex, headers)
+            if key_id is None:
+                return
+            bucket = key_id
+        if self.limiter is not None:
+            wait = self.limiter.take(bucket)
+            if wait > 0:
+                retry = str(max(1, math.ceil(wait))).encode()
+                await ex.reject(
+                    429, "rate_limited", "rate limit exceeded; retry later", [(b"retry-after", retry)]
+                )
+                return
+        declared = headers.get("content-length")
+        if declared is not None and not declared.isdigit():
+            ex.body_pending = False  # unknowable length: nothing can be drained, the reply closes
+            await ex.reject(400, "bad_request", "bad Content-Length", [(b"connection", b"close")])
+            return
+        if declared is not None and int(declared) > self.options.max_body_size:
+            # Refused on the header alone: nothing of it is kept (a body too big to drain is cut off).
+            ex.body_pending = int(declared) <= DRAIN_LIMIT
+            close = [] if ex.body_pending else [(b"connection", b"close")]
+            await ex.reject(413, "too_large", f"request body over {self.options.max_body_size} bytes", close)
+            return
+        if scope.get("path") == MCP_PATH and scope.get("method") != "POST":
+            # Stateless: no session to delete, and no server-initiated messages for a GET stream to
+            # carry (the SDK would hold such a stream open for as long as the client likes).
+            await ex.reject(405, "method_not_allowed", "only POST is supported here", [(b"allow", b"POST")])
+        elif scope.get("method") in ("POST", "PUT", "PATCH"):
+            await self._with_body(ex, receive)
+        else:
+            await self.inner(scope, receive, ex.send)
+            ex.fields["outcome"] = "ok" if ex.status < 400 else f"http_{ex.status}"
+
+    async def _authenticate(self, ex: Exchange, headers: dict[str, str]) -> str | None:
+        """The proven key id, or None once a refusal has been sent."""
+        assert self.keys is not None
+        challenge = b'Bearer realm="docbundle"'
+        key = presented_key(headers)
+        if key is None:
+            await ex.reject(
+                401,
+                "no_key",
+                "API key required: send X-API-Key: <id>.<secret> or Authorization: Bearer <id>.<secret>",
+                [(b"www-authenticate", challenge)],
+            )
+            return None
+        result = self.keys.check_cached(key)
+        if result is None:
+            # Budgeted by who asks, never by the key id asked about: guessing secrets for a known id
+            # must not lock that key out for its owner.
+            client = client_key(ex.scope)
+            budget = self.checked_budget if self.keys.prechecked(key) else self.auth_budget
+            wait = budget.admit(client)
+            if wait is None:
+                retry = max(1, math.ceil(budget.retry_after(client)))
+                await ex.reject(
+                    429,
+                    "auth_throttled",
+                    f"too many failed API key attempts from this address; retry in {retry} s",
+                    [(b"retry-after", str(retry).encode())],
+                )
+                return None
+            if wait > 0:
+                await anyio.sleep(wait)
+            if self._scrypt_slots is None:
+                # One scrypt at a time (16 MiB, ~65 ms each); created here, inside the event loop.
+                self._scrypt_slots = anyio.CapacityLimiter(1)
+            result = await anyio.to_thread.run_sync(self.keys.verify, key, limiter=self._scrypt_slots)
+            if result.verdict != "invalid":
+                budget.give_back(client)  # the secret was right (or never checked)
+        return await self._verdict(ex, result, challenge)
+
+    async def _verdict(self, ex: Exchange, result: AuthResult, challenge: bytes) -> str | None:
+        ex.fields["keyId"] = result.key_id
+        if result.verdict == "ok":
+            return result.key_id
+        if result.verdict == "invalid":
+            await ex.reject(
+                401,
+                "invalid_key",
+                "invalid API key",
+                [(b"www-authenticate", challenge + b', error="invalid_token"')],
+            )
+        elif result.verdict == "unavailable":
+            if self.keys is not None and self._reported != self.keys.generation:
+                self._reported = self.keys.generation  # once per broken version of the file
+                log.error("refusing every request until the keys file is fixed: %s", self.keys.error)
+            await ex.reject(503, "keys_unavailable", "server cannot check API keys; see its log")
+        else:
+            await ex.reject(403, f"key_{result.verdict}", f"API key {result.verdict}")
+        return None
+
+    async def _with_body(self, ex: Exchange, receive: Receive) -> None:
+        ex.body_pending = False
+        body, problem = await self._read_body(receive)
+        ex.fields["bytesIn"] = len(body)
+        if problem == "disconnect":
+            ex.fields["outcome"] = "client_disconnected"
+            return
+        if problem == "timeout":
+            msg = f"request body not received within {self.options.body_timeout:g} s"
+            await ex.reject(408, "body_timeout", msg, [(b"connection", b"close")])
+            return
+        if problem == "too_large":
+            ex.body_pending = True  # the rest of it is drained (bounded) so the client reads the 413
+            await ex.reject(413, "too_large", f"request body over {self.options.max_body_size} bytes")
+            return
+        if ex.scope.get("path") == MCP_PATH:
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                msg = f"Parse error: the body is not valid UTF-8 (byte {exc.start}); send JSON in UTF-8"
+                await ex.reject(400, "parse_error", msg)
+                return
+            if json_depth(body) > MAX_JSON_DEPTH:
+                msg = f"Invalid Request: JSON nested more than {MAX_JSON_DEPTH} levels deep"
+                await ex.reject(400, "too_deep", msg, code=INVALID_REQUEST)
+                return
+            peeked = peek_request(body)
+            if peeked is None:
+                await ex.reject(400, "parse_error", "Parse error: the body is not JSON")
+                return
+            ex.fields.update(peeked)
+        ex.capture = True
+        await self._forward(ex, body, receive)
+
+    async def _read_body(self, receive: Receive) -> tuple[bytes, str | None]:
+        """The whole request body, or what went wrong: ``disconnect``, ``timeout`` or ``too_large``."""
+        parts: list[bytes] = []
+        size = 0
+        with anyio.move_on_after(self.options.body_timeout):
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return b"".join(parts), "disconnect"
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if size > self.options.max_body_size:
+                    return b"", "too_large"
+                parts.append(chunk)
+                if not message.get("more_body", False):
+                    return b"".join(parts), None
+        return b"".join(parts), "timeout"
+
+    async def _forward(self, ex: Exchange, body: bytes, receive: Receive) -> None:
+        """Run the SDK app on the buffered body; a client that goes away cancels its request."""
+        pending = deque([{"type": "http.request", "body": body, "more_body": False}])
+        gone = anyio.Event()
+
+        async def replay() -> Message:
+            if pending:
+                return pending.popleft()
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                # After the body, the next receive() returns only when the client disconnects (or
+                # once the response is complete, which is no disconnect at all).
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    gone.set()
+                    if not ex.complete:
+                        ex.fields["outcome"] = "client_disconnected"
+                        tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            await self.inner(ex.scope, replay, ex.send)
+            tg.cancel_scope.cancel()
+        if "outcome" not in ex.fields:
+            outcome, code = reply_outcome(ex.status, b"".join(ex.body_parts))
+            ex.fields["outcome"] = outcome
+            if code is not None:
+                ex.fields["rpcError"] = code
+
+    # -- logging ------------------------------------------------------------------------------------
+
+    def _log(self, ex: Exchange, *, health: bool) -> None:
+        scope = ex.scope
+        client = scope.get("client")
+        fields: dict[str, Any] = {
+            "event": "request",
+            "requestId": ex.request_id,
+            "method": scope.get("method"),
+            "path": scope.get("path"),
+            "status": ex.status or None,
+            "keyId": None,
+            "client": client[0] if client else None,
+            **ex.fields,
+            "latencyMs": round((time.perf_counter() - ex.started) * 1000, 2),
+        }
+        fields.setdefault("outcome", "error" if ex.status >= 500 or not ex.status else "ok")
+        level = logging.DEBUG if health else logging.ERROR if ex.status >= 500 else logging.INFO
+        if log.isEnabledFor(level):
+            summary = " ".join(
+                str(p)
+                for p in (
+                    fields["method"],
+                    fields["path"],
+                    ex.status or "-",
+                    fields.get("tool"),
+                    fields["outcome"],
+                )
+                if p
+            )
+            log.log(level, summary, extra={"fields": fields})

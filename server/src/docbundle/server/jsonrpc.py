@@ -1,0 +1,136 @@
+"""JSON-RPC as the transports see it, before the MCP SDK does: error codes, a linear depth check, and
+the log fields peeked from a request and its reply.
+
+Nothing here parses a body recursively: ``json_depth`` is a linear scan, and ``peek_request`` /
+``reply_outcome`` decode only the few fields they need with msgspec (the rest is skipped unread).
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate
+from typing import Any
+
+import msgspec
+
+# The error code of JSON-RPC error bodies the transports write themselves (the server-defined range).
+REJECTED = -32001
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+# Deepest JSON nesting a request body may have (an MCP request needs about 6). Checked by a linear scan
+# before anything parses the body recursively: msgspec, pydantic and json all recurse per level.
+MAX_JSON_DEPTH = 64
+
+# Full matches only (re.fullmatch): "$" would accept a trailing newline.
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_NAME_RE = re.compile(r"[A-Za-z0-9_./-]{1,64}")
+_LIBRARY_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+_URI_LIBRARY_RE = re.compile(r"^(?:docs|library)://([^/]+)")
+_LIBRARY_ARGS = ("libraryId", "library", "libraryID", "library_id")
+
+# A JSON string, terminated or not (an unterminated one runs to the end: the match never fails, so
+# the scan stays linear even on a body of unterminated strings full of escaped quotes).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEP = [0] * 256
+for _open, _close in (b"[]", b"{}"):
+    _DEPTH_STEP[_open], _DEPTH_STEP[_close] = 1, -1
+
+
+def json_depth(body: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text, brackets inside strings ignored.
+
+    Linear and not recursive (C-speed passes over the bytes), so it is safe on any input; on text
+    that is not JSON it still gives a number, which is all a depth limit needs.
+    """
+    if body.count(b"[") + body.count(b"{") == 0:
+        return 0
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    return max(0, max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0))
+
+
+def valid_request_id(value: str) -> bool:
+    """Whether a client's ``X-Request-Id`` may be echoed and logged (else a new one is made)."""
+    return _REQUEST_ID_RE.fullmatch(value) is not None
+
+
+# -- request peeking --------------------------------------------------------------------------------
+
+
+class _RpcParams(msgspec.Struct):
+    name: Any = None
+    uri: Any = None
+    arguments: Any = None
+
+
+class _RpcRequest(msgspec.Struct):
+    method: Any = None
+    params: Any = None
+
+
+class _RpcError(msgspec.Struct):
+    code: Any = None
+
+
+class _RpcResult(msgspec.Struct, rename={"is_error": "isError"}):
+    is_error: Any = False
+
+
+class _RpcReply(msgspec.Struct):
+    error: _RpcError | None = None
+    # Only isError is decoded: msgspec skips the rest of a result (tens of KB for a search) unread.
+    result: _RpcResult | None = None
+
+
+_request_decoder = msgspec.json.Decoder(_RpcRequest)
+_reply_decoder = msgspec.json.Decoder(_RpcReply)
+
+
+def _clean(value: Any, pattern: re.Pattern[str]) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value if pattern.fullmatch(value) else "(invalid)"
+
+
+def peek_request(body: bytes) -> dict[str, Any] | None:
+    """Log fields of a JSON-RPC request body (method, tool, libraryId); None if it is not JSON."""
+    try:
+        req = _request_decoder.decode(body)
+    except msgspec.ValidationError:
+        return {}  # JSON, but not one request object (a batch, a string ...): the SDK answers it
+    except msgspec.DecodeError:
+        return None
+    fields: dict[str, Any] = {"rpcMethod": _clean(req.method, _NAME_RE)}
+    try:
+        params = msgspec.convert(req.params, _RpcParams) if isinstance(req.params, dict) else _RpcParams()
+    except msgspec.ValidationError:
+        params = _RpcParams()
+    if req.method in ("tools/call", "prompts/get"):
+        fields["tool" if req.method == "tools/call" else "prompt"] = _clean(params.name, _NAME_RE)
+    library: Any = None
+    if isinstance(params.arguments, dict):
+        library = next((params.arguments[a] for a in _LIBRARY_ARGS if params.arguments.get(a)), None)
+    if library is None and isinstance(params.uri, str):
+        m = _URI_LIBRARY_RE.match(params.uri)
+        library = m.group(1) if m else None
+    if isinstance(library, str):
+        fields["libraryId"] = _clean(library.lower(), _LIBRARY_RE)
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def reply_outcome(status: int, body: bytes) -> tuple[str, int | None]:
+    """``(outcome, JSON-RPC error code)`` of the SDK's answer: ok, tool_error, rpc_error or http_<status>."""
+    if status == 202:
+        return "ok", None
+    try:
+        reply = _reply_decoder.decode(body) if body else None
+    except msgspec.DecodeError:  # not JSON, or a result that is not an object: judged by status alone
+        reply = None
+    if reply is not None and reply.error is not None:
+        code = reply.error.code if isinstance(reply.error.code, int) else None
+        return "rpc_error", code
+    if status >= 400:
+        return f"http_{status}", None
+    if reply is not None and reply.result is not None and reply.result.is_error is True:
+        return "tool_error", None
+    return "ok", None

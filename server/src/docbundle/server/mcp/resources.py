@@ -1,0 +1,62 @@
+"""The two resource templates: ``docs://{libraryId}/{version}/{+path}`` (a page) and ``library://{libraryId}``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+
+from ..docs import Docs
+from ..errors import (
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_LIBRARY_ID_CHARS,
+    MAX_VERSION_CHARS,
+    LibraryUnavailableError,
+    ServerError,
+)
+
+# The longest resource URI: docs://<libraryId>/<version>/<document id>, every character %-encoded.
+MAX_URI_CHARS = 16 + MAX_LIBRARY_ID_CHARS + 3 * (MAX_VERSION_CHARS + MAX_DOCUMENT_ID_CHARS)
+
+
+def add_resources(mcp: MCPServer[Any], docs: Docs) -> None:
+    """Register the resource templates on ``mcp``."""
+
+    @mcp.resource(
+        "docs://{libraryId}/{version}/{+path}",
+        name="document",
+        title="Documentation page",
+        description="One page of a library's documentation as markdown (path is the document id; "
+        "version may be 'latest')",
+        mime_type="text/markdown",
+    )
+    def document_resource(libraryId: str, version: str, path: str) -> str:
+        """A page's markdown."""
+        with _resource_errors():
+            return docs.page_markdown(libraryId, version, path)
+
+    @mcp.resource(
+        "library://{libraryId}",
+        name="library",
+        title="Library metadata",
+        description="A library's metadata and versions as JSON",
+        mime_type="application/json",
+    )
+    def library_resource(libraryId: str) -> str:
+        """A library's metadata and versions."""
+        with _resource_errors():
+            return docs.list_versions(libraryId).model_dump_json(by_alias=True, indent=2)
+
+
+@contextmanager
+def _resource_errors() -> Iterator[None]:
+    """Unknown things are "not found" (-32602); an unavailable library is a resource error."""
+    try:
+        yield
+    except LibraryUnavailableError as exc:
+        raise ResourceError(str(exc)) from exc
+    except ServerError as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
