@@ -22,13 +22,12 @@ way, so the two can be compared. It prints figures and asserts nothing.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,31 +141,7 @@ def load_queries(path: Path) -> list[Query]:
 
 
 # --------------------------------------------------------------------------------------------------
-# metrics
-
-
-def dcg(gains: Sequence[int]) -> float:
-    """Discounted cumulative gain of graded relevance values in rank order (gain 2^rel - 1)."""
-    return float(sum((2**rel - 1) / math.log2(i + 2) for i, rel in enumerate(gains)))
-
-
-def ndcg_at(ranked: Sequence[str], relevant: dict[str, int], k: int = K) -> float:
-    """nDCG@k of a ranked list of document ids against graded judgements."""
-    ideal = dcg(sorted(relevant.values(), reverse=True)[:k])
-    return dcg([relevant.get(d, 0) for d in ranked[:k]]) / ideal if ideal else 0.0
-
-
-def mrr_at(ranked: Sequence[str], relevant: dict[str, int], k: int = K) -> float:
-    """Reciprocal rank of the first relevant (any grade) document within the top k, else 0."""
-    for i, d in enumerate(ranked[:k]):
-        if relevant.get(d, 0) > 0:
-            return 1.0 / (i + 1)
-    return 0.0
-
-
-def recall_at(ranked: Sequence[str], relevant: dict[str, int], k: int = K) -> float:
-    """Share of the relevant documents found within the top k."""
-    return len(set(ranked[:k]) & set(relevant)) / len(relevant)
+# metrics (the project's own: docbundle.indexer.release.metrics)
 
 
 @dataclass
@@ -182,8 +157,10 @@ class Score:
 
 def score(q: Query, ranked: list[str], ms: float) -> Score:
     """Score one ranked list."""
+    from docbundle.indexer.release.metrics import mrr, ndcg, recall
+
     return Score(
-        ndcg_at(ranked, q.relevant), mrr_at(ranked, q.relevant), recall_at(ranked, q.relevant), ranked, ms
+        ndcg(ranked, q.relevant, K), mrr(ranked, q.relevant, K), recall(ranked, q.relevant, K), ranked, ms
     )
 
 

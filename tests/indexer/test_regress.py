@@ -8,7 +8,8 @@ import pytest
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ConfigError
 from docbundle.indexer.pipeline.build import build_target
-from docbundle.indexer.release.regress import load_golden, mrr, ndcg, recall, regress, render_regress
+from docbundle.indexer.release.metrics import mrr, ndcg, recall
+from docbundle.indexer.release.regress import load_golden, regress, render_regress
 
 PAGES = {
     "install.md": "# Installation\n\nInstall the package with pip and set the API key in the environment.\n",

@@ -16,9 +16,8 @@ for the number::
     expect = { ndcg10 = { value = 1.0, tolerance = 0.0, reason = "the page is titled for it" } }
 
 Metrics are document-level over the top 10 distinct documents (one hit per document): nDCG@10 with
-gains 2^grade - 1, MRR@10 (first document with grade >= 1), Recall@10 (share of graded documents found).
-They are computed here in a few lines rather than with an IR library: the definitions are short, and the
-established libraries (pytrec_eval, ir-measures) need a C toolchain to install.
+gains 2^grade - 1, MRR@10 (first document with grade >= 1), Recall@10 (share of graded documents found),
+as defined in ``release/metrics.py``.
 
 ``regress`` prints ``[OK]`` / ``[FAIL]`` per expectation and fails on any FAIL; with a baseline bundle it
 also lists the queries whose top results changed.
@@ -26,7 +25,6 @@ also lists the queries whose top results changed.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -36,10 +34,10 @@ from docbundle.bundle.reader import open_bundle
 from docbundle.bundle.search import BundleSearcher
 
 from ..errors import ConfigError
+from .metrics import DEPTH, mrr, ndcg, recall
 
 Metric = Literal["ndcg10", "mrr10", "recall10"]
 METRICS: tuple[Metric, ...] = ("ndcg10", "mrr10", "recall10")
-DEPTH = 10
 
 
 class Expectation(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -126,28 +124,6 @@ def load_golden(path: Path) -> GoldenSet:
         if not q.relevant or any(g not in (1, 2, 3) for g in q.relevant.values()):
             raise ConfigError(f"{path}: query {q.id!r}: relevant needs documents graded 1..3")
     return golden
-
-
-def ndcg(ranked: list[str], relevant: dict[str, int], depth: int = DEPTH) -> float:
-    """nDCG@depth with gains 2^grade - 1."""
-    dcg = sum((2 ** relevant.get(d, 0) - 1) / math.log2(i + 2) for i, d in enumerate(ranked[:depth]))
-    ideal = sorted(relevant.values(), reverse=True)[:depth]
-    idcg = sum((2**g - 1) / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
-
-
-def mrr(ranked: list[str], relevant: dict[str, int], depth: int = DEPTH) -> float:
-    """Reciprocal rank of the first relevant document within depth."""
-    for i, d in enumerate(ranked[:depth]):
-        if relevant.get(d, 0) > 0:
-            return 1.0 / (i + 1)
-    return 0.0
-
-
-def recall(ranked: list[str], relevant: dict[str, int], depth: int = DEPTH) -> float:
-    """Share of the relevant documents found within depth."""
-    wanted = {d for d, g in relevant.items() if g > 0}
-    return len(wanted & set(ranked[:depth])) / len(wanted) if wanted else 0.0
 
 
 def run_queries(bundle_path: Path, golden: GoldenSet) -> tuple[list[QueryResult], dict[str, str]]:
