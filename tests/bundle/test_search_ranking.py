@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from docbundle.bundle.reader import Bundle, open_bundle
 from docbundle.bundle.search import MAX_WORDS, BundleSearcher
-from docbundle.indexer.build.pipeline import build_target
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline.build import build_target
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
