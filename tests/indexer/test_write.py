@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -72,11 +76,45 @@ def test_analysed_writer_is_byte_identical_to_whoosh_add_document(tmp_path: Path
     assert w.count == sum(len(p.chunks) for p in prepared)
 
 
+T = TypeVar("T")
+
+
+class _RecordingPool(ProcessPoolExecutor):
+    """The pool ``prepare_all`` starts, recording the tasks handed to it and its workers' pids."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tasks = 0
+        self.pids: set[int] = set()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future = super().submit(fn, *args, **kwargs)
+        self.tasks += 1
+        self.pids.update(self._processes)  # the worker processes started so far, by pid
+        return future
+
+
+def _not_in_this_process(values: dict[str, str]) -> prepare.Analysed:
+    raise AssertionError("a page was prepared in the test process, not in a worker")
+
+
 def test_workers_give_the_same_result_as_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     jobs = _jobs() * 6
     monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)
-    parallel = list(prepare_all(jobs, workers=2))
     serial = list(prepare_all(jobs, workers=0))
+    pools: list[_RecordingPool] = []
+
+    def start_pool(*args: Any, **kwargs: Any) -> _RecordingPool:
+        pools.append(_RecordingPool(*args, **kwargs))
+        return pools[-1]
+
+    monkeypatch.setattr(prepare, "ProcessPoolExecutor", start_pool)
+    # Workers import the module afresh (forkserver/spawn), so this patch binds only here: a page
+    # prepared in this process fails, one prepared in a worker does not.
+    monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)
+    parallel = list(prepare_all(jobs, workers=2))
+    (pool,) = pools
+    assert pool.tasks > 0 and 1 <= len(pool.pids) <= 2 and os.getpid() not in pool.pids
     assert parallel == serial
     assert [bool(p.chunks) for p in serial] == [True, True, True, False] * 6
 
