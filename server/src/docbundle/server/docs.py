@@ -25,7 +25,7 @@ import logging
 import pickle
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from docbundle.bundle.errors import BundleError
@@ -99,6 +99,37 @@ MIN_TEXT_TOKENS = 60
 # Room for a result's own header and closing notes in the text rendering.
 HEADER_TOKENS = 120
 _RESERVED = ":/?#[]@!$&'()*+,;="
+
+
+# A hit before fitting: (score, library, document number, chunk number, the document's record).
+_RawHit = tuple[float, OpenedLibrary, int, int, DocRecord]
+
+
+@dataclass(frozen=True)
+class _SearchCall:
+    """What one search asks of every library it searches."""
+
+    query: str | None
+    keywords: list[str]
+    mode: Mode
+    limit: int
+    deadline: Deadline
+
+
+@dataclass
+class _Gathered:
+    """What a search collected over its libraries, before the best hits are fitted to the budget."""
+
+    searched: list[OpenedLibrary] = field(default_factory=list)
+    raw: list[_RawHit] = field(default_factory=list)
+    skipped: list[SkippedLibrary] = field(default_factory=list)
+    terms: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+    def skip(self, entry: VersionEntry, reason: str) -> None:
+        """Record a library version that was not searched, and why."""
+        self.skipped.append(SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=reason))
 
 
 @dataclass(frozen=True)
@@ -304,65 +335,80 @@ class Docs:
         if library_id is None and version:
             raise BadRequestError("version needs libraryId: versions belong to one library")
         deadline = (cancel or Deadline()).within(SEARCH_TIME_BUDGET)
-
-        targets: list[VersionEntry]
-        skipped: list[SkippedLibrary] = []
         if library_id is not None:
             targets = [self.catalog.resolve(library_id, version)]
         else:
             targets = [lib.default for lib in self.catalog.libraries()]
-
-        def skip(entry: VersionEntry, reason: str) -> None:
-            skipped.append(SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=reason))
-
-        searched: list[OpenedLibrary] = []
-        raw: list[tuple[float, OpenedLibrary, int, int, DocRecord]] = []
-        terms: list[str] = []
-        dropped: list[str] = []
-        stopped = False
+        call = _SearchCall(query, keywords, mode, limit, deadline)
+        got = _Gathered()
         for entry in targets:
             if deadline.cancelled:
                 raise CancelledError()
-            if stopped or deadline.expired():
-                stopped = True
+            if got.stopped or deadline.expired():
+                got.stopped = True
                 if library_id is None:
-                    skip(entry, f"not searched: the search's time budget ({SEARCH_TIME_BUDGET:g} s) ran out")
+                    got.skip(
+                        entry, f"not searched: the search's time budget ({SEARCH_TIME_BUDGET:g} s) ran out"
+                    )
                 continue
-            try:
-                lib = self.catalog.open_entry(entry)
-                outcome = lib.searcher.search(
-                    query, keywords=keywords, mode=mode, limit=limit, per_doc=PER_DOC, deadline=deadline
-                )
-                # Read the hits' records here, so a damaged store fails this library only.
-                found = [(h.score, lib, h.doc, h.chunk, lib.bundle.store.get(h.doc)) for h in outcome.hits]
-                if any(not 0 <= chunk < len(record.chunks) for _, _, _, chunk, record in found):
-                    raise BundleError("the search index and the document store disagree")
-            except CancelledError:
-                raise
-            except Cancelled as exc:  # the engine's own: say it in the server's terms
-                raise CancelledError() from exc
-            except BadRequestError:
-                raise
-            except Exception as exc:
-                if isinstance(exc, LibraryUnavailableError):
-                    reason = exc.reason
-                else:
-                    reason = _search_failure(entry, exc, self.catalog)
-                    if isinstance(exc, _DAMAGE):
-                        # The bundle's bytes went bad under the server: stop serving it, tell /readyz.
-                        self.catalog.mark_failed(entry, reason)
-                if library_id is not None:
-                    raise LibraryUnavailableError(entry.library_id, entry.version, reason) from exc
-                skip(entry, reason)
-                continue
-            searched.append(lib)
-            stopped = stopped or outcome.stopped
-            terms = terms or list(outcome.terms)
-            dropped = dropped or list(outcome.dropped)
-            raw.extend(found)
-        raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[2], r[3]))
-        raw = raw[:limit]
+            self._search_entry(entry, call, got, single=library_id is not None)
+        got.raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[2], r[3]))
+        return self._search_result(got, got.raw[:limit], query, keywords, mode, library_id, max_tokens)
 
+    def _search_entry(
+        self, entry: VersionEntry, search: _SearchCall, got: _Gathered, *, single: bool
+    ) -> None:
+        """Search one library version into ``got``; a failure skips it (or, searching ``single``, raises)."""
+        try:
+            lib = self.catalog.open_entry(entry)
+            outcome = lib.searcher.search(
+                search.query,
+                keywords=search.keywords,
+                mode=search.mode,
+                limit=search.limit,
+                per_doc=PER_DOC,
+                deadline=search.deadline,
+            )
+            # Read the hits' records here, so a damaged store fails this library only.
+            found = [(h.score, lib, h.doc, h.chunk, lib.bundle.store.get(h.doc)) for h in outcome.hits]
+            if any(not 0 <= chunk < len(record.chunks) for _, _, _, chunk, record in found):
+                raise BundleError("the search index and the document store disagree")
+        except CancelledError:
+            raise
+        except Cancelled as exc:  # the engine's own: say it in the server's terms
+            raise CancelledError() from exc
+        except BadRequestError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, LibraryUnavailableError):
+                reason = exc.reason
+            else:
+                reason = _search_failure(entry, exc, self.catalog)
+                if isinstance(exc, _DAMAGE):
+                    # The bundle's bytes went bad under the server: stop serving it, tell /readyz.
+                    self.catalog.mark_failed(entry, reason)
+            if single:
+                raise LibraryUnavailableError(entry.library_id, entry.version, reason) from exc
+            got.skip(entry, reason)
+            return
+        got.searched.append(lib)
+        got.stopped = got.stopped or outcome.stopped
+        got.terms = got.terms or list(outcome.terms)
+        got.dropped = got.dropped or list(outcome.dropped)
+        got.raw.extend(found)
+
+    def _search_result(
+        self,
+        got: _Gathered,
+        raw: list[_RawHit],
+        query: str | None,
+        keywords: list[str],
+        mode: Mode,
+        library_id: str | None,
+        max_tokens: int,
+    ) -> SearchResult:
+        """The result of a search: the best ``raw`` hits fitted to ``max_tokens``, or advice when none."""
+        searched = got.searched
         single = searched[0] if library_id is not None and searched else None
         base = SearchResult(
             query=clip(query) if query is not None else None,
@@ -373,10 +419,10 @@ class Docs:
             build_id=single.manifest.build.build_id if single else None,
             content_hash=single.manifest.build.content_hash if single else None,
             searched=[_source(o) for o in searched],
-            skipped=skipped,
-            terms=clip_list(terms),
-            dropped=clip_list(dropped),
-            stopped=stopped,
+            skipped=got.skipped,
+            terms=clip_list(got.terms),
+            dropped=clip_list(got.dropped),
+            stopped=got.stopped,
             hits=[],
             truncated=False,
             omitted_hits=0,
@@ -384,7 +430,7 @@ class Docs:
         )
         if not raw:
             return base.model_copy(update=_empty_advice(base, searched, library_id))
-        if stopped:
+        if got.stopped:
             base = base.model_copy(update={"message": STOPPED_NOTE})
         # The header, and the closing note should hits be left out, come out of the same budget.
         fixed = estimate_tokens(search_head(base)) + estimate_tokens(omitted_note(len(raw), max_tokens))
@@ -397,9 +443,7 @@ class Docs:
             }
         )
 
-    def _fit_hits(
-        self, raw: list[tuple[float, OpenedLibrary, int, int, DocRecord]], available: int
-    ) -> tuple[list[SearchHit], int]:
+    def _fit_hits(self, raw: list[_RawHit], available: int) -> tuple[list[SearchHit], int]:
         """The hits with their texts fitted into ``available`` tokens, and how many were left out."""
         full: list[SearchHit] = []
         for rank, (score, lib, _doc_no, chunk_no, doc) in enumerate(raw, start=1):
@@ -547,19 +591,8 @@ class Docs:
         lib = self.catalog.open(library_id, version)
         src = _source(lib)
         toc = self._toc(lib)
-        order: dict[str, list[_TocEntry]] = {}
-        for e in toc:
-            order.setdefault(e.section, []).append(e)
         wanted = section.strip() if section and section.strip() else None
-        if wanted is not None:
-            match = next((s for s in order if s.lower() == wanted.lower()), None)
-            if match is None:
-                names = ", ".join(repr(s or "(no section)") for s in order)
-                raise BadRequestError(
-                    f"{lib.entry.library_id}@{lib.entry.version} has no section {echo(section)}. "
-                    f"Sections: {names}"
-                )
-            order = {match: order[match]}
+        order = _toc_sections(lib, toc, wanted, section)
         m = lib.manifest
         not_indexed = [
             NotIndexed(url=d.url, title=d.title, section=d.section, reason=d.error or "not indexed")
@@ -593,28 +626,7 @@ class Docs:
         total = len(toc) if wanted is None else len(order[next(iter(order))])
         skeleton = [TocSection(name=n, documents=[], count=len(e)) for n, e in order.items()]
         budget = max_tokens - estimate_tokens(render_documents(listing(skeleton, total)))
-        used = 0
-        omitted = 0
-        sections: list[TocSection] = []
-        for name, entries in order.items():
-            docs: list[TocDocument] = []
-            for e in entries:
-                item = TocDocument(
-                    id=e.id,
-                    title=e.title,
-                    url=e.url,
-                    description=e.description,
-                    optional=e.optional,
-                    chunks=e.chunks,
-                )
-                cost = estimate_tokens(toc_line(item)) + 1
-                if omitted or used + cost > budget:
-                    omitted += 1
-                    continue
-                used += cost
-                docs.append(item)
-            sections.append(TocSection(name=name, documents=docs, count=len(entries)))
-        return listing(sections, omitted)
+        return listing(*_fit_toc(order, budget))
 
     def chunk_with_context(
         self,
@@ -678,6 +690,50 @@ class Docs:
             chunks=views,
             truncated=cut,
         )
+
+
+def _toc_sections(
+    lib: OpenedLibrary, toc: list[_TocEntry], wanted: str | None, asked: str | None
+) -> dict[str, list[_TocEntry]]:
+    """The table of contents by section in llms.txt order; only the ``wanted`` one (as ``asked``) when given."""
+    order: dict[str, list[_TocEntry]] = {}
+    for e in toc:
+        order.setdefault(e.section, []).append(e)
+    if wanted is None:
+        return order
+    match = next((s for s in order if s.lower() == wanted.lower()), None)
+    if match is None:
+        names = ", ".join(repr(s or "(no section)") for s in order)
+        raise BadRequestError(
+            f"{lib.entry.library_id}@{lib.entry.version} has no section {echo(asked)}. Sections: {names}"
+        )
+    return {match: order[match]}
+
+
+def _fit_toc(order: dict[str, list[_TocEntry]], budget: int) -> tuple[list[TocSection], int]:
+    """The sections with the documents whose lines fit ``budget`` tokens (in order), and how many did not."""
+    used = 0
+    omitted = 0
+    sections: list[TocSection] = []
+    for name, entries in order.items():
+        docs: list[TocDocument] = []
+        for e in entries:
+            item = TocDocument(
+                id=e.id,
+                title=e.title,
+                url=e.url,
+                description=e.description,
+                optional=e.optional,
+                chunks=e.chunks,
+            )
+            cost = estimate_tokens(toc_line(item)) + 1
+            if omitted or used + cost > budget:
+                omitted += 1
+                continue
+            used += cost
+            docs.append(item)
+        sections.append(TocSection(name=name, documents=docs, count=len(entries)))
+    return sections, omitted
 
 
 def _empty_advice(

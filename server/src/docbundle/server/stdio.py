@@ -9,7 +9,7 @@ It replaces the MCP SDK's ``stdio_server`` for three reasons:
   one). The server then reads the next line. (The SDK's transport answered none of these.)
 - **The server exits when its client does.** When stdin reaches end of file, or the parent process
   dies (checked every ``PARENT_POLL_SECONDS``), requests still running get ``DRAIN_SECONDS`` to
-  finish; then they are cancelled (which cancels their worker threads' tokens, see ``app``) and
+  finish; then they are cancelled (which cancels their worker threads' tokens, see ``mcp.tools``) and
   ``serve_stdio`` returns. ``exit_when_threads_linger`` then gives worker threads the same drain
   time and ends the process even if one is still running, so nothing keeps an orphaned server alive.
 - **stdout belongs to the protocol.** File descriptor 1 is pointed at stderr while serving (so a stray
@@ -38,13 +38,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
+from .jsonrpc import INVALID_REQUEST, PARSE_ERROR
+
 log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # longest request line; longer ones are refused (-32600)
 DRAIN_SECONDS = 3.0  # after the client leaves, how long running requests (then threads) may finish
 PARENT_POLL_SECONDS = 1.0  # how often the server checks that the process that started it is alive
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
 _READ_CHUNK = 64 * 1024
 
 
@@ -132,48 +132,95 @@ async def serve_stdio(
     """Serve ``server`` over stdin/stdout until the client leaves, then drain and return."""
     in_fd = stdin_fd if stdin_fd is not None else _claim_stdin()
     out_fd = stdout_fd if stdout_fd is not None else _claim_stdout()
-    lowlevel = server._lowlevel_server
-    to_server: MemoryObjectSendStream[SessionMessage | Exception]
-    from_client: MemoryObjectReceiveStream[SessionMessage | Exception]
-    to_server, from_client = anyio.create_memory_object_stream(0)
-    to_client: MemoryObjectSendStream[SessionMessage]
-    from_server: MemoryObjectReceiveStream[SessionMessage]
-    to_client, from_server = anyio.create_memory_object_stream(0)
-    client_gone = anyio.Event()
-    served = anyio.Event()
-    write_lock = anyio.Lock()
-    out = os.fdopen(out_fd, "wb", buffering=0, closefd=False)
+    await _Session(server, in_fd, out_fd).run()
 
-    def write_all(data: bytes) -> None:
+
+class _Session:
+    """One client on stdio: a reader thread feeds the server, replies go out in order, then a drain."""
+
+    def __init__(self, server: MCPServer[Any], in_fd: int, out_fd: int) -> None:
+        self.lowlevel = server._lowlevel_server
+        self.in_fd = in_fd
+        self.to_server: MemoryObjectSendStream[SessionMessage | Exception]
+        self.from_client: MemoryObjectReceiveStream[SessionMessage | Exception]
+        self.to_server, self.from_client = anyio.create_memory_object_stream(0)
+        self.to_client: MemoryObjectSendStream[SessionMessage]
+        self.from_server: MemoryObjectReceiveStream[SessionMessage]
+        self.to_client, self.from_server = anyio.create_memory_object_stream(0)
+        self.client_gone = anyio.Event()
+        self.served = anyio.Event()
+        self.write_lock = anyio.Lock()
+        self.out = os.fdopen(out_fd, "wb", buffering=0, closefd=False)
+
+    async def run(self) -> None:
+        """Serve until the client leaves; then give running requests ``DRAIN_SECONDS`` and cancel them."""
+        token = anyio.lowlevel.current_token()
+
+        def send_from_thread(item: SessionMessage | bytes | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the event loop has ended: nothing to deliver to
+                anyio.from_thread.run(self.deliver, item, token=token)
+
+        reader = threading.Thread(
+            target=self.read_stdin, args=(send_from_thread,), name="docbundle stdin", daemon=True
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.serve)
+            tg.start_soon(self.pump_out)
+            tg.start_soon(self.watch_parent, os.getppid())
+            reader.start()
+            with anyio.CancelScope() as waiting:
+                tg.start_soon(_cancel_when, self.served, waiting)
+                await self.client_gone.wait()
+            self.to_server.close()  # end of input: the server loop ends once running requests are done
+            with anyio.move_on_after(DRAIN_SECONDS):
+                await self.served.wait()
+            if not self.served.is_set():
+                log.warning(
+                    "requests still running %.1f s after the client left: cancelling them", DRAIN_SECONDS
+                )
+            tg.cancel_scope.cancel()
+
+    async def serve(self) -> None:
+        """The MCP server's own loop over the two streams."""
+        try:
+            await self.lowlevel.run(
+                self.from_client, self.to_client, self.lowlevel.create_initialization_options()
+            )
+        finally:
+            self.served.set()
+
+    # -- out: replies and error lines, one writer at a time ------------------------------------------
+
+    def write_all(self, data: bytes) -> None:
+        """Write ``data`` whole to the protocol descriptor (in a worker thread)."""
         view = memoryview(data)
         while view:
-            n = out.write(view)
+            n = self.out.write(view)
             view = view[n or 0 :]
 
-    async def emit(data: bytes) -> None:
-        if client_gone.is_set() and served.is_set():
+    async def emit(self, data: bytes) -> None:
+        """Write one line; a closed stdout means the client is gone."""
+        if self.client_gone.is_set() and self.served.is_set():
             return
-        async with write_lock:
+        async with self.write_lock:
             try:
-                await anyio.to_thread.run_sync(write_all, data, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(self.write_all, data, abandon_on_cancel=True)
             except (BrokenPipeError, ConnectionResetError, OSError) as exc:
                 log.info("stdout closed (%s): the client is gone", type(exc).__name__)
-                client_gone.set()
+                self.client_gone.set()
 
-    async def pump_out() -> None:
-        async with from_server:
-            async for message in from_server:
+    async def pump_out(self) -> None:
+        """The server's messages, one JSON line each."""
+        async with self.from_server:
+            async for message in self.from_server:
                 text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await emit(text.encode("utf-8", "backslashreplace") + b"\n")
+                await self.emit(text.encode("utf-8", "backslashreplace") + b"\n")
 
-    async def serve() -> None:
-        try:
-            await lowlevel.run(from_client, to_client, lowlevel.create_initialization_options())
-        finally:
-            served.set()
+    # -- in: lines from the reader thread, and the parent watch -------------------------------------
 
-    def read_stdin(send: Callable[[SessionMessage | bytes | None], None]) -> None:
-        lines = _Lines(in_fd)
+    def read_stdin(self, send: Callable[[SessionMessage | bytes | None], None]) -> None:
+        """The reader thread: each line parsed and sent on (None at end of input)."""
+        lines = _Lines(self.in_fd)
         while True:
             try:
                 got = lines.read()
@@ -194,46 +241,24 @@ async def serve_stdio(
             if parsed is not None:
                 send(parsed)
 
-    async def deliver(item: SessionMessage | bytes | None) -> None:
+    async def deliver(self, item: SessionMessage | bytes | None) -> None:
+        """On the event loop: a message to the server, an error line to the client, or the end."""
         if item is None:
-            client_gone.set()
+            self.client_gone.set()
         elif isinstance(item, bytes):
-            await emit(item)
-        elif not client_gone.is_set():
+            await self.emit(item)
+        elif not self.client_gone.is_set():
             try:
-                await to_server.send(item)
+                await self.to_server.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                client_gone.set()
+                self.client_gone.set()
 
-    async def watch_parent(parent: int) -> None:
+    async def watch_parent(self, parent: int) -> None:
+        """The client is gone when the process that started the server is."""
         while os.getppid() == parent:
             await anyio.sleep(PARENT_POLL_SECONDS)
         log.warning("the process that started the server (pid %d) is gone: shutting down", parent)
-        client_gone.set()
-
-    token = anyio.lowlevel.current_token()
-
-    def send_from_thread(item: SessionMessage | bytes | None) -> None:
-        with contextlib.suppress(RuntimeError):  # the event loop has ended: nothing to deliver to
-            anyio.from_thread.run(deliver, item, token=token)
-
-    reader = threading.Thread(
-        target=read_stdin, args=(send_from_thread,), name="docbundle stdin", daemon=True
-    )
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(serve)
-        tg.start_soon(pump_out)
-        tg.start_soon(watch_parent, os.getppid())
-        reader.start()
-        with anyio.CancelScope() as waiting:
-            tg.start_soon(_cancel_when, served, waiting)
-            await client_gone.wait()
-        to_server.close()  # end of input: the server loop ends once running requests are done
-        with anyio.move_on_after(DRAIN_SECONDS):
-            await served.wait()
-        if not served.is_set():
-            log.warning("requests still running %.1f s after the client left: cancelling them", DRAIN_SECONDS)
-        tg.cancel_scope.cancel()
+        self.client_gone.set()
 
 
 async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
