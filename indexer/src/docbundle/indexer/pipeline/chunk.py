@@ -1,6 +1,6 @@
 """Parse documentation pages (markdown / MDX) and split them into search chunks.
 
-``parse_page`` separates front matter from the body; ``chunk_markdown`` cuts the body into sections at
+``parse_page`` separates front matter (read by ``page.py``) from the body; ``chunk_markdown`` cuts the body into sections at
 headings and returns each as an exact slice of the body, with a markup-free ``plain`` text for indexing.
 
 Line endings: ``parse_page`` strips a leading BOM and turns ``\\r\\n`` / ``\\r`` into ``\\n``.
@@ -40,17 +40,17 @@ from __future__ import annotations
 
 import contextlib
 import re
-import tomllib
 from functools import lru_cache
 from itertools import accumulate
 from math import ceil
 from typing import Any, NamedTuple
 
 import msgspec
-import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.container import container_plugin
+
+from .page import read_front_matter, text_field
 
 __all__ = ["Chunk", "ParsedPage", "chunk_markdown", "parse_page"]
 
@@ -281,7 +281,8 @@ def _block_text(
     return plain, "\n".join(c for c in code if c)
 
 
-def _clean_heading(text: str) -> str:
+def _without_heading_id(text: str) -> str:
+    """A heading's plain text (markdown-it already dropped its markup) without an explicit ``{#id}``."""
     text = " ".join(text.split())
     # Docusaurus/Pandoc explicit heading ids: `## Title {#title}`.
     if text.endswith("}"):
@@ -326,7 +327,7 @@ def _scan_blocks(md: MarkdownIt, body: str) -> list[_Block]:
         else:
             title = ""
             if heading:
-                title = plain = _clean_heading(plain)
+                title = plain = _without_heading_id(plain)
             blocks.append(_Block(max(start, 0), heading, title, plain, code, words, depth if blocks else 0))
 
     def add_nested(lo: int, hi: int, start: int, depth: int) -> None:
@@ -546,66 +547,6 @@ def chunk_markdown(
     return chunks
 
 
-def _split_front_matter(text: str) -> tuple[str | None, str, str]:
-    """Return (front matter source or None, fence kind, body)."""
-    first_end = text.find("\n")
-    if first_end == -1:
-        return None, "", text
-    fence = text[:first_end].rstrip()
-    if fence not in ("---", "+++"):
-        return None, "", text
-    closers = ("---", "...") if fence == "---" else ("+++",)
-    pos = first_end + 1
-    while pos <= len(text):
-        end = text.find("\n", pos)
-        line_end = len(text) if end == -1 else end
-        if text[pos:line_end].rstrip() in closers:
-            body = "" if end == -1 else text[end + 1 :]
-            return text[first_end + 1 : pos], fence, body
-        if end == -1:
-            break
-        pos = end + 1
-    return None, "", text
-
-
-_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load_front_matter(raw: str, fence: str) -> object:
-    """Parse front matter source; raises whatever the YAML/TOML parser raises."""
-    if fence == "+++":
-        return tomllib.loads(raw)
-    return yaml.load(raw, Loader=_YAML_LOADER)
-
-
-def _lenient_scalars(raw: str) -> dict[str, object]:
-    # Broken YAML is often only an unquoted colon (`title: Foo: Bar`); keep simple top-level strings.
-    out: dict[str, object] = {}
-    for line in raw.split("\n"):
-        key, sep, value = line.partition(":")
-        if not sep or not key or key != key.strip() or " " in key:
-            continue
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        elif not value or value[0] in "[{|>&*!#@`":
-            continue
-        out.setdefault(key, value)
-    return out
-
-
-def _text_field(front_matter: dict[str, object], *keys: str) -> str | None:
-    for key in keys:
-        value = front_matter.get(key)
-        if isinstance(value, bool) or value is None:
-            continue
-        if isinstance(value, str | int | float):
-            text = " ".join(str(value).split())
-            if text:
-                return text
-    return None
-
-
 def _is_esm_line(line: str) -> bool:
     word = line[:6]
     if word != "import" and word != "export":
@@ -641,36 +582,21 @@ def parse_page(text: str, *, mdx: bool = False) -> ParsedPage:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
 
-    raw, fence, body = _split_front_matter(text)
-    front_matter: dict[str, object] = {}
-    fields: dict[str, object] = {}
-    if raw is not None:
-        try:
-            data = _load_front_matter(raw, fence)
-        except Exception:
-            # YAMLError, TOMLDecodeError, RecursionError...: broken front matter, still not body text.
-            if fence == "---":
-                fields = _lenient_scalars(raw)
-        else:
-            if isinstance(data, dict):
-                front_matter = fields = {str(key): value for key, value in data.items()}
-            elif data is not None:
-                # Parses, but not as a mapping: the fences were thematic breaks, not front matter.
-                body = text
+    front_matter, fields, body = read_front_matter(text)
 
     if mdx:
         # On failure the body stays as is and its ESM lines are indexed as text.
         with contextlib.suppress(Exception):
             body = _strip_esm(body)
 
-    title = _text_field(fields, "title")
+    title = text_field(fields, "title")
     if title is None:
         title = next((b.title for b in _analyse(body, mdx).blocks if b.heading == 1 and b.title), None)
     if title is None:
-        title = _text_field(fields, "sidebar_label", "linkTitle")
+        title = text_field(fields, "sidebar_label", "linkTitle")
     return ParsedPage(
         title=title,
-        description=_text_field(fields, "description"),
+        description=text_field(fields, "description"),
         front_matter=front_matter,
         body=body,
         mdx=mdx,

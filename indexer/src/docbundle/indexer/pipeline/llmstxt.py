@@ -52,7 +52,6 @@ Detection of llms-full files (``kind="full"``, one :class:`InlineDoc` per page)
 from __future__ import annotations
 
 import html
-import json
 import re
 from bisect import bisect_left
 from collections import Counter
@@ -60,6 +59,8 @@ from typing import NamedTuple
 from urllib.parse import unquote, urljoin, urlsplit
 
 import msgspec
+
+from .page import FIELD_RE, field, leading_block_end, scalar
 
 __all__ = [
     "ConformanceIssue",
@@ -133,9 +134,8 @@ class LlmsTxt(msgspec.Struct, frozen=True):
 
 _HR_RE = re.compile(r"[ \t]{0,3}(?:(?:-[ \t]*){3,}|(?:\*[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _BULLET_RE = re.compile(r"([ \t]*)(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$)")
-_FM_KEY_RE = re.compile(r"([A-Za-z_][\w-]*):(?:[ \t]|$)")
 _FM_DELIM_RE = re.compile(r"-{3,}[ \t]*$")
-_FM_OPEN_RE = re.compile(r"^.*---[ \t]*\n(?=[A-Za-z_][\w-]*:(?:[ \t]|$))", re.MULTILINE)
+_FM_OPEN_RE = re.compile(rf"^.*---[ \t]*\n(?={FIELD_RE.pattern})", re.MULTILINE)
 _SOURCE_MARKER_RE = re.compile(r"(>[ \t]*)?(?:Source|URL|Url)[ \t]*:[ \t]*<?([^\s<>]+)>?[ \t]*$")
 _SKIP_MARKER_RE = re.compile(r"\[Skip to (?:main )?content\]\(([^\s()]+)\)[ \t]*$")
 _DOC_OPEN_RE = re.compile(r"<doc(\s[^<>]*)?>")
@@ -277,7 +277,8 @@ def _clean_link_text(text: str) -> str:
     return _collapse(_unescape(_strip_images(text)))
 
 
-def _clean_heading(raw: str) -> str:
+def _heading_text(raw: str) -> str:
+    """The text of an ATX heading's raw markdown: closing #s, permalink and badge links, emphasis dropped."""
     text = raw.strip()
     if text.endswith("#"):
         # an ATX closing sequence must be preceded by a space (or be the whole text)
@@ -516,7 +517,7 @@ def _entries_from_text(c: str, *, list_item: bool) -> list[_Entry] | None:
     if labelled is None:
         return None
     label = labelled.group("bold") or labelled.group("label") or ""
-    label = _clean_heading(label.strip())
+    label = _heading_text(label.strip())
     if not label or "://" in label or len(label.split()) > 8:
         return None
     url = _trim_url(labelled.group("url"))
@@ -554,11 +555,11 @@ def _front_matter(text: str, lines: list[str]) -> dict[int, _FrontMatter]:
                 break
             if cand.startswith("#"):
                 break
-            key = _FM_KEY_RE.match(cand)
-            if key is not None:
-                name = key.group(1).lower()
+            kv = field(cand)
+            if kv is not None:
+                name = kv[0].lower()
                 first_key = first_key or name
-                fields.setdefault(name, _yaml_scalar(cand[key.end() :]))
+                fields.setdefault(name, scalar(kv[1]))
         if close < 0 or not ({"title", "url", "source"} & fields.keys()):
             continue
         width = len(stripped) if standalone else 3
@@ -570,19 +571,6 @@ def _front_matter(text: str, lines: list[str]) -> dict[int, _FrontMatter]:
     if count < 2:
         return {}
     return {fm.open_idx: fm for fm in found if fm.signature == dominant}
-
-
-def _yaml_scalar(raw: str) -> str:
-    value = raw.strip()
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        try:
-            decoded = json.loads(value)
-        except ValueError:
-            return value[1:-1]
-        return decoded if isinstance(decoded, str) else value[1:-1]
-    if len(value) >= 2 and value[0] == value[-1] == "'":
-        return value[1:-1].replace("''", "'")
-    return value
 
 
 def _scan(lines: list[str], fm: dict[int, _FrontMatter]) -> _Scan:
@@ -770,13 +758,13 @@ class _IndexParser:
             head = self.heads.get(i)
             if head is not None:
                 if i == title_idx:
-                    self.title = _clean_heading(head.raw)
+                    self.title = _heading_text(head.raw)
                     self.expect_summary = True
                 else:
                     stack = self.stack
                     while stack and stack[-1][0] >= head.level:
                         stack.pop()
-                    stack.append((head.level, _clean_heading(head.raw)))
+                    stack.append((head.level, _heading_text(head.raw)))
                     name = " / ".join(part for _, part in stack)
                     optional = stack[0][1].lower() == "optional"
                     self.current = _SectionBuilder(name, optional, i)
@@ -1001,7 +989,7 @@ def _marker_pages(
         if start <= last_start:
             continue
         last_start = start
-        title = _clean_heading(heads[start].raw) if start in heads else ""
+        title = _heading_text(heads[start].raw) if start in heads else ""
         pages.append(_Page(start, title, mk.url, ""))
     return pages
 
@@ -1025,7 +1013,7 @@ def _heading_pages(scan: _Scan, title_idx: int | None) -> list[_Page]:
         repeated = [lvl for lvl, cnt in levels.items() if cnt >= 2]
         page_level = min(repeated) if repeated else min(levels)
         chosen = [h for h in heads if h.level <= page_level]
-    return [_Page(h.idx, _clean_heading(h.raw), None, "") for h in chosen]
+    return [_Page(h.idx, _heading_text(h.raw), None, "") for h in chosen]
 
 
 def _build_docs(
@@ -1052,7 +1040,7 @@ def _build_docs(
         text = "\n".join(body).strip("\n")
         first_head = bisect_left(head_idx, body_start)
         in_page = scan.heads[first_head : bisect_left(head_idx, stop, first_head)]
-        title = page.title or next((_clean_heading(h.raw) for h in in_page if h.level == 1), "")
+        title = page.title or next((_heading_text(h.raw) for h in in_page if h.level == 1), "")
         url = page.url
         if url is None:
             lo = bisect_left(marker_idx, body_start)
@@ -1061,7 +1049,7 @@ def _build_docs(
         if not title and url:
             title = _title_from_url(url)
         if not title and in_page:
-            title = _clean_heading(in_page[0].raw)
+            title = _heading_text(in_page[0].raw)
         if not text and not title:
             continue
         docs.append(
@@ -1233,8 +1221,8 @@ def parse_llms_txt(text: str, base_url: str | None = None) -> LlmsTxt:
         skip_to = 0
         if 0 in fm:
             skip_to = fm[0].close_idx + 1
-        elif _leading_front_matter(lines) > 0 and kind == "index":
-            skip_to = _leading_front_matter(lines)
+        elif leading_block_end(lines) > 0 and kind == "index":
+            skip_to = leading_block_end(lines)
             _issue(issues, "front-matter", 0, "file starts with a YAML front-matter block")
         parser = _IndexParser(lines, scan.in_fence, heads, base_url, issues)
         result = parser.parse(preamble_end, title_idx, h1_sections, skip_to)
@@ -1285,16 +1273,6 @@ def _body_start(lines: list[str], title_idx: int | None) -> int:
     while k < len(lines) and (not lines[k].strip() or lines[k].lstrip().startswith(">")):
         k += 1
     return k
-
-
-def _leading_front_matter(lines: list[str]) -> int:
-    """Index just past a YAML front-matter block at the very start of the file, or 0."""
-    if not lines or lines[0].strip() != "---" or len(lines) < 3 or _FM_KEY_RE.match(lines[1]) is None:
-        return 0
-    for k in range(2, min(len(lines), 60)):
-        if lines[k].strip() in ("---", "..."):
-            return k + 1
-    return 0
 
 
 def _structure_issues(
