@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +87,40 @@ def test_open_verifies_before_whoosh_and_caches(catalog: Catalog, monkeypatch: p
     assert catalog.state(first.entry) == ("ready", None)
 
 
+class _Arrivals:
+    """Counts the calls of ``catalog.resolve``, the first step of every ``Catalog.open``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, catalog: Catalog) -> None:
+        self.count = 0
+        self._cond = threading.Condition()
+        real = catalog.resolve
+
+        def resolve(*args: Any, **kwargs: Any) -> Any:
+            with self._cond:
+                self.count += 1
+                self._cond.notify_all()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(catalog, "resolve", resolve)
+
+    def wait_for(self, callers: int, timeout: float = 30.0) -> None:
+        """Block until ``callers`` calls have come in (an event, not a guess at how long they take)."""
+        with self._cond:
+            arrived = self._cond.wait_for(lambda: self.count >= callers, timeout)
+            assert arrived, f"only {self.count} of {callers} callers arrived"
+
+
 def test_concurrent_first_requests_open_a_library_once(
     catalog: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     opened: list[int] = []
     real_open = reader.open_bundle
+    arrived = _Arrivals(monkeypatch, catalog)
 
     def slow_open(path: Path, **kw: Any) -> Any:
         opened.append(1)
-        time.sleep(0.1)  # wide window: every other thread arrives while this one is opening
+        # Hold the open until every caller has come in: none of them can have found it opened.
+        arrived.wait_for(8)
         return real_open(path, **kw)
 
     monkeypatch.setattr(reader, "open_bundle", slow_open)
