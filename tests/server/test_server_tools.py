@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -434,12 +433,25 @@ async def test_concurrent_first_calls_open_the_library_once(
     opened: list[str] = []
     threads: set[int] = set()
     real_open = reader.open_bundle
+    callers: set[int] = set()  # the threads that have called catalog.open_entry
+    arrived = threading.Condition()
+    real_open_entry = catalog.open_entry
+
+    def open_entry(*args: Any, **kwargs: Any) -> Any:
+        with arrived:
+            callers.add(threading.get_ident())
+            arrived.notify_all()
+        return real_open_entry(*args, **kwargs)
 
     def slow_open(path: Path, **kw: Any) -> Any:
         opened.append(path.name)
         threads.add(threading.get_ident())
-        time.sleep(0.1)
+        # Hold the open until all eight calls are inside the catalogue: none can have found it opened.
+        with arrived:
+            assert arrived.wait_for(lambda: len(callers) >= 8, 30), f"{len(callers)} of 8 calls arrived"
         return real_open(path, **kw)
+
+    monkeypatch.setattr(catalog, "open_entry", open_entry)
 
     monkeypatch.setattr(reader, "open_bundle", slow_open)
     results: list[dict[str, Any]] = []
