@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as pkg_version
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Literal, NamedTuple
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import msgspec
@@ -332,19 +332,26 @@ def _chunking(target: Target) -> ChunkingInfo:
     return msgspec.structs.replace(target.library.chunking.info(), chunker=CHUNKER_ID)
 
 
-def _fetch_source(
-    target: Target, cache: CrawlCache | None, scope: CrawlScope
-) -> tuple[LlmsTxt, str, FetchResult | None, str]:
+class _Source(NamedTuple):
+    """The library's llms.txt (or its folder's listing), as parsed and as fetched."""
+
+    llms: LlmsTxt
+    text: str  # the llms.txt exactly as fetched (or rendered from the folder listing)
+    result: FetchResult | None  # None for a folder of markdown
+    base_url: str
+
+
+def _fetch_source(target: Target, cache: CrawlCache | None, scope: CrawlScope) -> _Source:
     """Fetch and parse the library's llms.txt (or list its folder); raises FetchError when unusable."""
     source = target.source
     if not _is_url(source) and Path(source).is_dir():
         listing = _directory_listing(Path(source))
-        return listing, render_llms_txt(listing), None, _base_url(source, None)
+        return _Source(listing, render_llms_txt(listing), None, _base_url(source, None))
     result = fetch_one(source, scope=scope, options=target.crawl, cache=cache)
     if not result.ok or result.text is None:
         raise FetchError(source, result.error or "could not be fetched", kind=result.error_kind or "error")
     base = _base_url(source, result)
-    return parse_llms_txt(result.text, base_url=base), result.text, result, base
+    return _Source(parse_llms_txt(result.text, base_url=base), result.text, result, base)
 
 
 def build_target(
@@ -378,137 +385,33 @@ def _build_locked(
     cache: CrawlCache | None,
     progress: ProgressFactory | None,
 ) -> None:
-    lib = target.library
+    """Under the version lock: fetch, crawl, and publish a bundle unless nothing changed."""
     t0 = time.perf_counter()
     started = _now()
     # What this build may touch: a remote llms.txt's own origin (plus allow_hosts) and no local files;
     # a local llms.txt's (or folder's) own folder, or the library's local_root.
     scope = CrawlScope.for_source(target.source, target.library.allow_hosts, target.local_root)
-    llms, llms_text, llms_result, base_url = _fetch_source(target, cache, scope)
-    outcome.conformance = [f"line {i.line}: {i.code}: {i.message}" for i in llms.issues]
-
-    pages: list[_Page] = []
-    if llms.kind == "full" and llms.inline_docs:
-        for i, d in enumerate(llms.inline_docs):
-            url = d.url or f"{_strip_fragment(base_url)}#doc-{i + 1}"
-            pages.append(_Page(LlmsLink(title=d.title, url=url, section=d.section), None, d.text))
-        outcome.pages_listed = len(pages)
+    src = _fetch_source(target, cache, scope)
+    outcome.conformance = [f"line {i.line}: {i.code}: {i.message}" for i in src.llms.issues]
+    if src.llms.kind == "full" and src.llms.inline_docs:
+        pages = _inline_pages(src, outcome)
     else:
-        seen: set[str] = set()
-        links = []
-        for link in llms.links:
-            url = _strip_fragment(link.url)
-            if url in seen or not _selected(url, lib.include, lib.exclude):
-                continue
-            seen.add(url)
-            links.append(msgspec.structs.replace(link, url=url))
-        outcome.pages_listed = len(links)
-        if len(links) > lib.max_pages:
-            links = links[: lib.max_pages]
-        if not links:
-            raise FetchError(
-                target.source, "the llms.txt lists no documents (no links and no inline docs)", kind="empty"
-            )
-        bar = progress(len(links), f"{lib.id}@{target.version.name}") if progress else None
-        try:
-            results = asyncio.run(
-                crawl(
-                    [link.url for link in links],
-                    scope=scope,
-                    options=target.crawl,
-                    cache=cache,
-                    on_result=bar.update if bar else None,
-                )
-            )
-        finally:
-            if bar:
-                bar.close()
-        for link, res in zip(links, results, strict=True):
-            pages.append(_Page(link, res, res.text if res.ok else None))
-            if res.ok:
-                outcome.pages_fetched += 1
-                outcome.pages_not_modified += int(res.not_modified)
-            else:
-                outcome.pages_failed += 1
-                outcome.failures.append(PageFailure(link.url, res.error or "failed", res.error_kind))
+        pages = _crawl_pages(target, src.llms, scope, cache, progress, outcome)
     outcome.crawl_seconds = round(time.perf_counter() - t0, 3)
 
     t1 = time.perf_counter()
-    kind = "directory" if llms_result is None and not _is_url(target.source) else llms.kind
+    kind = "directory" if src.result is None and not _is_url(target.source) else src.llms.kind
     ihash = input_hash(target, kind, pages)
     current = write.current_manifest(vdir)
     if current is not None and current.build.input_hash == ihash:
         _unchanged(outcome, vdir, current, t1)
         return
-
-    ids = _page_ids(pages, base_url)
-    jobs = _jobs(pages, ids, target, prefer_page_title=llms_result is None)
-    build_id_date = _iso(started)
-    tmp = layout.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
-    try:
-        index = write.IndexWriter(tmp, seed=ihash)
-        try:
-            asm = _assemble(pages, ids, prepare_all(jobs), target, base_url, index)
-            if not asm.docs:
-                raise FetchError(
-                    target.source, "no page could be fetched and indexed; see the failures", kind="empty"
-                )
-            chash = content_hash(lib.info(), target.version, _chunking(target), lib.search(), asm.docs)
-            outcome.content_hash = chash
-            outcome.documents = len(asm.docs)
-            outcome.chunks = asm.chunks
-            if current is not None and current.build.content_hash == chash:
-                index.cancel()
-                shutil.rmtree(tmp)
-                _unchanged(outcome, vdir, current, t1)
-                return
-            index.commit()
-        except BaseException:
-            index.cancel()
-            raise
-        build_id = make_build_id(build_id_date, chash)
-        (tmp / "llms.txt").write_text(llms_text, encoding="utf-8")
-        write_store(tmp, asm.docs)
-        manifest = Manifest(
-            format_version=FORMAT_VERSION,
-            library=lib.info(),
-            version=target.version,
-            source=SourceInfo(
-                llms_txt=target.label or target.source,
-                kind=kind,  # type: ignore[arg-type]
-                fetched_at=_iso(started),
-                title=llms.title,
-                summary=llms.summary,
-                sha256=(llms_result.sha256 or "") if llms_result else "",
-                etag=llms_result.etag if llms_result else None,
-                last_modified=llms_result.last_modified if llms_result else None,
-                conformance=[Conformance(code=i.code, line=i.line, message=i.message) for i in llms.issues],
-            ),
-            build=BuildInfo(
-                build_id=build_id,
-                content_hash=chash,
-                input_hash=ihash,
-                built_at=_iso(_now()),
-                analyzer=ANALYZER_ID,
-                chunking=_chunking(target),
-                search=lib.search(),
-                tools=_tool_versions(),
-            ),
-            safety=[f for doc in asm.docs for f in scan_document(doc)],
-            counts=Counts(
-                documents=len(asm.docs),
-                chunks=asm.chunks,
-                failed=sum(1 for s in asm.sources if s.error),
-                words=sum(s.words for s in asm.sources),
-            ),
-            documents=asm.sources,
-            files=[],
-        )
-        write.finish_manifest(tmp, manifest)
-        final, _ = layout.publish(vdir, tmp, build_id)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    built = _write_bundle(target, vdir, src, pages, kind, ihash, current, started, outcome)
+    if built is None:
+        assert current is not None
+        _unchanged(outcome, vdir, current, t1)
+        return
+    build_id, final, asm = built
     outcome.status = "built"
     outcome.build_id = build_id
     outcome.bundle = str(final)
@@ -517,6 +420,187 @@ def _build_locked(
     outcome.message = f"built {build_id}: {len(asm.docs)} documents, {asm.chunks} chunks"
     if outcome.pages_failed:
         outcome.message += f", {outcome.pages_failed} page(s) failed"
+
+
+def _inline_pages(src: _Source, outcome: Outcome) -> list[_Page]:
+    """The pages an llms-full file carries inline (nothing to crawl)."""
+    pages = []
+    for i, d in enumerate(src.llms.inline_docs):
+        url = d.url or f"{_strip_fragment(src.base_url)}#doc-{i + 1}"
+        pages.append(_Page(LlmsLink(title=d.title, url=url, section=d.section), None, d.text))
+    outcome.pages_listed = len(pages)
+    return pages
+
+
+def _crawl_pages(
+    target: Target,
+    llms: LlmsTxt,
+    scope: CrawlScope,
+    cache: CrawlCache | None,
+    progress: ProgressFactory | None,
+    outcome: Outcome,
+) -> list[_Page]:
+    """Crawl the pages the llms.txt links (selected, deduplicated, capped), recording what failed."""
+    lib = target.library
+    seen: set[str] = set()
+    links = []
+    for link in llms.links:
+        url = _strip_fragment(link.url)
+        if url in seen or not _selected(url, lib.include, lib.exclude):
+            continue
+        seen.add(url)
+        links.append(msgspec.structs.replace(link, url=url))
+    outcome.pages_listed = len(links)
+    if len(links) > lib.max_pages:
+        links = links[: lib.max_pages]
+    if not links:
+        raise FetchError(
+            target.source, "the llms.txt lists no documents (no links and no inline docs)", kind="empty"
+        )
+    bar = progress(len(links), f"{lib.id}@{target.version.name}") if progress else None
+    try:
+        results = asyncio.run(
+            crawl(
+                [link.url for link in links],
+                scope=scope,
+                options=target.crawl,
+                cache=cache,
+                on_result=bar.update if bar else None,
+            )
+        )
+    finally:
+        if bar:
+            bar.close()
+    pages = []
+    for link, res in zip(links, results, strict=True):
+        pages.append(_Page(link, res, res.text if res.ok else None))
+        if res.ok:
+            outcome.pages_fetched += 1
+            outcome.pages_not_modified += int(res.not_modified)
+        else:
+            outcome.pages_failed += 1
+            outcome.failures.append(PageFailure(link.url, res.error or "failed", res.error_kind))
+    return pages
+
+
+def _write_bundle(
+    target: Target,
+    vdir: Path,
+    src: _Source,
+    pages: list[_Page],
+    kind: str,
+    ihash: str,
+    current: Manifest | None,
+    started: datetime,
+    outcome: Outcome,
+) -> tuple[str, Path, _Assembled] | None:
+    """Index, store and publish the pages as a new bundle: its buildId, folder and contents, or None
+    (nothing written) when its content hash equals the current bundle's."""
+    ids = _page_ids(pages, src.base_url)
+    jobs = _jobs(pages, ids, target, prefer_page_title=src.result is None)
+    build_id_date = _iso(started)
+    tmp = layout.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
+    try:
+        asm = _index_pages(tmp, pages, ids, jobs, target, src.base_url, ihash, current, outcome)
+        if asm is None:
+            shutil.rmtree(tmp)
+            return None
+        chash = outcome.content_hash
+        assert chash is not None
+        build_id = make_build_id(build_id_date, chash)
+        (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
+        write_store(tmp, asm.docs)
+        manifest = _manifest(target, src, kind, started, build_id, chash, ihash, asm)
+        write.finish_manifest(tmp, manifest)
+        final, _ = layout.publish(vdir, tmp, build_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return build_id, final, asm
+
+
+def _index_pages(
+    tmp: Path,
+    pages: list[_Page],
+    ids: list[str],
+    jobs: list[PageJob],
+    target: Target,
+    base_url: str,
+    ihash: str,
+    current: Manifest | None,
+    outcome: Outcome,
+) -> _Assembled | None:
+    """Prepare every page into the index under ``tmp`` and hash the content (into ``outcome``); None,
+    with the index cancelled, when the content equals the current bundle's."""
+    lib = target.library
+    index = write.IndexWriter(tmp, seed=ihash)
+    try:
+        asm = _assemble(pages, ids, prepare_all(jobs), target, base_url, index)
+        if not asm.docs:
+            raise FetchError(
+                target.source, "no page could be fetched and indexed; see the failures", kind="empty"
+            )
+        chash = content_hash(lib.info(), target.version, _chunking(target), lib.search(), asm.docs)
+        outcome.content_hash = chash
+        outcome.documents = len(asm.docs)
+        outcome.chunks = asm.chunks
+        if current is not None and current.build.content_hash == chash:
+            index.cancel()
+            return None
+        index.commit()
+    except BaseException:
+        index.cancel()
+        raise
+    return asm
+
+
+def _manifest(
+    target: Target,
+    src: _Source,
+    kind: str,
+    started: datetime,
+    build_id: str,
+    chash: str,
+    ihash: str,
+    asm: _Assembled,
+) -> Manifest:
+    """The new bundle's manifest (its file list is filled in by ``write.finish_manifest``)."""
+    lib, res = target.library, src.result
+    return Manifest(
+        format_version=FORMAT_VERSION,
+        library=lib.info(),
+        version=target.version,
+        source=SourceInfo(
+            llms_txt=target.label or target.source,
+            kind=kind,  # type: ignore[arg-type]
+            fetched_at=_iso(started),
+            title=src.llms.title,
+            summary=src.llms.summary,
+            sha256=(res.sha256 or "") if res else "",
+            etag=res.etag if res else None,
+            last_modified=res.last_modified if res else None,
+            conformance=[Conformance(code=i.code, line=i.line, message=i.message) for i in src.llms.issues],
+        ),
+        build=BuildInfo(
+            build_id=build_id,
+            content_hash=chash,
+            input_hash=ihash,
+            built_at=_iso(_now()),
+            analyzer=ANALYZER_ID,
+            chunking=_chunking(target),
+            search=lib.search(),
+            tools=_tool_versions(),
+        ),
+        safety=[f for doc in asm.docs for f in scan_document(doc)],
+        counts=Counts(
+            documents=len(asm.docs),
+            chunks=asm.chunks,
+            failed=sum(1 for s in asm.sources if s.error),
+            words=sum(s.words for s in asm.sources),
+        ),
+        documents=asm.sources,
+        files=[],
+    )
 
 
 def _unchanged(outcome: Outcome, vdir: Path, current: Manifest, t1: float) -> None:
