@@ -13,12 +13,14 @@ import logging
 import random
 import socket
 import string
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from attackkit import build_repeat_tree, install_damaged_store, phrase_query
 from docbundle.bundle import search as engine
@@ -237,19 +239,40 @@ async def test_forty_thousand_unknown_terms_leave_the_caches_bounded(golden_root
         catalog.close()
 
 
+def _signal_search_start(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """An event set as soon as a ``BundleSearcher.search`` call starts (in the tool's worker thread)."""
+    started = threading.Event()
+    real = engine.BundleSearcher.search
+
+    def search(self: engine.BundleSearcher, *args: Any, **kwargs: Any) -> engine.SearchOutcome:
+        started.set()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine.BundleSearcher, "search", search)
+    return started
+
+
 async def test_a_cancelled_call_stops_its_search(
     repeat_root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A long budget, so the heaviest accepted search is still running when the client gives up.
     monkeypatch.setattr(docs, "SEARCH_TIME_BUDGET", 600)
     caplog.set_level(logging.INFO, logger="docbundle.server.app")
+    searching = _signal_search_start(monkeypatch)
     catalog = Catalog.load(repeat_root)
     try:
         async with connect(catalog) as c:
-            with anyio.move_on_after(0.5):  # the client cancels: the SDK sends notifications/cancelled
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_once_searching() -> None:
+                    assert await anyio.to_thread.run_sync(searching.wait, 30), "the search never started"
+                    tg.cancel_scope.cancel()  # the client cancels: the SDK sends notifications/cancelled
+
+                tg.start_soon(cancel_once_searching)
                 await c.call_tool(
                     "search_documents", {"query": phrase_query(QUERY_CHARS), "libraryId": "repeat"}
                 )
+                raise AssertionError("the search finished before the client could cancel it")
             libs = await c.call_tool("list_libraries", {})
             assert not libs.is_error
             with anyio.fail_after(20):  # the engine saw the cancel (it checks between units of work)
