@@ -1129,16 +1129,7 @@ def _doc_tags(text: str, in_fence: bytearray, base_url: str | None) -> tuple[int
 def parse_llms_txt(text: str, base_url: str | None = None) -> LlmsTxt:
     """Parse an llms.txt or llms-full.txt file leniently; never raises on any str input."""
     issues: list[ConformanceIssue] = []
-    if text.startswith("\ufeff"):
-        text = text[1:]
-        _issue(issues, "bom", 0, "file starts with a byte order mark")
-    if "\r" in text:
-        _issue(issues, "crlf-line-endings", 0, "file uses CR or CRLF line endings")
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if "\x00" in text:
-        _issue(
-            issues, "nul-character", text[: text.index("\x00")].count("\n"), "file contains NUL characters"
-        )
+    text = _normalise(text, issues)
     lines = text.split("\n")
     if not text.strip():
         _issue(issues, "empty-file", 0, "file is empty")
@@ -1153,52 +1144,13 @@ def parse_llms_txt(text: str, base_url: str | None = None) -> LlmsTxt:
         # front-matter look-alikes inside code blocks are examples, not page boundaries
         fm = {}
         scan = _scan(lines, fm)
-
-    heads = scan.heads
-    head_at = {h.idx: h for h in heads}
-    title_idx: int | None = None
-    h1_sections = False
-    if heads and heads[0].level == 1:
-        title_idx = heads[0].idx
-        h1s = [h for h in heads if h.level == 1]
-        if len(h1s) >= 2 and len(h1s) == len(heads) and _followed_by_links(lines, scan.in_fence, title_idx):
-            title_idx = None
-            h1_sections = True
-
-    content = scan.content_chars
-
-    kind = "index"
-    pages: list[_Page] = []
-    docs: list[InlineDoc] = []
+    title_idx, h1_sections = _title_heading(lines, scan)
+    shape = _shape(text, lines, scan, fm, title_idx, base_url)
+    docs = shape.docs
     preamble_end = len(lines)
-    preamble_text: str | None = None
-    shift = 0
-    tagged = _doc_tags(text, scan.in_fence, base_url) if "<doc" in text else None
-    if tagged is not None:
-        kind = "full"
-        offset, docs = tagged
-        preamble_text = _WRAPPER_TAG_RE.sub("", text[:offset])
-        project = _PROJECT_RE.search(text, 0, offset)
-        if project is not None and not any(h.startswith("# ") for h in preamble_text.split("\n")):
-            preamble_text = f"# {html.unescape(project.group(1))}\n{preamble_text}"
-            shift = 1  # the synthetic title line is not in the file
-    elif fm and content >= scan.entry_chars:
-        kind = "full"
-        pages = _fm_pages(fm)
-    elif _marker_kind_count(scan) >= 2 and content >= scan.entry_chars:
-        pages = _marker_pages(lines, scan, title_idx, head_at)
-        if len(pages) >= 2:
-            kind = "full"
-        else:
-            pages = []
-    if kind == "index" and content >= _FULL_MIN_CONTENT and content >= 2 * scan.entry_chars:
-        kind = "full"
-        pages = _heading_pages(scan, title_idx)
-        if not pages:
-            pages = [_Page(_body_start(lines, title_idx), "", None, "")]
-
-    if kind == "full" and pages:
+    if shape.kind == "full" and shape.pages:
         h1_sections = False  # the H1s open pages
+        pages = shape.pages
         preamble_end = pages[0].start
         if title_idx == preamble_end:
             preamble_end += 1  # the title heading also opens the first page
@@ -1209,40 +1161,112 @@ def parse_llms_txt(text: str, base_url: str | None = None) -> LlmsTxt:
         if not docs:
             docs = [InlineDoc(title="", text=text.strip("\n"), line=1)]
 
-    if preamble_text is not None:
-        sub = parse_llms_txt(preamble_text, base_url)
-        title, summary, details, sections = sub.title, sub.summary, sub.details, sub.sections
-        issues.extend(
-            ConformanceIssue(i.code, max(1, i.line - shift), i.message)
-            for i in sub.issues
-            if i.code not in ("missing-trailing-newline", "empty-file", "no-h1", "no-sections")
-        )
+    if shape.preamble_text is not None:
+        head = _tagged_preamble(shape.preamble_text, shape.shift, base_url, issues)
     else:
         skip_to = 0
         if 0 in fm:
             skip_to = fm[0].close_idx + 1
-        elif leading_block_end(lines) > 0 and kind == "index":
+        elif leading_block_end(lines) > 0 and shape.kind == "index":
             skip_to = leading_block_end(lines)
             _issue(issues, "front-matter", 0, "file starts with a YAML front-matter block")
-        parser = _IndexParser(lines, scan.in_fence, heads, base_url, issues)
-        result = parser.parse(preamble_end, title_idx, h1_sections, skip_to)
-        title, summary, details, sections = result
-        _structure_issues(issues, lines, scan, title_idx, h1_sections, preamble_end, kind, skip_to)
+        parser = _IndexParser(lines, scan.in_fence, scan.heads, base_url, issues)
+        head = parser.parse(preamble_end, title_idx, h1_sections, skip_to)
+        _structure_issues(issues, lines, scan, title_idx, h1_sections, preamble_end, shape.kind, skip_to)
 
     if scan.unclosed_fence >= 0:
         _issue(issues, "unclosed-fence", scan.unclosed_fence, "code fence is never closed")
-    if title is None and not any(i.code in ("no-h1", "h1-as-section") for i in issues):
+    if head.title is None and not any(i.code in ("no-h1", "h1-as-section") for i in issues):
         _issue(issues, "no-h1", 0, "no H1 title")
     issues.sort(key=lambda i: i.line)
     return LlmsTxt(
-        title=title,
-        summary=summary,
-        details=details,
-        sections=sections,
+        title=head.title,
+        summary=head.summary,
+        details=head.details,
+        sections=head.sections,
         inline_docs=docs,
         issues=issues,
-        kind=kind,
+        kind=shape.kind,
     )
+
+
+def _normalise(text: str, issues: list[ConformanceIssue]) -> str:
+    """Drop a BOM and turn CR/CRLF into LF, reporting each (and NUL characters)."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+        _issue(issues, "bom", 0, "file starts with a byte order mark")
+    if "\r" in text:
+        _issue(issues, "crlf-line-endings", 0, "file uses CR or CRLF line endings")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x00" in text:
+        _issue(
+            issues, "nul-character", text[: text.index("\x00")].count("\n"), "file contains NUL characters"
+        )
+    return text
+
+
+def _title_heading(lines: list[str], scan: _Scan) -> tuple[int | None, bool]:
+    """(line of the title H1 or None, whether the H1s are sections): ``h1-as-section`` files have no title."""
+    heads = scan.heads
+    if not heads or heads[0].level != 1:
+        return None, False
+    title_idx = heads[0].idx
+    h1s = [h for h in heads if h.level == 1]
+    if len(h1s) >= 2 and len(h1s) == len(heads) and _followed_by_links(lines, scan.in_fence, title_idx):
+        return None, True
+    return title_idx, False
+
+
+class _Shape(NamedTuple):
+    kind: str  # "index" or "full"
+    pages: list[_Page]  # where the pages of a full file start (not for <doc> wrappers)
+    docs: list[InlineDoc]  # the docs of <doc> wrappers
+    preamble_text: str | None  # with <doc> wrappers: the text before the first one, parsed on its own
+    shift: int  # lines the preamble text has that the file has not (a synthetic title)
+
+
+def _shape(
+    text: str,
+    lines: list[str],
+    scan: _Scan,
+    fm: dict[int, _FrontMatter],
+    title_idx: int | None,
+    base_url: str | None,
+) -> _Shape:
+    """Index or full, and where a full file's pages start: rules 1 to 4 of the module docstring."""
+    content = scan.content_chars
+    tagged = _doc_tags(text, scan.in_fence, base_url) if "<doc" in text else None
+    if tagged is not None:
+        offset, docs = tagged
+        preamble_text = _WRAPPER_TAG_RE.sub("", text[:offset])
+        project = _PROJECT_RE.search(text, 0, offset)
+        if project is not None and not any(h.startswith("# ") for h in preamble_text.split("\n")):
+            # the synthetic title line is not in the file
+            return _Shape("full", [], docs, f"# {html.unescape(project.group(1))}\n{preamble_text}", 1)
+        return _Shape("full", [], docs, preamble_text, 0)
+    if fm and content >= scan.entry_chars:
+        return _Shape("full", _fm_pages(fm), [], None, 0)
+    if _marker_kind_count(scan) >= 2 and content >= scan.entry_chars:
+        pages = _marker_pages(lines, scan, title_idx, {h.idx: h for h in scan.heads})
+        if len(pages) >= 2:
+            return _Shape("full", pages, [], None, 0)
+    if content >= _FULL_MIN_CONTENT and content >= 2 * scan.entry_chars:
+        pages = _heading_pages(scan, title_idx) or [_Page(_body_start(lines, title_idx), "", None, "")]
+        return _Shape("full", pages, [], None, 0)
+    return _Shape("index", [], [], None, 0)
+
+
+def _tagged_preamble(
+    preamble_text: str, shift: int, base_url: str | None, issues: list[ConformanceIssue]
+) -> _IndexResult:
+    """Title, summary, details and sections of the text before the first ``<doc>`` wrapper."""
+    sub = parse_llms_txt(preamble_text, base_url)
+    issues.extend(
+        ConformanceIssue(i.code, max(1, i.line - shift), i.message)
+        for i in sub.issues
+        if i.code not in ("missing-trailing-newline", "empty-file", "no-h1", "no-sections")
+    )
+    return _IndexResult(sub.title, sub.summary, sub.details, sub.sections)
 
 
 def _marker_kind_count(scan: _Scan) -> int:
