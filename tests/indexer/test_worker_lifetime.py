@@ -70,6 +70,21 @@ def _descendants(root: int) -> dict[int, int]:
     return found
 
 
+def _busy_workers(root: int) -> list[int]:
+    """The pool workers under indexer ``root`` (the forkserver's children) that have used CPU time."""
+    busy = []
+    for pid in _descendants(root):
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = raw[raw.rindex(")") + 2 :].split()  # fields[0] is field 3 of proc(5): the state
+        parent, utime, stime = int(fields[1]), int(fields[11]), int(fields[12])
+        if parent != root and utime + stime > 0:
+            busy.append(pid)
+    return busy
+
+
 def _alive(pid: int, start: int) -> bool:
     st = _stat(pid)
     return st is not None and st[2] == start and st[1] != "Z"
@@ -98,7 +113,11 @@ def test_kill_9_of_the_indexer_takes_its_workers_with_it(tmp_path: Path) -> None
             assert time.monotonic() < deadline, "the build never started its workers"
             time.sleep(0.02)
         assert proc.poll() is None, "the build finished before its workers could be seen"
-        time.sleep(0.2)  # let every worker get going
+        # Kill only once every worker is at work (has run on a CPU), not after a guessed pause.
+        while len(_busy_workers(proc.pid)) < WORKERS:
+            assert proc.poll() is None, "the build finished before its workers were all running"
+            assert time.monotonic() < deadline, "the workers never got to work"
+            time.sleep(0.02)
         children = _descendants(proc.pid)
         assert len(children) >= WORKERS + 1, children
         proc.send_signal(signal.SIGKILL)
