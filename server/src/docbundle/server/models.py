@@ -154,13 +154,9 @@ class SearchResult(Model):
     suggestions: list[str] = []
 
 
-class DocumentPage(Model):
+class DocumentPage(Source):
     """Result of get_document: one page of a document's markdown."""
 
-    library_id: str
-    version: str
-    build_id: str
-    content_hash: str
     document_id: str
     title: str
     url: str
@@ -203,13 +199,9 @@ class NotIndexed(Model):
     reason: str
 
 
-class DocumentList(Model):
+class DocumentList(Source):
     """Result of list_documents: the table of contents as the llms.txt gave it."""
 
-    library_id: str
-    version: str
-    build_id: str
-    content_hash: str
     title: str | None
     summary: str | None
     section: str | None
@@ -231,13 +223,9 @@ class ChunkView(Model):
     truncated: bool
 
 
-class ChunkContext(Model):
+class ChunkContext(Source):
     """Result of get_chunk_with_context."""
 
-    library_id: str
-    version: str
-    build_id: str
-    content_hash: str
     document_id: str
     title: str
     url: str
