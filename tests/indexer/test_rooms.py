@@ -1,0 +1,67 @@
+"""The indexer's layout keeps its promises: read from the source, nothing is run.
+
+- the build pipeline (docbundle.indexer.pipeline) never imports the release tools or the CLI;
+- every exception class the indexer defines is in errors.py and drawn in its docstring's tree;
+- cli.py's docstring names every registered command.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from docbundle.indexer import cli, errors
+
+PACKAGE = Path(errors.__file__).resolve().parent
+
+
+def _imports(path: Path) -> list[str]:
+    module = ".".join(path.relative_to(PACKAGE.parents[1]).with_suffix("").parts)
+    package = module.rpartition(".")[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+            target = (
+                ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
+            )
+            out += [target, *(f"{target}.{a.name}" for a in node.names)]
+    return out
+
+
+def test_the_pipeline_never_imports_release_tools_or_the_cli() -> None:
+    modules = sorted((PACKAGE / "pipeline").glob("*.py"))
+    assert len(modules) > 10
+    broken = [
+        f"{path.name} imports {name}"
+        for path in modules
+        for name in _imports(path)
+        if name.startswith(("docbundle.indexer.release", "docbundle.indexer.cli", "docbundle.server"))
+    ]
+    assert broken == []
+
+
+def test_every_exception_class_is_in_the_drawn_tree() -> None:
+    defined_elsewhere = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and path.name != "errors.py":
+                bases = {b.id for b in node.bases if isinstance(b, ast.Name)}
+                if bases & {"Exception", "BaseException", "ValueError", "OSError", "RuntimeError"}:
+                    defined_elsewhere.append(f"{path.name}:{node.name}")
+                if any(b.endswith(("Error", "Refused", "Failed")) for b in bases):
+                    defined_elsewhere.append(f"{path.name}:{node.name}")
+    assert defined_elsewhere == []
+    tree = errors.__doc__ or ""
+    classes = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.IndexerError)]
+    assert len(classes) >= 10
+    assert [c.__name__ for c in classes if c.__name__ not in tree] == []
+    assert all(c.__module__ == errors.__name__ for c in classes)
+
+
+def test_the_cli_docstring_names_every_command() -> None:
+    doc = cli.__doc__ or ""
+    assert list(cli.COMMANDS) == ["build", "export", "diff", "regress", "audit", "package", "nightly"]
+    assert [name for name in cli.COMMANDS if f"``{name}``" not in doc] == []
