@@ -1,1 +1,29 @@
-"""docbundle indexer: crawl llms.txt documentation into content-hashed search bundles."""
+"""docbundle indexer: crawl llms.txt documentation into content-hashed search bundles.
+
+The rooms (imports run down this list: ``release`` may import ``pipeline``, never the reverse, and
+nothing here imports ``docbundle.server``)::
+
+    cli.py        docbundle-index: the subcommand registry (build, export, diff, regress, audit, package, nightly)
+    config.py     libraries.toml: the catalogue, its validation, and the build targets it names
+    errors.py     the one exception tree
+    pipeline/     from a library's llms.txt to a published bundle
+        build.py      build_target: fetch, crawl, prepare, hash, write, publish (one library version)
+        llmstxt.py    the lenient llms.txt / llms-full.txt parser and renderer
+        page.py       front matter: the one parser of a page's key: value block
+        chunk.py      markdown/MDX pages into heading-path chunks
+        crawl.py      bounded, cached, retrying HTTP (and local file) fetching
+        scope.py      what a crawl may touch (addresses, hosts, local folders)
+        cache.py      the on-disk crawl cache (ETag / Last-Modified)
+        prepare.py    chunking and analysis in worker processes (forkserver entry points)
+        write.py      the whoosh index writer, the manifest's file list, pruning old builds
+        safety.py     the content-safety scan recorded in the manifest
+        progress.py   progress bars and lines
+    release/      tools that run on built bundles
+        metrics.py    nDCG@k, MRR@k, Recall@k (benchmarks import them too)
+        regress.py    golden queries against a bundle
+        diff.py       what differs between two bundles
+        audit.py      freshness, completeness, coverage, safety findings
+        export.py     a bundle as JSON, SQLite or markdown
+        nightly.py    the nightly job: build, check, package what changed
+        label.py      a bundle's name in reports
+"""
