@@ -97,12 +97,6 @@ def test_encoding_is_stable_bytes() -> None:
     assert decode_manifest(encoded["0"]).build.tools["alpha"] == "1.0"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="encode_manifest keeps dict insertion order (msgspec's default), so equal manifests whose "
-    "section_weights/tools were filled in different orders encode to different bytes; "
-    "msgspec.json.Encoder(order='deterministic') would sort them (a change of the bundle writer)",
-)
 def test_dicts_built_in_hash_order_encode_to_the_same_bytes() -> None:
     encoded = {seed: _encode_with_hash_seed(seed, "set") for seed in ("0", "1", "2", "3")}
     assert len(set(encoded.values())) == 1, "manifest bytes depend on the order its dicts were filled"

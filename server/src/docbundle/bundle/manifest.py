@@ -167,7 +167,8 @@ class _Header(msgspec.Struct):
     format_version: int
 
 
-_encoder = msgspec.json.Encoder()
+# Dict keys sorted: equal manifests encode to equal bytes whatever order their dicts were filled in.
+_encoder = msgspec.json.Encoder(order="deterministic")
 _header_decoder = msgspec.json.Decoder(_Header)
 _decoder = msgspec.json.Decoder(Manifest)
 
