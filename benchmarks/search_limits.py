@@ -31,7 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from docbundle.server import service
+from docbundle.bundle import query
+from docbundle.server import docs, errors
 from docbundle.server.catalog import Catalog
 from docbundle.server.errors import ServerError
 
@@ -87,7 +88,7 @@ def main() -> int:
             def run() -> object:
                 catalog = Catalog.load(root)
                 try:
-                    return service.Docs(catalog).search(**kw)  # type: ignore[arg-type]
+                    return docs.Docs(catalog).search(**kw)  # type: ignore[arg-type]
                 finally:
                     catalog.close()
 
@@ -98,11 +99,11 @@ def main() -> int:
             seconds, outcome = timed(search(keywords=words(n, 8, rng), library_id=args.library))
             print(f"{n:>7} keywords: {seconds:8.3f} s  {outcome}")
 
-        max_kw = getattr(service, "MAX_KEYWORDS", None)
-        max_kw_chars = getattr(service, "MAX_KEYWORD_CHARS", None)
-        max_query = getattr(service, "MAX_QUERY_CHARS", None)
+        max_kw = getattr(errors, "MAX_KEYWORDS", None)
+        max_kw_chars = getattr(query, "MAX_KEYWORD_CHARS", None)
+        max_query = getattr(query, "MAX_QUERY_CHARS", None)
         if max_kw is None or max_kw_chars is None or max_query is None:
-            print("no input bounds in docbundle.server.service: nothing more to measure")
+            print("no input bounds in docbundle.server.errors / docbundle.bundle.query: nothing more to measure")
             return 0
         print(f"\n# the largest calls the bounds admit (slowest of {args.repeat} cold runs)")
         print(f"MAX_KEYWORDS={max_kw} MAX_KEYWORD_CHARS={max_kw_chars} MAX_QUERY_CHARS={max_query}")

@@ -2,7 +2,7 @@
 
     docbundle.bundle   <- docbundle.server
     docbundle.bundle   <- docbundle.indexer          (the indexer never imports the server, and back)
-    indexer.build      <- indexer.release            (release tools use the pipeline, never the reverse)
+    indexer.pipeline   <- indexer.release            (release tools use the pipeline, never the reverse)
 
 A module-level or function-level import that breaks a rule fails here with the file and line.
 """
@@ -21,7 +21,7 @@ RULES = [
     ("docbundle.bundle", "docbundle.indexer", "the bundle format is below the indexer"),
     ("docbundle.server", "docbundle.indexer", "the server never imports the indexer"),
     ("docbundle.indexer", "docbundle.server", "the indexer never imports the server"),
-    ("docbundle.indexer.build", "docbundle.indexer.release", "release tools use the pipeline, not back"),
+    ("docbundle.indexer.pipeline", "docbundle.indexer.release", "release tools use the pipeline, not back"),
 ]
 
 
