@@ -11,8 +11,8 @@ from docbundle.indexer.config import load_config
 from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.pipeline.safety import scan_text
 from docbundle.indexer.release.audit import audit_bundle, render_audit
-from docbundle.server.mcp.server import create_server
 from docbundle.server.catalog import Catalog
+from docbundle.server.mcp.server import create_server
 from mcp import Client
 
 CLEAN = "# Install\n\nRun the installer and follow the prompts. Zero-width joiner in an emoji: 👩\u200d💻.\n"
