@@ -6,12 +6,14 @@ The hierarchy::
     ├── BundleNotFoundError            no bundle (or no CURRENT) where one was expected
     ├── BundleFormatError              a file is malformed (manifest, docs store, CURRENT)
     │   ├── UnsupportedFormatVersionError   format_version not in SUPPORTED_FORMAT_VERSIONS
-    │   └── UnsafePickleError          (safepickle) an index pickle names a global no index holds
+    │   └── UnsafePickleError          an index pickle names a global no index holds (safepickle)
     ├── BundleIntegrityError           a file is missing, extra, or its size / sha256 does not match
     └── VersionLockedError             a build or an install of that version is running
 """
 
 from __future__ import annotations
+
+import pickle
 
 
 class BundleError(Exception):
@@ -28,6 +30,10 @@ class BundleFormatError(BundleError):
 
 class UnsupportedFormatVersionError(BundleFormatError):
     """The bundle's format_version is not one this reader supports."""
+
+
+class UnsafePickleError(BundleFormatError, pickle.UnpicklingError):
+    """A pickle in a bundle's index names a global that a docbundle index never holds (safepickle)."""
 
 
 class BundleIntegrityError(BundleError):

@@ -19,12 +19,7 @@ import io
 import pickle
 from typing import IO, Any
 
-from .errors import BundleFormatError
-
-
-class UnsafePickleError(BundleFormatError, pickle.UnpicklingError):
-    """A pickle in a bundle names a global that a docbundle index never holds."""
-
+from .errors import BundleFormatError, UnsafePickleError
 
 #: (module, name) pairs a bundle's pickles may name. Anything else is refused.
 ALLOWED: frozenset[tuple[str, str]] = frozenset(
