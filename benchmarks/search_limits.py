@@ -103,7 +103,9 @@ def main() -> int:
         max_kw_chars = getattr(query, "MAX_KEYWORD_CHARS", None)
         max_query = getattr(query, "MAX_QUERY_CHARS", None)
         if max_kw is None or max_kw_chars is None or max_query is None:
-            print("no input bounds in docbundle.server.errors / docbundle.bundle.query: nothing more to measure")
+            print(
+                "no input bounds in docbundle.server.errors / docbundle.bundle.query: nothing more to measure"
+            )
             return 0
         print(f"\n# the largest calls the bounds admit (slowest of {args.repeat} cold runs)")
         print(f"MAX_KEYWORDS={max_kw} MAX_KEYWORD_CHARS={max_kw_chars} MAX_QUERY_CHARS={max_query}")
