@@ -1,0 +1,780 @@
+"""HTML pages to markdown: decode the bytes, find the main content, convert it.
+
+A pure module (no network, no files), run inside the build's worker processes. The HTML is parsed
+with selectolax (lexbor); the main content is chosen, cleaned of the site's chrome and normalised in
+that tree; then the compiled ``html-to-markdown`` turns it into markdown. Both libraries were chosen by
+measurement on real Sphinx, mdBook and DocBook sites (see the stack facts, point 17).
+
+The steps of ``convert_html``:
+
+1. ``detect_generator``: which documentation generator wrote the page, from its markers only (the
+   ``<meta name="generator">``, well-known classes and ids; never the host name).
+2. The main element: the generator's own content element when it knows one, else the generic rules
+   (``<main>``, ``[role=main]``, ``<article>``), else ``<body>`` with its chrome removed and the densest
+   block kept (``_densest``).
+3. Cleaning inside it: navigation, sidebars, breadcrumbs, headers without a heading, footers, "edit
+   this page" links, prev/next bars, cookie banners, in-page tables of contents, buttons, forms,
+   scripts, heading anchors (``¶``, ``#``) and the generator's own chrome.
+4. Normalising: every code block becomes ``<pre><code class="language-x">`` holding its plain text
+   (no line numbers, copy buttons or mdBook's hidden "boring" lines; a line per ``.token-line`` or
+   ``<br>``); admonitions become blockquotes opening with a bold label; a text-only ``<dt>`` becomes
+   bold.
+5. Conversion with links made absolute against ``<base href>`` or the page URL; then no-break spaces
+   become spaces and zero-width spaces go (in code and tables as everywhere).
+
+The title is the main content's top heading (a site-name ``<h1>`` outside it is never taken), else the
+``<title>`` without its site suffix, else the link text the llms.txt gave. Everything is deterministic:
+the same input gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+from importlib.metadata import version as _dist_version
+from urllib.parse import urljoin, urlsplit
+
+import html_to_markdown
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+__all__ = [
+    "CONVERTER_ID",
+    "Converted",
+    "convert_html",
+    "decode_html",
+    "detect_generator",
+    "meta_refresh_target",
+]
+
+
+def _short_version(dist: str) -> str:
+    parts = _dist_version(dist).split(".")
+    return ".".join(parts[:2])
+
+
+#: The converter's name and version, recorded per document in the manifests. Its own number changes
+#: whenever the output for the same HTML may change.
+CONVERTER_ID = (
+    f"docbundle-html/1 (selectolax {_short_version('selectolax')}, "
+    f"html-to-markdown {_short_version('html-to-markdown')})"
+)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """One converted page."""
+
+    title: str
+    """The page's title; ``""`` when none was found."""
+    markdown: str
+    generator: str
+    """``sphinx``, ``mkdocs``, ``docusaurus``, ``mdbook``, ``docbook``, ``vitepress``, ``starlight``,
+    ``mintlify``, ``gitbook``, ``nextra``, ``docsy`` or ``generic``."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Decoding
+
+_CHARSET_RE = re.compile(rb"""charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+_META_RE = re.compile(rb"<meta\b[^>]*>", re.IGNORECASE)
+_XML_DECL_RE = re.compile(rb"""^\s*<\?xml\b[^>]*\bencoding\s*=\s*["']([A-Za-z0-9_.:-]+)["']""")
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF32_LE, "utf-32-le"),  # before UTF-16 LE: it starts with the same two bytes
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+# What the WHATWG encoding standard maps these labels to.
+_ALIASES = {
+    "iso-8859-1": "cp1252",
+    "latin1": "cp1252",
+    "latin-1": "cp1252",
+    "us-ascii": "cp1252",
+    "ascii": "cp1252",
+    "x-sjis": "shift_jis",
+    "utf8": "utf-8",
+    "unicode": "utf-16-le",
+}
+
+
+def _codec(label: str | bytes | None) -> str | None:
+    """The Python codec for a charset label, or ``None`` when there is none or it is unknown."""
+    if label is None:
+        return None
+    if isinstance(label, bytes):
+        label = label.decode("ascii", "replace")
+    name = label.strip().strip("\"'").lower()
+    if not name:
+        return None
+    name = _ALIASES.get(name, name)
+    try:
+        return str(codecs.lookup(name).name)
+    except LookupError:
+        return None
+
+
+def _header_charset(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    match = _CHARSET_RE.search(content_type.encode("latin-1", "replace"))
+    return _codec(match.group(1)) if match else None
+
+
+def _sniff_meta(head: bytes) -> str | None:
+    for tag in _META_RE.finditer(head):
+        text = tag.group(0)
+        lower = text.lower()
+        if b"charset" not in lower:
+            continue
+        # <meta charset="x"> or <meta http-equiv="Content-Type" content="text/html; charset=x">
+        match = _CHARSET_RE.search(text)
+        if match:
+            codec = _codec(match.group(1))
+            if codec:
+                # A page declaring UTF-16 in ASCII-compatible bytes is not UTF-16 (WHATWG).
+                return "utf-8" if codec.startswith("utf_16") or codec.startswith("utf-16") else codec
+    return None
+
+
+def decode_html(body: bytes, content_type: str | None) -> str:
+    """Text of an HTML (or XHTML) response body; never raises.
+
+    The charset comes from the ``Content-Type`` header, else a byte order mark, else ``<meta charset>``
+    or ``<meta http-equiv="Content-Type">`` in the first 4 KiB, else an ``<?xml encoding?>``
+    declaration, else UTF-8. Bytes that are not valid in the chosen charset become U+FFFD; a BOM is
+    never part of the text.
+    """
+    codec = _header_charset(content_type)
+    start = 0
+    if codec is None:
+        for bom, name in _BOMS:
+            if body.startswith(bom):
+                codec, start = name, len(bom)
+                break
+    if codec is None:
+        head = body[:4096]
+        codec = _sniff_meta(head)
+        if codec is None:
+            match = _XML_DECL_RE.match(head)
+            codec = _codec(match.group(1)) if match else None
+    if codec is None:
+        codec = "utf-8"
+    try:
+        text = body[start:].decode(codec, "replace")
+    except Exception:  # a codec that fails on its own (not on the bytes): fall back to UTF-8
+        text = body[start:].decode("utf-8", "replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+# --------------------------------------------------------------------------------------------------
+# Meta refresh
+
+_REFRESH_URL_RE = re.compile(
+    r"""^\s*\d*(?:\.\d*)?\s*[;,]?\s*(?:url\s*=\s*)?(['"]?)(.*?)\1\s*$""", re.IGNORECASE | re.DOTALL
+)
+
+
+def meta_refresh_target(html: str, url: str) -> str | None:
+    """The absolute URL a ``<meta http-equiv="refresh" content="0; url=...">`` page redirects to.
+
+    ``None`` when the page has no such tag, or the tag names no URL (a plain reload).
+    """
+    if "refresh" not in html.lower():
+        return None
+    tree = LexborHTMLParser(html)
+    for meta in tree.css("meta[http-equiv]"):
+        if (meta.attributes.get("http-equiv") or "").strip().lower() != "refresh":
+            continue
+        content = meta.attributes.get("content") or ""
+        match = _REFRESH_URL_RE.match(content)
+        if not match:
+            continue
+        target = str(match.group(2)).strip()
+        if not target:
+            continue
+        absolute = urljoin(_base_url(tree, url), target)
+        if urlsplit(absolute).scheme not in ("http", "https"):
+            return None
+        return absolute
+    return None
+
+
+def _base_url(tree: LexborHTMLParser, url: str) -> str:
+    base = tree.css_first("base[href]")
+    if base is not None:
+        href = (base.attributes.get("href") or "").strip()
+        if href:
+            joined = urljoin(url, href)
+            if urlsplit(joined).scheme in ("http", "https"):
+                return joined
+    return url
+
+
+# --------------------------------------------------------------------------------------------------
+# Generators
+
+# (generator, marker selector, meta-generator substrings). The first match wins; the meta generator is
+# looked at first.
+_META_GENERATORS = (
+    ("docusaurus", "docusaurus"),
+    ("vitepress", "vitepress"),
+    ("starlight", "starlight"),
+    ("mkdocs", "mkdocs"),
+    ("sphinx", "sphinx"),
+    ("sphinx", "docutils"),
+    ("mdbook", "mdbook"),
+    ("docbook", "docbook"),
+    ("mintlify", "mintlify"),
+    ("gitbook", "gitbook"),
+    ("nextra", "nextra"),
+)
+_MARKERS = (
+    ("docusaurus", "#__docusaurus, [class*='theme-doc-markdown'], .docusaurus-highlight-code-line"),
+    ("vitepress", ".vp-doc, #VPContent"),
+    ("starlight", ".sl-markdown-content, starlight-theme-select"),
+    ("mkdocs", ".md-content, .md-nav"),
+    ("sphinx", "a.headerlink, div.sphinxsidebar, div.bodywrapper, div.rst-content"),
+    ("mdbook", "#mdbook-help-container, #content > main, .menu-bar > .menu-title"),
+    ("docbook", "div.navheader, div.navfooter, body > div.refentry, body > div.sect1, body > div.chapter"),
+    ("mintlify", "#content-area, .mdx-content"),
+    ("gitbook", "[class*='gitbook']"),
+    ("nextra", "[class*='nextra-']"),
+    ("docsy", ".td-content, body.td-page, body.td-section"),
+)
+
+# The generator's main-content element, best first.
+_MAIN_SELECTORS: dict[str, tuple[str, ...]] = {
+    "sphinx": ("div[role=main]", "div.body", "article[role=main]", "div.rst-content", "main"),
+    "mkdocs": ("article.md-content__inner", "div.md-content", "[role=main]", "main"),
+    "docusaurus": (".theme-doc-markdown", "article .markdown", "article", "main"),
+    "mdbook": ("#content > main", "#content main", "main"),
+    "docbook": (),  # the body's DocBook division, found by _docbook_main
+    "vitepress": (".vp-doc", "main"),
+    "starlight": (".sl-markdown-content", "main"),
+    "mintlify": ("#content-area", ".mdx-content", "main"),
+    "gitbook": ("main", "article"),
+    "nextra": ("main", "article"),
+    "docsy": (".td-content", "main"),
+    "generic": ("main", "[role=main]", "article"),
+}
+
+# A title heading some generators put outside their content element.
+_TITLE_OUTSIDE: dict[str, str] = {
+    "starlight": "h1#_top",
+    "mintlify": "#page-title",
+    "vitepress": "h1",
+}
+
+_DOCBOOK_DIVISIONS = (
+    "book",
+    "part",
+    "chapter",
+    "appendix",
+    "preface",
+    "article",
+    "reference",
+    "refentry",
+    "sect1",
+    "sect2",
+    "sect3",
+    "section",
+    "glossary",
+    "index",
+    "bibliography",
+    "colophon",
+    "set",
+    "setindex",
+    "legalnotice",
+    "dedication",
+    "acknowledgements",
+)
+
+# Chrome removed inside the main element whatever the generator.
+_CHROME = ", ".join(
+    (
+        "nav",
+        "[role=navigation]",
+        "[role=banner]",
+        "[role=contentinfo]",
+        "[role=search]",
+        "footer",
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "button",
+        "form",
+        "input",
+        "select",
+        "textarea",
+        "iframe",
+        "dialog",
+        "link",
+        "meta",
+        # heading anchors
+        "a.headerlink",
+        "a.hash-link",
+        "a.header-anchor",
+        "a.anchor-link",
+        ".sl-anchor-link",
+        "a.td-heading-self-link",
+        "a.anchorjs-link",
+        ".heading-anchor",
+        # breadcrumbs, edit links, prev/next, feedback, version banners
+        "[class*='breadcrumb']",
+        "[aria-label='breadcrumbs']",
+        "[aria-label='Breadcrumbs']",
+        ".edit-this-page",
+        ".theme-edit-this-page",
+        "[class*='editThisPage']",
+        ".md-source-file",
+        ".md-content__button",
+        ".edit-link",
+        ".last-updated",
+        ".lastUpdated",
+        ".pagination-nav",
+        ".theme-doc-footer",
+        ".theme-doc-toc-mobile",
+        ".theme-doc-version-banner",
+        ".theme-doc-version-badge",
+        ".theme-doc-breadcrumbs",
+        ".prev-next",
+        ".prev_next",
+        ".pager",
+        ".rst-footer-buttons",
+        ".nav-chapters",
+        ".mobile-nav-chapters",
+        ".VPDocFooter",
+        ".VPDocAside",
+        ".aside-container",
+        ".td-page-meta",
+        ".feedback",
+        ".td-toc",
+        # in-page tables of contents (DocBook's div.toc is the content of its index pages: kept there)
+        ".md-sidebar",
+        ".table-of-contents",
+        ".theme-doc-toc-desktop",
+        "nav.contents",
+        "div.contents.local",
+        "div.topic.contents",
+        ".nextra-toc",
+        "#TableOfContents",
+        # cookie and consent banners
+        "[class*='cookie']",
+        "[id*='cookie']",
+        "[class*='consent']",
+        "[id*='consent']",
+        ".cc-banner",
+        "#onetrust-banner-sdk",
+        # code block furniture
+        ".linenos",
+        ".lineno",
+        ".linenodiv",
+        ".line-numbers-rows",
+        ".md-clipboard",
+        ".copybutton",
+        ".copy-button",
+        ".clipboard",
+        ".code-copy",
+        "span.lang",
+        "span.line-number",
+        ".hljs-ln-numbers",
+        "td.gutter",
+        # Sphinx sidebars that can sit inside the body
+        ".sphinxsidebar",
+        ".related",
+    )
+)
+# Kept on DocBook pages (their chapter TOCs are the content of index pages).
+_TOC = ".toc, [class*='toc-']"
+
+# ``aside`` and ``header`` are chrome unless they hold content (admonitions, the page's heading).
+_ADMONITION_CLASS_RE = re.compile(
+    r"\b(admonition|note|warning|tip|caution|important|danger|hint|attention|error|info|seealso|"
+    r"callout|alert|starlight-aside|theme-admonition|custom-block)\b",
+    re.IGNORECASE,
+)
+_ADMONITION_SELECTOR = ", ".join(
+    (
+        "div.admonition",
+        "div.note",
+        "div.warning",
+        "div.tip",
+        "div.caution",
+        "div.important",
+        "div.danger",
+        "div.hint",
+        "div.attention",
+        "div.error",
+        "div.seealso",
+        "div.theme-admonition",
+        "div.custom-block",
+        "aside.starlight-aside",
+        "aside.admonition",
+        "div.alert",
+        "div.callout",
+        "blockquote.admonition",
+    )
+)
+_ADMONITION_TITLE = (
+    ".admonition-title, .admonition-heading, .starlight-aside__title, .custom-block-title, "
+    "h3.title, .callout-title, .alert-heading"
+)
+
+_LANG_CLASS_RE = re.compile(r"(?:^|\s)(?:language|lang|highlight|brush:?)-?([A-Za-z0-9_+#.-]+)")
+_NOT_A_LANGUAGE = frozenset(
+    {
+        "default",
+        "none",
+        "text",
+        "plain",
+        "plaintext",
+        "nohighlight",
+        "notranslate",
+        "source",
+        "output",
+        "console-output",
+        "",
+    }
+)
+_GLYPHS = frozenset({"¶", "#", "§", "🔗", "⚓", "#️⃣", "∞", "link"})
+
+_TITLE_SEPARATORS = (" — ", " – ", " | ", " · ", " :: ", " - ")
+_SPACE_RE = re.compile(r"\s+")
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_TRANSLATE = {0x00A0: " ", 0x200B: None, 0x2060: None, 0xFEFF: None, 0x00AD: None}
+
+
+def detect_generator(tree: LexborHTMLParser) -> str:
+    """The documentation generator that wrote the page, from its markers; ``generic`` if unknown."""
+    for meta in tree.css("meta[name=generator]"):
+        content = (meta.attributes.get("content") or "").lower()
+        for name, needle in _META_GENERATORS:
+            if needle in content:
+                return name
+        if "hugo" in content and tree.css_first(".td-content, body.td-page, .td-main") is not None:
+            return "docsy"
+        if "astro" in content and tree.css_first(".sl-markdown-content") is not None:
+            return "starlight"
+    for name, selector in _MARKERS:
+        if tree.css_first(selector) is not None:
+            return name
+    return "generic"
+
+
+def _text_len(node: LexborNode) -> int:
+    return len(node.text(deep=True, strip=True))
+
+
+def _docbook_main(tree: LexborHTMLParser) -> LexborNode | None:
+    body = tree.body
+    if body is None:
+        return None
+    for child in body.iter():
+        if child.tag != "div":
+            continue
+        classes = (child.attributes.get("class") or "").split()
+        if any(c in _DOCBOOK_DIVISIONS for c in classes):
+            return child
+    return None
+
+
+def _densest(body: LexborNode) -> LexborNode:
+    """The block holding most of the page's text once chrome is gone (the text-density fallback).
+
+    Walks down from ``body`` while one child element holds at least 85% of the text of its parent.
+    """
+    node = body
+    while True:
+        total = _text_len(node)
+        if total == 0:
+            return node
+        best: LexborNode | None = None
+        for child in node.iter():
+            if child.tag in ("p", "pre", "table", "ul", "ol", "dl", "h1", "h2", "h3", "blockquote"):
+                return node  # content sits at this level
+            if _text_len(child) >= 0.85 * total:
+                best = child
+                break
+        if best is None:
+            return node
+        node = best
+
+
+def _select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
+    if generator == "docbook":
+        found = _docbook_main(tree)
+        if found is not None:
+            return found
+    for selector in _MAIN_SELECTORS.get(generator, ()) + _MAIN_SELECTORS["generic"]:
+        node = tree.css_first(selector)
+        if node is not None and _text_len(node) > 0:
+            return node
+    body = tree.body
+    if body is None:
+        return None
+    _remove_chrome(body, generator, tree)
+    for node in body.css("header, aside"):
+        node.decompose()
+    return _densest(body)
+
+
+def _remove_chrome(main: LexborNode, generator: str, tree: LexborHTMLParser) -> None:
+    for node in main.css(_CHROME):
+        node.decompose()
+    if generator == "docbook":
+        for node in main.css("div.navheader, div.navfooter"):
+            node.decompose()
+    else:
+        for node in main.css(_TOC):
+            node.decompose()
+    if generator == "mdbook":
+        for node in main.css(".boring, .buttons"):
+            node.decompose()
+    for node in main.css("header"):
+        if node.css_first("h1, h2") is None:
+            node.decompose()
+    for node in main.css("aside"):
+        if not _ADMONITION_CLASS_RE.search(node.attributes.get("class") or ""):
+            node.decompose()
+    # Heading anchors: a glyph link goes, a link around the heading's own text is unwrapped.
+    for anchor in main.css("h1 a, h2 a, h3 a, h4 a, h5 a, h6 a, dt a[href^='#']"):
+        href = anchor.attributes.get("href")
+        if href is None or not href.startswith("#"):
+            continue
+        text = anchor.text(deep=True, strip=True)
+        if text in _GLYPHS or not text:
+            if anchor.css_first("img") is None:
+                anchor.decompose()
+        elif anchor.parent is not None and anchor.parent.tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            anchor.unwrap()
+
+
+def _language(pre: LexborNode) -> str:
+    node: LexborNode | None = pre.css_first("code")
+    candidates: list[LexborNode] = []
+    if node is not None:
+        candidates.append(node)
+    ancestor: LexborNode | None = pre
+    for _ in range(4):
+        if ancestor is None:
+            break
+        candidates.append(ancestor)
+        ancestor = ancestor.parent
+    for candidate in candidates:
+        attrs = candidate.attributes
+        data = attrs.get("data-language") or attrs.get("data-lang")
+        if data and data.strip().lower() not in _NOT_A_LANGUAGE:
+            return data.strip().lower()
+        classes = attrs.get("class") or ""
+        for match in _LANG_CLASS_RE.finditer(classes):
+            lang = match.group(1).lower()
+            if lang not in _NOT_A_LANGUAGE and lang != "js-code":
+                return lang
+    return ""
+
+
+def _code_text(pre: LexborNode) -> str:
+    lines = pre.css(".token-line, .ec-line, .code-line")
+    if lines:
+        text = "\n".join(line.text(deep=True).rstrip("\n") for line in lines)
+    else:
+        for br in pre.css("br"):
+            br.replace_with("\n")
+        text = pre.text(deep=True)
+    text = text.translate(_TRANSLATE)
+    return text.strip("\n")
+
+
+def _normalise_code(main: LexborNode, tree: LexborHTMLParser) -> None:
+    # Pygments' line-number tables: keep only the code cell's block.
+    for table in main.css("table.highlighttable, table.codehilitetable"):
+        pre = table.css_first("td.code pre") or table.css_first("pre")
+        if pre is not None:
+            lang = _language(pre)
+            if lang:
+                pre.attrs["data-language"] = lang
+            table.replace_with(pre)
+        else:
+            table.decompose()
+    for pre in main.css("pre"):
+        if pre.parent is not None and pre.parent.tag == "pre":
+            continue
+        lang = _language(pre)
+        text = _code_text(pre)
+        block = tree.create_node("pre")
+        code = tree.create_node("code")
+        if lang:
+            code.attrs["class"] = f"language-{lang}"
+        code.insert_child(text)
+        block.insert_child(code)
+        pre.replace_with(block)
+
+
+def _normalise_admonitions(main: LexborNode, tree: LexborHTMLParser) -> None:
+    for box in main.css(_ADMONITION_SELECTOR):
+        if box.parent is None:
+            continue
+        title_node = box.css_first(_ADMONITION_TITLE)
+        if title_node is not None:
+            label = _SPACE_RE.sub(" ", title_node.text(deep=True)).strip()
+        else:
+            classes = (box.attributes.get("class") or "").split()
+            label = next(
+                (
+                    c
+                    for c in classes
+                    if c
+                    not in (
+                        "admonition",
+                        "theme-admonition",
+                        "custom-block",
+                        "starlight-aside",
+                        "alert",
+                        "callout",
+                    )
+                    and _ADMONITION_CLASS_RE.fullmatch(c)
+                ),
+                "",
+            )
+            label = label.capitalize()
+        quote = tree.create_node("blockquote")
+        if label:
+            para = tree.create_node("p")
+            strong = tree.create_node("strong")
+            strong.insert_child(label)
+            para.insert_child(strong)
+            quote.insert_child(para)
+        if title_node is not None:
+            title_node.decompose()
+        for child in box.iter(include_text=True):
+            quote.insert_child(child)
+        box.replace_with(quote)
+
+
+def _normalise_definitions(main: LexborNode, tree: LexborHTMLParser) -> None:
+    for term in main.css("dt"):
+        if next(iter(term.iter()), None) is not None:
+            continue  # markup inside (an API signature): kept as it is
+        text = _SPACE_RE.sub(" ", term.text(deep=True)).strip()
+        if not text:
+            continue
+        strong = tree.create_node("strong")
+        strong.insert_child(text)
+        for child in list(term.iter(include_text=True)):
+            child.decompose()
+        term.insert_child(strong)
+
+
+def _clean_title(text: str) -> str:
+    text = _SPACE_RE.sub(" ", text.translate(_TRANSLATE)).strip()
+    while text and text[-1] in "¶#§🔗":
+        text = text[:-1].rstrip()
+    return text
+
+
+def _top_heading(main: LexborNode) -> str:
+    for level in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        heading = main.css_first(level)
+        if heading is not None:
+            title_span = heading.css_first("span.refentrytitle")
+            text = _clean_title((title_span or heading).text(deep=True))
+            if text:
+                return text
+    title_span = main.css_first("span.refentrytitle")
+    if title_span is not None:
+        return _clean_title(title_span.text(deep=True))
+    return ""
+
+
+def _document_title(tree: LexborHTMLParser) -> str:
+    node = tree.css_first("title")
+    if node is None:
+        return ""
+    text = _clean_title(node.text(deep=True))
+    for separator in _TITLE_SEPARATORS:
+        head, found, _site = text.rpartition(separator)
+        if found and head.strip():
+            return head.strip()
+    return text
+
+
+def _options(base: str) -> html_to_markdown.ConversionOptions:
+    return html_to_markdown.ConversionOptions(
+        heading_style="atx",
+        bullets="-",
+        code_block_style="backticks",
+        extract_metadata=False,
+        preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+        autolinks=False,
+        base_url=base,
+        skip_images=False,
+        hidden_content="drop",
+        wrap=False,
+        newline_style="backslash",
+    )
+
+
+def _separate_quotes(markdown: str) -> str:
+    """A blank line before a blockquote glued to the paragraph above it (outside code fences)."""
+    if "\n>" not in markdown:
+        return markdown
+    out: list[str] = []
+    fence = ""
+    previous = ""
+    for line in markdown.split("\n"):
+        match = _FENCE_RE.match(line)
+        if fence:
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+                fence = ""
+        elif match:
+            fence = match.group(1)
+        elif line.startswith(">") and previous.strip() and not previous.startswith(">"):
+            out.append("")
+        out.append(line)
+        previous = line
+    return "\n".join(out)
+
+
+def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
+    """Convert one HTML page to markdown, keeping only its main content. Deterministic."""
+    tree = LexborHTMLParser(html)
+    generator = detect_generator(tree)
+    base = _base_url(tree, url)
+    main = _select_main(tree, generator)
+    title = ""
+    markdown = ""
+    if main is not None:
+        _remove_chrome(main, generator, tree)
+        _normalise_code(main, tree)
+        _normalise_admonitions(main, tree)
+        _normalise_definitions(main, tree)
+        title = _top_heading(main)
+        outside = _TITLE_OUTSIDE.get(generator)
+        prefix = ""
+        if not title and outside:
+            heading = tree.css_first(outside)
+            if heading is not None:
+                title = _clean_title(heading.text(deep=True))
+                if title:
+                    prefix = f"# {title}\n\n"
+        try:
+            result = html_to_markdown.convert(main.html or "", _options(base))
+            markdown = result.content or ""
+        except Exception:  # the converter refused the fragment: its text is better than nothing
+            markdown = main.text(deep=True, separator="\n")
+        markdown = prefix + markdown
+    markdown = markdown.translate(_TRANSLATE)
+    markdown = "\n".join(line.rstrip() for line in markdown.split("\n"))
+    markdown = _separate_quotes(markdown)
+    markdown = _BLANK_LINES_RE.sub("\n\n", markdown).strip("\n")
+    if markdown:
+        markdown += "\n"
+    if not title:
+        title = _document_title(tree) or _clean_title(link_text)
+    return Converted(title=title, markdown=markdown, generator=generator)
