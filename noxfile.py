@@ -111,6 +111,9 @@ def nightly(session: nox.Session) -> None:
     session.run("docbundle-index", "nightly", *session.posargs)
 
 
+HTML_CANDIDATES = ("lxml", "lxml_html_clean", "html2text", "markdownify", "trafilatura", "resiliparse")
+
+
 @nox.session(python="3.11")
 def bench(session: nox.Session) -> None:
     """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing.
@@ -119,6 +122,8 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- crawl ko zh ja     only crawl + build, of the corpora named
     nox -s bench -- quality|serve|http only that benchmark
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
+    nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
+    nox -s bench -- html-candidates    HTML -> markdown candidates (install them first: docs/html.md)
     """
     session.install(*PACKAGES)
     if session.posargs[:1] == ["limits"]:
@@ -142,5 +147,11 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/quality.py", *common, "--compare-plain")
     if which in ("all", "serve"):
         session.run("python", "benchmarks/serve_bench.py", *common)
+    sets = ["--sets", *names] if names else []
+    if which == "html-candidates":  # measured only, never project dependencies (docs/html.md)
+        session.install(*HTML_CANDIDATES)
+        session.run("python", "benchmarks/html_candidates.py", "--corpora", str(corpora), *sets)
+    if which in ("all", "html"):
+        session.run("python", "benchmarks/html_sites.py", "--corpora", str(corpora), *sets)
     if which in ("all", "http"):
         session.run("python", "benchmarks/http_load.py", *common, "--seconds", "60")
