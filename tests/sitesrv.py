@@ -10,6 +10,10 @@ the faults to inject; ``run_site`` serves it from a background thread::
         ...                       # site.base_url == base_url; site.url("/a.md") builds full URLs
     assert site.hits("/a.md") == 1
 
+Content negotiation: ``site.negotiate("/page", "/page.md")`` answers a request for ``/page`` whose
+``Accept`` header names ``text/markdown`` with the content of ``/page.md`` (as a docs host serving
+markdown to agents does); other requests get ``/page`` itself.
+
 Paths are matched percent-decoded and without the query string. Every request is recorded in
 ``site.requests`` with monotonic timestamps (``started``/``finished``), the status answered, the
 body bytes actually written and the client's address, so tests can assert on timing, conditional
@@ -148,6 +152,7 @@ class Site:
         self._pages: dict[str, _Page] = {}
         self._faults: dict[str, _Fault] = {}
         self._mounts: list[_Mount] = []
+        self._negotiated: dict[str, str] = {}  # path -> path served instead to Accept: text/markdown
         self._hits: Counter[str] = Counter()
         self._stop = threading.Event()
         self.requests: list[RecordedRequest] = []
@@ -180,6 +185,11 @@ class Site:
                 elif previous is not None:
                     modified = previous.modified or modified
             self._pages[key] = _make_page(data, content_type, etag, modified)
+
+    def negotiate(self, path: str, markdown_path: str) -> None:
+        """Answer ``path`` with ``markdown_path``'s content when the request's Accept names text/markdown."""
+        with self._lock:
+            self._negotiated[_norm(path)] = _norm(markdown_path)
 
     def remove(self, path: str) -> None:
         """Stop serving ``path`` (it answers 404 afterwards)."""
@@ -333,6 +343,10 @@ class _Handler(BaseHTTPRequestHandler):
         found = site._fault_for(key)
         if found is not None and not self._fault(site, rec, key, *found):
             return
+        with site._lock:
+            alternative = site._negotiated.get(key)
+        if alternative is not None and "text/markdown" in self.headers.get("Accept", "").lower():
+            key = alternative
         page = site._page(key)
         if page is None:
             self._simple(rec, 404, b"not found\n")

@@ -154,14 +154,14 @@ def test_llms_txt_that_lists_nothing_fails_clearly(site: Site, tmp_path: Path, b
     assert not (_vdir(tmp_path) / "CURRENT").exists()
 
 
-def test_html_pages_are_recorded_as_skipped(site: Site, tmp_path: Path, build: Build) -> None:
+def test_html_pages_are_converted_and_recorded(site: Site, tmp_path: Path, build: Build) -> None:
     publish_site(site)
-    site.add("/page.html", "<html><body>hi</body></html>", content_type="text/html; charset=utf-8")
+    site.add("/page.html", "<html><body><p>hi</p></body></html>", content_type="text/html; charset=utf-8")
     site.add("/llms.txt", _llms("\n## Web\n\n- [HTML page](page.html)\n"), content_type="text/plain")
     o = build(write_config(tmp_path, site.url("/llms.txt")))
     m = verify_bundle(Path(o.bundle or ""))
     (html,) = [d for d in m.documents if d.path == "page.html"]
-    assert html.error_kind == "content-type" and "text/html" in (html.error or "")
+    assert html.error is None and html.obtained == "html" and html.chunks == 1
 
 
 def test_same_inputs_give_the_same_content_hash(site: Site, tmp_path: Path, build: Build) -> None:

@@ -17,9 +17,11 @@ import msgspec
 import pytest
 from docbundle.indexer.errors import FetchError
 from docbundle.indexer.pipeline.cache import CrawlCache
-from docbundle.indexer.pipeline.crawl import ERROR_KINDS, CrawlOptions, FetchResult, crawl, fetch_one
+from docbundle.indexer.pipeline.crawl import ERROR_KINDS, CrawlOptions, FetchResult, crawl, fetch_one, md_twin
 from docbundle.indexer.pipeline.progress import LinesProgress, QuietProgress, TqdmProgress, make_progress
 from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy
+from hypothesis import given
+from hypothesis import strategies as st
 from sitesrv import Site
 
 # Small bounds keep every fault test well under a second or two.
@@ -279,12 +281,13 @@ async def test_the_declared_charset_is_used_and_a_bom_is_dropped(site: Site) -> 
 
 
 @pytest.mark.anyio
-async def test_html_is_skipped_as_a_content_type_error_without_downloading_it(site: Site) -> None:
-    site.add("/page.html", "<html><body>" + "x" * 10_000 + "</body></html>", content_type="text/html")
+async def test_html_is_downloaded_decoded_and_marked_for_conversion(site: Site) -> None:
+    page = "<html><body><p>caf\u00e9 " + "x" * 10_000 + "</p></body></html>"
+    site.add("/page.html", page.encode("latin-1"), content_type="text/html; charset=iso-8859-1")
     (result,) = await _crawl([site.url("/page.html")])
-    _failed(result, "content-type")
-    assert result.error == "content type text/html is not indexed"
-    assert result.status == 200 and result.bytes == 0
+    _ok(result)
+    assert result.obtained == "html" and result.text == page
+    assert result.status == 200 and result.bytes == len(page)
 
 
 @pytest.mark.anyio
@@ -503,7 +506,8 @@ async def test_file_urls_and_plain_paths_are_read_from_disk(tmp_path: Path) -> N
     _failed(missing, "not-found")
     assert _failed(big, "too-large").error == "body exceeds 1024 bytes"
     _failed(bad, "encoding")
-    _failed(html, "content-type")
+    assert _ok(html).text == "<p>hi</p>" and html.obtained == "html"
+    assert a.obtained == "markdown"
     _failed(folder, "not-found")
 
 
@@ -631,3 +635,127 @@ def test_make_progress_picks_tqdm_on_a_terminal_lines_otherwise_and_nothing_when
     silent.update(_result(ok=False))
     silent.close()
     assert quiet.getvalue() == ""
+
+
+# -- HTML pages: negotiation, .md twins, meta refresh ----------------------------------------------
+
+
+def _html(title: str, body: str = "") -> str:
+    return f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1><p>{body}</p></main></body></html>"
+
+
+HTML = "text/html; charset=utf-8"
+
+
+@pytest.mark.anyio
+async def test_markdown_urls_and_negotiated_markdown_are_told_apart(site: Site) -> None:
+    site.add("/notes.md", "# Notes\n")
+    site.add("/guide", _html("Guide"), content_type=HTML)
+    site.add("/guide.src.md", "# Guide\n\nServed to agents.\n")
+    site.negotiate("/guide", "/guide.src.md")
+    notes, guide = await _crawl([site.url("/notes.md"), site.url("/guide")])
+    assert _ok(notes).obtained == "markdown"
+    assert _ok(guide).obtained == "negotiated" and guide.text == "# Guide\n\nServed to agents.\n"
+    assert "text/markdown" in site.requests_for("/guide")[0].headers["accept"]
+    assert site.hits("/guide.md") == 0  # markdown came back: no twin is probed
+
+
+@pytest.mark.anyio
+async def test_a_host_with_md_twins_gives_every_page_its_twin(site: Site) -> None:
+    for path, twin in (("/a.html", "/a.html.md"), ("/b", "/b.md"), ("/dir/", "/dir/index.html.md")):
+        site.add(path, _html(path), content_type=HTML)
+        site.add(twin, f"# Twin of {path}\n")
+    site.add("/c.html", _html("No twin here"), content_type=HTML)
+    urls = [site.url(p) for p in ("/a.html", "/b", "/dir/", "/c.html")]
+    a, b, d, c = await _crawl(urls, msgspec.structs.replace(FAST, per_host=1, concurrency=1))
+    for result, path, twin in (
+        (a, "/a.html", "/a.html.md"),
+        (b, "/b", "/b.md"),
+        (d, "/dir/", "/dir/index.html.md"),
+    ):
+        assert _ok(result).obtained == "md-url" and result.text == f"# Twin of {path}\n"
+        assert result.url == site.url(path) and result.final_url == site.url(twin)
+        assert site.hits(path) == site.hits(twin) == 1
+    # The host has twins, so the page without one is probed too, and falls back to its HTML.
+    assert _ok(c).obtained == "html" and "No twin here" in (c.text or "")
+    assert site.hits("/c.html.md") == 1
+
+
+@pytest.mark.anyio
+async def test_a_host_without_md_twins_costs_one_probe_in_all(site: Site) -> None:
+    paths = [f"/p{i}.html" for i in range(12)] + [f"/q{i}" for i in range(4)] + ["/r/"]
+    for path in paths:
+        site.add(path, _html(path), content_type=HTML)
+    results = await _crawl([site.url(p) for p in paths])
+    assert all(_ok(r).obtained == "html" for r in results)
+    probes = [r.path for r in site.requests if r.path.endswith(".md")]
+    assert len(probes) == 1, probes
+    assert len(site.requests) == len(paths) + 1
+
+
+@pytest.mark.anyio
+async def test_a_twin_answered_with_html_is_no_twin(site: Site) -> None:
+    site.add("/x.html", _html("X"), content_type=HTML)
+    site.add("/x.html.md", _html("SPA shell"), content_type=HTML)
+    site.add("/y.html", _html("Y"), content_type=HTML)
+    x, y = await _crawl(
+        [site.url("/x.html"), site.url("/y.html")], msgspec.structs.replace(FAST, concurrency=1)
+    )
+    assert _ok(x).obtained == _ok(y).obtained == "html" and "SPA shell" not in (x.text or "")
+    assert site.hits("/y.html.md") == 0
+
+
+@pytest.mark.anyio
+async def test_a_meta_refresh_page_is_replaced_by_its_target_once(site: Site) -> None:
+    refresh = '<html><head><meta http-equiv="refresh" content="0; url={to}"></head><body>Moved</body></html>'
+    site.add("/old.html", refresh.format(to="new.html"), content_type=HTML)
+    site.add("/new.html", _html("New home", "the real text"), content_type=HTML)
+    site.add("/loop1.html", refresh.format(to="loop2.html"), content_type=HTML)
+    site.add("/loop2.html", refresh.format(to="loop1.html"), content_type=HTML)
+    old, loop = await _crawl([site.url("/old.html"), site.url("/loop1.html")])
+    assert _ok(old).url == site.url("/old.html") and old.final_url == site.url("/new.html")
+    assert old.obtained == "html" and "the real text" in (old.text or "")
+    assert _ok(loop).final_url == site.url("/loop2.html")  # followed once, not round and round
+    assert site.hits("/loop1.html") == 1 and site.hits("/loop2.html") == 1
+
+
+@pytest.mark.anyio
+async def test_a_meta_refresh_target_stays_inside_the_scope(site: Site) -> None:
+    # Only the page's own origin is allowed; the refresh points at another address, which is refused.
+    scope = CrawlScope.for_source(site.url("/llms.txt"))
+    target = "http://127.0.0.2:9/elsewhere.html"
+    site.add("/go.html", f'<meta http-equiv="refresh" content="0;url={target}">', content_type=HTML)
+    (go,) = await _crawl([site.url("/go.html")], scope=scope)
+    assert _failed(go, "refused").url == site.url("/go.html")
+
+
+def test_an_llms_txt_served_as_html_is_refused(site: Site) -> None:
+    site.add("/llms.txt", _html("Not an index"), content_type=HTML)
+    with pytest.raises(FetchError) as err:
+        fetch_one(site.url("/llms.txt"), scope=LOOPBACK, options=FAST)
+    assert err.value.kind == "content-type"
+
+
+@given(
+    st.sampled_from(["http", "https"]),
+    st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z]{2,5})?(:[1-9][0-9]{1,4})?", fullmatch=True),
+    st.lists(st.from_regex(r"[A-Za-z0-9_~-]{1,8}", fullmatch=True), max_size=4),
+    st.sampled_from(["", "/", ".html", ".htm", ".md", ".txt", "/index.html", ".php"]),
+)
+def test_md_twin_follows_the_llms_txt_convention(
+    scheme: str, host: str, segments: list[str], end: str
+) -> None:
+    path = "/" + "/".join(segments) + end if segments else "/" + end.lstrip("/")
+    url = f"{scheme}://{host}{path}"
+    twin = md_twin(url)
+    if path.endswith((".md", ".txt")):
+        assert twin is None
+        return
+    assert twin is not None
+    assert twin.startswith(f"{scheme}://{host}/") and twin.endswith(".md")
+    if path.endswith("/"):
+        assert twin == url + "index.html.md"
+    else:
+        assert twin == url + ".md"
+    assert md_twin(url + "?q=1") is None
+    assert md_twin(url + "#part") == twin

@@ -48,7 +48,7 @@ from docbundle.bundle.release import merge, package
 
 from .config import load_config
 from .errors import ConfigError, ExportError, ExportUsageError
-from .pipeline.build import Outcome, build_target
+from .pipeline.build import Outcome, build_target, describe_mix
 from .pipeline.cache import CrawlCache
 from .pipeline.progress import make_progress
 from .release import nightly
@@ -143,12 +143,12 @@ def _summary(report: Report) -> str:
         name = f"{o.library}@{o.version}"
         if o.status == "failed":
             lines.append(f"  failed     {name}: {o.message}")
-            continue
-        lines.append(
-            f"  {o.status:<10} {name}  {o.build_id}  {o.documents} docs, {o.chunks} chunks  "
-            f"(crawl {o.crawl_seconds:.1f} s: {o.pages_fetched} fetched, {o.pages_not_modified} not modified; "
-            f"index {o.build_seconds:.1f} s)"
-        )
+        else:
+            lines.append(
+                f"  {o.status:<10} {name}  {o.build_id}  {o.documents} docs ({describe_mix(o.obtained)}), "
+                f"{o.chunks} chunks  (crawl {o.crawl_seconds:.1f} s: {o.pages_fetched} fetched, "
+                f"{o.pages_not_modified} not modified; index {o.build_seconds:.1f} s)"
+            )
         for f in o.failures[:20]:
             lines.append(f"             ! {f.url}: {f.error}")
         if len(o.failures) > 20:

@@ -76,7 +76,12 @@ class SourceInfo(Base, frozen=True, kw_only=True):
 
 
 class SourceDocument(Base, frozen=True, kw_only=True):
-    """One document the llms.txt pointed to: indexed (``chunks`` > 0) or dropped (``error`` set)."""
+    """One document the llms.txt pointed to: indexed (``chunks`` > 0) or dropped (``error`` set).
+
+    ``obtained`` says how an indexed document's text was obtained: ``markdown`` (a markdown URL),
+    ``negotiated`` (``Accept: text/markdown`` answered with markdown), ``md-url`` (the llms.txt ``.md``
+    URL convention), ``html`` (HTML converted by ``BuildInfo.converter``); empty when not recorded.
+    """
 
     url: str
     path: str
@@ -92,6 +97,7 @@ class SourceDocument(Base, frozen=True, kw_only=True):
     words: int = 0
     error: str | None = None
     error_kind: str | None = None
+    obtained: str = ""
 
 
 class Counts(Base, frozen=True, kw_only=True):
@@ -130,6 +136,7 @@ class BuildInfo(Base, frozen=True, kw_only=True):
     chunking: ChunkingInfo = ChunkingInfo()
     search: SearchSettings = SearchSettings()
     tools: dict[str, str] = {}
+    converter: str = ""  # the HTML -> markdown converter's id when a document was converted, else ""
 
 
 class SafetyFinding(Base, frozen=True, kw_only=True):

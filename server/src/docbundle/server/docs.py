@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from docbundle.bundle.errors import BundleError
+from docbundle.bundle.manifest import SourceDocument
 from docbundle.bundle.query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, Cancelled, Deadline, Mode
 from docbundle.bundle.store import DocRecord
 
@@ -103,6 +104,15 @@ _RESERVED = ":/?#[]@!$&'()*+,;="
 
 # A hit before fitting: (score, library, document number, chunk number, the document's record).
 _RawHit = tuple[float, OpenedLibrary, int, int, DocRecord]
+
+
+def _obtained_mix(documents: list[SourceDocument]) -> dict[str, int]:
+    """Indexed documents counted by how their text was obtained (as the manifest records it)."""
+    mix: dict[str, int] = {}
+    for d in documents:
+        if d.chunks and d.obtained:
+            mix[d.obtained] = mix.get(d.obtained, 0) + 1
+    return dict(sorted(mix.items()))
 
 
 @dataclass(frozen=True)
@@ -256,6 +266,7 @@ class Docs:
             reason=reason,
             safety_findings=len(m.safety) if m else 0,
             safety_kinds=sorted({f.kind for f in m.safety}) if m else [],
+            obtained=_obtained_mix(m.documents) if m else {},
         )
 
     def list_libraries(self, category: str | None = None) -> LibraryList:

@@ -164,6 +164,8 @@ def render_libraries(r: LibraryList) -> str:
     for lib in r.libraries:
         status = f"FAILED: {lib.reason}" if lib.status == "failed" else lib.status
         docs = f"{lib.documents} docs" if lib.documents is not None else "no manifest"
+        if lib.obtained:
+            docs += " (" + ", ".join(f"{n} {how}" for how, n in lib.obtained.items()) + ")"
         out.append(
             f"- **{lib.id}** — {lib.name}"
             + (f" [{lib.category}]" if lib.category else "")

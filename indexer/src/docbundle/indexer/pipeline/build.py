@@ -1,7 +1,13 @@
 """Build one library version: fetch llms.txt, crawl its pages, chunk, hash, and write a bundle if changed.
 
 A library whose llms.txt cannot be fetched (or lists nothing) fails as a whole and its previous bundle is
-left untouched. A page that fails is recorded in the manifest with its reason and the build goes on.
+left untouched. A page that fails is recorded in the manifest with its reason and the build goes on; a
+build in which no page could be indexed fails (with the failures counted by kind in its message).
+
+HTML pages are converted to markdown in the worker processes (``prepare.py``); each document records how
+its text was obtained (``SourceDocument.obtained``) and the outcome counts the mix. Links to one page under
+several URL styles (``x``, ``x.html``, ``x/``, ``x/index.html``, with or without ``#fragment``) are fetched
+and indexed once (``page_key``).
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ from ..config import Target
 from ..errors import BuildError, FetchError, IndexerError
 from . import write
 from .cache import CrawlCache
-from .crawl import FetchResult, crawl, fetch_one
+from .crawl import OBTAINED, FetchResult, crawl, fetch_one
+from .html import CONVERTER_ID
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
 from .progress import Progress
@@ -82,6 +89,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     pages_not_modified: int = 0
     pages_failed: int = 0
     failures: list[PageFailure] = []
+    obtained: dict[str, int] = {}  # indexed documents by how their text was obtained (markdown, html...)
     conformance: list[str] = []
     pruned: list[str] = []
     crawl_seconds: float = 0.0
@@ -146,6 +154,21 @@ def _scrub(message: str, target: Target) -> str:
 def _strip_fragment(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
+
+
+def page_key(url: str) -> str:
+    """The page a link names, whatever its URL style: ``x``, ``x.html``, ``x/`` and ``x/index.html``
+    (each with any ``#fragment``) give one key; markdown and text URLs keep their own."""
+    parts = urlsplit(url)
+    path = parts.path
+    lower = path.lower()
+    if not lower.endswith(PAGE_SUFFIXES):
+        for suffix in ("/index.html", "/index.htm", ".html", ".htm"):
+            if lower.endswith(suffix):
+                path = path[: len(path) - len(suffix)]
+                break
+        path = path.rstrip("/") or "/"
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), path, parts.query, ""))
 
 
 def doc_path(url: str, base_url: str) -> str:
@@ -215,7 +238,21 @@ def _page_ids(pages: list[_Page], base_url: str) -> list[str]:
     return ids
 
 
-def _jobs(pages: list[_Page], ids: list[str], target: Target, prefer_page_title: bool) -> list[PageJob]:
+def _page_url(page: _Page, target: Target, base_url: str) -> str:
+    """The address an HTML page's relative links resolve against: where it was fetched from, shown as
+    the manifest shows it (a local page's path relative to the config, never the machine's path)."""
+    res = page.result
+    url = res.final_url if res is not None and res.final_url else page.link.url
+    return _display_url(url, target, base_url)
+
+
+def _obtained(page: _Page) -> str:
+    return page.result.obtained if page.result is not None else ""
+
+
+def _jobs(
+    pages: list[_Page], ids: list[str], target: Target, prefer_page_title: bool, base_url: str
+) -> list[PageJob]:
     c = target.library.chunking
     return [
         PageJob(
@@ -228,6 +265,8 @@ def _jobs(pages: list[_Page], ids: list[str], target: Target, prefer_page_title:
             c.max_depth,
             c.min_words,
             c.max_words,
+            _obtained(page) == "html",
+            _page_url(page, target, base_url) if _obtained(page) == "html" else "",
         )
         for page, path in zip(pages, ids, strict=True)
         if page.text is not None
@@ -291,6 +330,7 @@ def _assemble(
                 sha256=hashlib.sha256(record.text.encode()).hexdigest(),
                 chunks=len(prep.chunks),
                 words=prep.words,
+                obtained=_obtained(page),
             )
         )
         out.docs.append(record)
@@ -318,12 +358,18 @@ def input_hash(target: Target, kind: str, pages: list[_Page]) -> str:
                 lib.search(),
                 kind,
                 target.label,
+                CONVERTER_ID,
             ]
         )
     )
     for page in pages:
         link = page.link
         h.update(msgspec.msgpack.encode([link.url, link.title, link.notes, link.section, link.optional]))
+        if _obtained(page) == "html":
+            # Converted HTML also depends on the address its links are resolved against.
+            h.update(msgspec.msgpack.encode(["html", page.result.final_url if page.result else ""]))
+        else:
+            h.update(msgspec.msgpack.encode([_obtained(page)]))
         h.update(hashlib.sha256(page.text.encode()).digest() if page.text is not None else b"\0failed")
     return h.hexdigest()
 
@@ -417,7 +463,9 @@ def _build_locked(
     outcome.bundle = str(final)
     outcome.pruned = write.prune(vdir, target.keep)
     outcome.build_seconds = round(time.perf_counter() - t1, 3)
-    outcome.message = f"built {build_id}: {len(asm.docs)} documents, {asm.chunks} chunks"
+    outcome.message = (
+        f"built {build_id}: {len(asm.docs)} documents ({describe_mix(outcome.obtained)}), {asm.chunks} chunks"
+    )
     if outcome.pages_failed:
         outcome.message += f", {outcome.pages_failed} page(s) failed"
 
@@ -446,9 +494,10 @@ def _crawl_pages(
     links = []
     for link in llms.links:
         url = _strip_fragment(link.url)
-        if url in seen or not _selected(url, lib.include, lib.exclude):
+        key = page_key(url)
+        if key in seen or not _selected(url, lib.include, lib.exclude):
             continue
-        seen.add(url)
+        seen.add(key)
         links.append(msgspec.structs.replace(link, url=url))
     outcome.pages_listed = len(links)
     if len(links) > lib.max_pages:
@@ -497,7 +546,7 @@ def _write_bundle(
     """Index, store and publish the pages as a new bundle: its buildId, folder and contents, or None
     (nothing written) when its content hash equals the current bundle's."""
     ids = _page_ids(pages, src.base_url)
-    jobs = _jobs(pages, ids, target, prefer_page_title=src.result is None)
+    jobs = _jobs(pages, ids, target, src.result is None, src.base_url)
     build_id_date = _iso(started)
     tmp = layout.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
     try:
@@ -536,10 +585,9 @@ def _index_pages(
     index = write.IndexWriter(tmp, seed=ihash)
     try:
         asm = _assemble(pages, ids, prepare_all(jobs), target, base_url, index)
+        outcome.obtained = obtained_mix(asm.sources)
         if not asm.docs:
-            raise FetchError(
-                target.source, "no page could be fetched and indexed; see the failures", kind="empty"
-            )
+            raise FetchError(target.source, _nothing_indexed(asm.sources), kind="empty")
         chash = content_hash(lib.info(), target.version, _chunking(target), lib.search(), asm.docs)
         outcome.content_hash = chash
         outcome.documents = len(asm.docs)
@@ -590,6 +638,7 @@ def _manifest(
             chunking=_chunking(target),
             search=lib.search(),
             tools=_tool_versions(),
+            converter=CONVERTER_ID if any(s.obtained == "html" for s in asm.sources if s.chunks) else "",
         ),
         safety=[f for doc in asm.docs for f in scan_document(doc)],
         counts=Counts(
@@ -603,7 +652,36 @@ def _manifest(
     )
 
 
+def obtained_mix(sources: list[SourceDocument]) -> dict[str, int]:
+    """Indexed documents counted by how their text was obtained, in ``OBTAINED`` order."""
+    counts = {kind: 0 for kind in OBTAINED}
+    for s in sources:
+        if s.chunks and s.obtained:
+            counts[s.obtained] = counts.get(s.obtained, 0) + 1
+    return {kind: n for kind, n in counts.items() if n}
+
+
+def describe_mix(mix: dict[str, int]) -> str:
+    """``3 html, 1 markdown``: the mix as the summary line and the crawl report show it."""
+    return ", ".join(f"{n} {kind}" for kind, n in mix.items()) or "none"
+
+
+def _nothing_indexed(sources: list[SourceDocument]) -> str:
+    """Why a build indexed nothing: its pages' failures counted by kind, and the first one."""
+    kinds: dict[str, int] = {}
+    for s in sources:
+        kind = s.error_kind or "error"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    first = next((s for s in sources if s.error), None)
+    example = f"; first: {first.url}: {first.error}" if first is not None else ""
+    return (
+        f"no page could be fetched and indexed: {len(sources)} of {len(sources)} failed ({counted}){example}"
+    )
+
+
 def _unchanged(outcome: Outcome, vdir: Path, current: Manifest, t1: float) -> None:
+    outcome.obtained = obtained_mix(current.documents)
     outcome.status = "unchanged"
     outcome.build_id = current.build.build_id
     outcome.content_hash = current.build.content_hash
@@ -614,4 +692,4 @@ def _unchanged(outcome: Outcome, vdir: Path, current: Manifest, t1: float) -> No
     outcome.build_seconds = round(time.perf_counter() - t1, 3)
 
 
-__all__ = ["BuildError", "Outcome", "build_target", "doc_path"]
+__all__ = ["BuildError", "Outcome", "build_target", "describe_mix", "doc_path", "obtained_mix", "page_key"]

@@ -15,8 +15,22 @@ Bounds, so a nightly job can never hang or balloon:
 - bodies are read as a stream and abandoned once they exceed ``max_bytes``;
 - at most ``max_redirects`` redirects per attempt, and a revisited URL is reported as a loop.
 
-Only markdown and plain text are indexed in this release: text/html and other types are recorded
-as ``error_kind="content-type"`` without downloading the body. With a ``CrawlCache``, known pages
+Markdown, plain text and HTML are fetched; other types are recorded as ``error_kind="content-type"``
+without downloading the body. Every result says how its text was obtained (``FetchResult.obtained``):
+
+- ``markdown``: a markdown or text URL (``.md``, ``.txt``...) answered with markdown or text;
+- ``negotiated``: any other URL answered with markdown or text to the ``Accept: text/markdown`` header;
+- ``md-url``: the page came back as HTML and its llms.txt ``.md`` twin (``md_twin``) gave markdown;
+- ``html``: the page's HTML, decoded (``html.decode_html``), to be converted later in the worker
+  processes (``prepare.py``), never on this event loop.
+
+The ``.md`` twin rule, per (scheme, host, port): the first page of a host that comes back as HTML probes
+its twin with one request while the host's other HTML pages wait for the answer. If the twin gives
+markdown the host is marked as having twins and every later HTML page of it probes its own twin (one
+request each, falling back to its HTML); if not, the host is marked as having none and no other twin is
+requested from it during this crawl. So a host without twins costs exactly one extra request.
+A page whose HTML is a meta-refresh redirect is replaced by the page it points to (followed once, with
+the same bounds and scope as any request). With a ``CrawlCache``, known pages
 are revalidated (``If-None-Match`` / ``If-Modified-Since``) and a 304 reuses the cached body
 (``not_modified=True``). Local sources (``file:`` URLs and plain paths) go through the same size,
 type and encoding rules without the network or the cache.
@@ -37,6 +51,7 @@ import importlib.util
 import logging
 import os
 import random
+import re
 import ssl
 import sys
 import time
@@ -47,16 +62,26 @@ from http import HTTPStatus
 from pathlib import Path
 from types import TracebackType
 from typing import cast
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from urllib.request import url2pathname
 
 import httpx
 import msgspec
 from docbundle.indexer.errors import AddressRefused, AttemptFailed, FetchError, LocalRefused
+from docbundle.indexer.pipeline import html
 from docbundle.indexer.pipeline.cache import CacheEntry, CrawlCache
 from docbundle.indexer.pipeline.scope import CrawlScope, GuardedTransport, LocalRoot
 
-__all__ = ["ERROR_KINDS", "CrawlOptions", "CrawlScope", "FetchResult", "crawl", "fetch_one"]
+__all__ = [
+    "ERROR_KINDS",
+    "OBTAINED",
+    "CrawlOptions",
+    "CrawlScope",
+    "FetchResult",
+    "crawl",
+    "fetch_one",
+    "md_twin",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +108,10 @@ ERROR_KINDS = frozenset(
 )
 
 _INDEXED_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/plain", "text/mdx"})
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: How a page's text was obtained (see the module docstring), in the order reports list them.
+OBTAINED = ("markdown", "negotiated", "md-url", "html")
+_REFRESH_HINT = re.compile(rb"http-equiv\s*=\s*[\"']?refresh", re.IGNORECASE)
 # Object stores and bare static hosts often label markdown as one of these; trust them only when
 # the path says the file is text.
 _GENERIC_TYPES = frozenset({"", "application/octet-stream"})
@@ -159,6 +188,7 @@ class FetchResult(msgspec.Struct):
     bytes: int = 0
     elapsed: float = 0.0
     sha256: str | None = None
+    obtained: str = ""
 
 
 @dataclass
@@ -186,6 +216,8 @@ class _Page:
 class _Host:
     slots: asyncio.Semaphore
     not_before: float = 0.0  # loop time before which no request may start (Retry-After)
+    twins: bool | None = None  # whether the host serves llms.txt .md twins (None: not probed yet)
+    probing: asyncio.Event | None = None  # set once the host's first twin probe has answered
 
 
 @dataclass
@@ -238,6 +270,64 @@ class _Crawler:
                 url, url, f"unsupported URL scheme {scheme!r}: only http(s) is fetched", "refused"
             ), None
         return await self._fetch_http(url)
+
+    async def fetch_page(self, url: str) -> tuple[FetchResult, BaseException | None]:
+        """Fetch a documentation page: ``fetch``, then a meta-refresh target and the ``.md`` twin rule."""
+        result, cause = await self.fetch(url)
+        if (
+            not result.ok
+            or result.obtained != "html"
+            or urlsplit(url).scheme.lower() not in ("http", "https")
+        ):
+            return result, cause
+        target = _refresh_target(result)
+        if target is not None:
+            # Followed once: a refresh page pointing at another refresh page is taken as it is.
+            followed, cause = await self.fetch(target)
+            result = msgspec.structs.replace(followed, url=url)
+            if not result.ok or result.obtained != "html":
+                return result, cause
+        twin = await self._twin(result)
+        if twin is not None:
+            return twin, None
+        return result, cause
+
+    async def _twin(self, page: FetchResult) -> FetchResult | None:
+        """The page's ``.md`` twin as a result (``obtained="md-url"``), or None; see the module docstring."""
+        twin_url = md_twin(page.final_url)
+        if twin_url is None:
+            return None
+        try:
+            host = self._host(httpx.URL(twin_url))
+        except httpx.InvalidURL:
+            return None
+        if host.twins is None:
+            if host.probing is not None:
+                await host.probing.wait()
+            else:
+                host.probing = asyncio.Event()
+                try:
+                    found = await self._fetch_twin(page, twin_url)
+                    host.twins = found is not None
+                finally:
+                    if host.twins is None:
+                        host.twins = False
+                    host.probing.set()
+                return found
+        if not host.twins:
+            return None
+        return await self._fetch_twin(page, twin_url)
+
+    async def _fetch_twin(self, page: FetchResult, twin_url: str) -> FetchResult | None:
+        result, _cause = await self._fetch_http(twin_url)
+        # A host answering every URL with its HTML shell (200 text/html) has no twins either.
+        if (
+            not result.ok
+            or result.obtained not in ("markdown", "negotiated")
+            or not (result.text or "").strip()
+        ):
+            return None
+        return msgspec.structs.replace(result, url=page.url, obtained="md-url")
 
     def _host(self, url: httpx.URL) -> _Host:
         key = (url.scheme, url.host, url.port)
@@ -307,8 +397,12 @@ class _Crawler:
     async def _success(
         self, url: str, page: _Page, entry: CacheEntry | None, attempts: int, elapsed: float
     ) -> tuple[FetchResult, BaseException | None]:
+        obtained = _obtained(page.content_type, urlsplit(page.final_url).path)
         try:
-            text = _decode(page.body, page.content_type)
+            if obtained == "html":
+                text = html.decode_html(page.body, page.content_type)
+            else:
+                text = _decode(page.body, page.content_type)
         except AttemptFailed as failure:
             result = _failed(
                 url,
@@ -360,6 +454,7 @@ class _Crawler:
             bytes=page.received,
             elapsed=elapsed,
             sha256=digest,
+            obtained=obtained,
         )
         return result, None
 
@@ -459,7 +554,11 @@ class _Crawler:
             )
         content_type = response.headers.get("content-type")
         mime = _mime(content_type)
-        if mime not in _INDEXED_TYPES and not (mime in _GENERIC_TYPES and _looks_textual(url.path)):
+        if (
+            mime not in _INDEXED_TYPES
+            and mime not in _HTML_TYPES
+            and not (mime in _GENERIC_TYPES and _looks_textual(url.path))
+        ):
             shown = mime or "(none)"
             raise AttemptFailed(f"content type {shown} is not indexed", kind="content-type", status=status)
         declared = response.headers.get("content-length")
@@ -508,7 +607,7 @@ async def crawl(
     async with _Crawler(options, cache, scope) as crawler:
 
         async def run(url: str, indexes: list[int]) -> None:
-            result, _cause = await crawler.fetch(url)
+            result, _cause = await crawler.fetch_page(url)
             for n, index in enumerate(indexes):
                 copy = result if n == 0 else msgspec.structs.replace(result)
                 results[index] = copy
@@ -545,6 +644,14 @@ def fetch_one(
             return await crawler.fetch(url)
 
     result, cause = asyncio.run(run())
+    if result.ok and result.obtained == "html":
+        result = msgspec.structs.replace(
+            result,
+            ok=False,
+            text=None,
+            error="an llms.txt served as HTML is not read",
+            error_kind="content-type",
+        )
     if not result.ok:
         raise FetchError(
             url, result.error or "fetch failed", kind=result.error_kind or "error", status=result.status
@@ -648,6 +755,42 @@ def _looks_textual(path: str) -> bool:
     return path.lower().endswith(_TEXT_SUFFIXES)
 
 
+def _obtained(content_type: str | None, path: str) -> str:
+    """How a successful response's text was obtained (``md-url`` is decided by the caller)."""
+    if _mime(content_type) in _HTML_TYPES:
+        return "html"
+    return "markdown" if _looks_textual(path) else "negotiated"
+
+
+def md_twin(url: str) -> str | None:
+    """The llms.txt convention's markdown URL of an HTML page, or None when it has none.
+
+    ``dir/`` -> ``dir/index.html.md``; ``page.html`` -> ``page.html.md``; ``page`` -> ``page.md``.
+    URLs with a query, and URLs that already name a text file, have none.
+    """
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or parts.query or _looks_textual(parts.path):
+        return None
+    path = parts.path or "/"
+    path = path + "index.html.md" if path.endswith("/") else path + ".md"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _refresh_target(result: FetchResult) -> str | None:
+    """Where a meta-refresh page sends its reader (None when it is an ordinary page or points at itself)."""
+    text = result.text or ""
+    # A cheap byte-level test first: a full parse of every page on the event loop would stall it.
+    head = text[:8192].encode("utf-8", "replace")
+    if not _REFRESH_HINT.search(head):
+        return None
+    target = html.meta_refresh_target(text, result.final_url)
+    if target is None or urlsplit(target)._replace(fragment="") == urlsplit(result.final_url)._replace(
+        fragment=""
+    ):
+        return None
+    return target
+
+
 def _decode(body: bytes, content_type: str | None) -> str:
     """Decode with the declared charset, else UTF-8; a leading BOM is dropped."""
     declared = _charset(content_type)
@@ -710,13 +853,19 @@ def _read_local(url: str, options: CrawlOptions, root: LocalRoot) -> tuple[Fetch
         return fail(f"is a directory: {path}", "not-found"), exc
     except OSError as exc:
         return fail(f"cannot read {path}: {exc.strerror or exc}", "not-found"), exc
-    if mime not in _INDEXED_TYPES:
+    if mime not in _INDEXED_TYPES and mime not in _HTML_TYPES:
         return fail(f"content type {mime or '(unknown)'} is not indexed", "content-type"), None
     if len(body) > options.max_bytes:
         return fail(f"body exceeds {options.max_bytes} bytes", "too-large", len(body)), None
-    content_type = f"{mime}; charset=utf-8"
+    if mime in _HTML_TYPES:
+        # The charset of an HTML file is in the file (BOM, <meta>, <?xml?>), not in a header.
+        content_type = mime
+        obtained = "html"
+    else:
+        content_type = f"{mime}; charset=utf-8"
+        obtained = "markdown"
     try:
-        text = _decode(body, content_type)
+        text = html.decode_html(body, content_type) if obtained == "html" else _decode(body, content_type)
     except AttemptFailed as failure:
         return fail(failure.reason, failure.kind, len(body)), failure.__cause__
     result = FetchResult(
@@ -730,5 +879,6 @@ def _read_local(url: str, options: CrawlOptions, root: LocalRoot) -> tuple[Fetch
         bytes=len(body),
         elapsed=time.perf_counter() - started,
         sha256=hashlib.sha256(body).hexdigest(),
+        obtained=obtained,
     )
     return result, None

@@ -1,5 +1,8 @@
 """Turn fetched pages into bundle-ready documents: parse, chunk, and analyse for the index.
 
+An HTML page (``PageJob.html``) is first converted to markdown here (``html.convert_html``), so the
+conversion runs in the worker processes too, never in the crawler's event loop.
+
 This is the CPU-bound half of a build (markdown-it-py and whoosh analysis are pure Python), so it runs
 in worker processes when the job is big enough to repay starting them; the main process meanwhile
 feeds the analysed postings to the index writer. A page's output depends only on its inputs, so the
@@ -27,6 +30,7 @@ from docbundle.bundle.schema import make_schema
 from docbundle.bundle.store import ChunkRecord
 from whoosh.system import pack_uint
 
+from . import html
 from .chunk import chunk_markdown, parse_page
 
 #: Field name -> (whoosh posting items, field length). Items are ``(term bytes, freq, weight, value)``.
@@ -56,6 +60,8 @@ class PageJob(msgspec.Struct, frozen=True, array_like=True):
     max_depth: int
     min_words: int
     max_words: int
+    html: bool = False  # ``text`` is decoded HTML, converted to markdown before parsing
+    url: str = ""  # the page's address, that an HTML page's relative links are resolved against
 
 
 class Prepared(msgspec.Struct, array_like=True):
@@ -132,16 +138,22 @@ def _analyse(values: dict[str, str]) -> Analysed:
 
 
 def prepare_page(job: PageJob) -> Prepared:
-    """Parse, chunk and analyse one page."""
-    parsed = parse_page(job.text, mdx=job.mdx)
+    """Parse, chunk and analyse one page (converting it to markdown first when it is HTML)."""
+    text = job.text
+    html_title = ""
+    if job.html:
+        converted = html.convert_html(job.text, job.url, link_text=job.link_title)
+        text, html_title = converted.markdown, converted.title
+    parsed = parse_page(text, mdx=job.mdx)
     chunks = chunk_markdown(
         parsed.body, max_depth=job.max_depth, min_words=job.min_words, max_words=job.max_words, mdx=parsed.mdx
     )
     # A folder listing only knows file names; a page's own title is better there.
+    page_title = html_title or parsed.title
     if job.prefer_page_title:
-        title = parsed.title or job.link_title or job.fallback_title
+        title = page_title or job.link_title or job.fallback_title
     else:
-        title = job.link_title or parsed.title or job.fallback_title
+        title = job.link_title or page_title or job.fallback_title
     if not chunks:
         return Prepared(title, parsed.description, [], 0, [])
     # Title and section are analysed again for every chunk, not shared: pickle writes a shared value

@@ -1,0 +1,236 @@
+"""Building HTML documentation sites end to end: served markdown first, converted HTML otherwise.
+
+Every site here is a real loopback server (tests/sitesrv.py) with small pages in the styles of the
+common generators; the assertions read the published bundle, the crawl report and the search tool.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from docbundle.bundle.reader import verify_bundle
+from docbundle.indexer.pipeline.html import CONVERTER_ID
+from docbundle.server.catalog import Catalog
+from docbundle.server.docs import Docs
+from docsite import Build, write_config
+from sitesrv import Site, run_site
+
+HTML = "text/html; charset=utf-8"
+
+
+def _page(title: str, body: str, *, chrome: bool = True) -> str:
+    """A Sphinx-like page: navigation and footer around a ``<main>`` holding the text."""
+    nav = '<nav class="sidebar"><a href="/">Home</a> <a href="/api">API</a></nav>' if chrome else ""
+    footer = "<footer>Copyright the Demo project</footer>" if chrome else ""
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title} - Demo docs</title></head>'
+        f"<body>{nav}<main><h1>{title}</h1>{body}</main>{footer}</body></html>"
+    )
+
+
+def _section(words: str, n: int = 6) -> str:
+    return "".join(
+        f"<h2>Part {i}</h2><p>{words} Part {i} of the page. {'More prose here. ' * 12}</p>" for i in range(n)
+    )
+
+
+def _mixed_site(site: Site) -> None:
+    """HTML pages under three URL styles, a markdown page, a meta-refresh page and duplicate links."""
+    site.add(
+        "/docs/guide.html",
+        _page(
+            "Guide",
+            _section("The zanzibarite configuration switch lives in the guide.")
+            + '<pre><code class="language-python">client.connect(retries=3)\n</code></pre>',
+        ),
+        content_type=HTML,
+    )
+    site.add(
+        "/docs/api", _page("API", _section("Call quuxify to flatten the widget tree.")), content_type=HTML
+    )
+    site.add(
+        "/docs/tutorial/",
+        _page("Tutorial", _section("Start the tutorial by installing the SDK.")),
+        content_type=HTML,
+    )
+    site.add("/docs/notes.md", "# Notes\n\n" + "Release notes in markdown. " * 40 + "\n")
+    site.add(
+        "/docs/old.html",
+        '<html><head><meta http-equiv="refresh" content="0; url=moved.html"></head><body>Moved.</body></html>',
+        content_type=HTML,
+    )
+    site.add(
+        "/docs/moved.html",
+        _page("Moved", _section("The relocated page about frobnication.")),
+        content_type=HTML,
+    )
+    site.add(
+        "/docs/llms.txt",
+        "# Demo\n\n> Demo docs.\n\n## Docs\n\n"
+        "- [Guide](guide.html)\n- [API](api)\n- [Tutorial](tutorial/)\n- [Notes](notes.md)\n"
+        "- [Old](old.html)\n\n## Again\n\n"
+        "- [Guide again](guide)\n- [Guide part](guide.html#part-2)\n- [Tutorial again](tutorial/index.html)\n"
+        "- [API again](api.html)\n",
+        content_type="text/plain; charset=utf-8",
+    )
+
+
+def test_an_html_site_is_converted_indexed_and_searchable(site: Site, tmp_path: Path, build: Build) -> None:
+    _mixed_site(site)
+    o = build(write_config(tmp_path, site.url("/docs/llms.txt")))
+    assert o.status == "built", o.message
+    m = verify_bundle(Path(o.bundle or ""))
+    by_path = {d.path: d for d in m.documents}
+    assert sorted(by_path) == ["api", "guide.html", "notes.md", "old.html", "tutorial"]
+    assert {p: d.obtained for p, d in by_path.items()} == {
+        "api": "html",
+        "guide.html": "html",
+        "notes.md": "markdown",
+        "old.html": "html",
+        "tutorial": "html",
+    }
+    assert all(d.chunks > 0 and d.error is None for d in m.documents)
+    assert m.build.converter == CONVERTER_ID
+    assert o.obtained == {"markdown": 1, "html": 4} and "(1 markdown, 4 html)" in o.message
+    # Each page was fetched once whatever style it was linked under; the host has no twins: one probe.
+    for path in ("/docs/guide.html", "/docs/api", "/docs/tutorial/", "/docs/notes.md", "/docs/moved.html"):
+        assert site.hits(path) == 1, path
+    assert (
+        site.hits("/docs/guide") == site.hits("/docs/api.html") == site.hits("/docs/tutorial/index.html") == 0
+    )
+    assert len([r for r in site.requests if r.path.endswith(".md") and r.path != "/docs/notes.md"]) == 1
+    # The meta-refresh page is indexed with its target's text.
+    assert "frobnication" in (by_path["old.html"].title + " ".join(_texts(o, "old.html")))
+
+    docs = Docs(Catalog.load(tmp_path / "bundles"))
+    hits = docs.search("zanzibarite configuration switch", library_id="demo").hits
+    assert hits and hits[0].document_id == "guide.html"
+    assert "Copyright the Demo project" not in " ".join(_texts(o, "guide.html"))
+    (lib,) = docs.list_libraries().libraries
+    assert lib.obtained == {"html": 4, "markdown": 1}
+
+
+def _texts(o: object, doc_id: str) -> list[str]:
+    from docbundle.bundle.reader import open_bundle
+
+    b = open_bundle(Path(getattr(o, "bundle", "") or ""))
+    try:
+        return [b.store.get(b.store.number_of(doc_id) or 0).text]
+    finally:
+        b.close()
+
+
+def test_a_host_with_md_twins_and_a_negotiating_host_serve_markdown(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
+    other = Site()
+    with run_site(other):
+        site.add("/a.html", _page("A", "<p>html a</p>"), content_type=HTML)
+        site.add("/a.html.md", "# A\n\nMarkdown twin of page a, about ferrocene.\n")
+        site.add("/b", _page("B", "<p>html b</p>"), content_type=HTML)
+        site.add("/b.md", "# B\n\nMarkdown twin of page b.\n")
+        other.add("/n", _page("N", "<p>html n</p>"), content_type=HTML)
+        other.add("/n.src.md", "# N\n\nNegotiated markdown of page n.\n")
+        other.negotiate("/n", "/n.src.md")
+        site.add(
+            "/llms.txt",
+            f"# Twins\n\n- [A](a.html)\n- [B](b)\n- [N]({other.url('/n')})\n",
+            content_type="text/plain",
+        )
+        config = write_config(tmp_path, site.url("/llms.txt"), 'allow_hosts = ["127.0.0.1"]')
+        o = build(config)
+        assert o.status == "built", o.message
+        m = verify_bundle(Path(o.bundle or ""))
+        got = {d.title: d.obtained for d in m.documents}
+        assert got == {"A": "md-url", "B": "md-url", "N": "negotiated"}
+        assert m.build.converter == ""  # nothing was converted
+        assert other.hits("/n.md") == 0  # markdown came back at once: no twin probe
+        assert "ferrocene" in _texts(o, "a.html")[0]
+
+
+def test_a_build_whose_pages_all_fail_exits_1_and_says_why(site: Site, tmp_path: Path) -> None:
+    site.add("/llms.txt", "# Broken\n\n- [A](a.html)\n- [B](b)\n- [C](c.pdf)\n", content_type="text/plain")
+    site.add("/c.pdf", b"%PDF-1.4", content_type="application/pdf")
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "docbundle.indexer.cli",
+            "build",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "out"),
+            "--quiet",
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "0 built, 0 unchanged, 1 failed" in r.stdout
+    assert "no page could be fetched and indexed: 3 of 3 failed (1 content-type, 2 http)" in r.stdout
+    assert "HTTP 404" in r.stdout and "application/pdf" in r.stdout
+    assert not (tmp_path / "out" / "demo").exists() or not list((tmp_path / "out" / "demo").rglob("CURRENT"))
+
+
+def _local_html_site(root: Path) -> Path:
+    """A local folder of HTML pages big enough (over 1 MB) that a build may use worker processes."""
+    site = root / "site"
+    (site / "pages").mkdir(parents=True)
+    lines = ["# Repro HTML\n", "> Reproducibility fixture, HTML pages.\n", "## Pages\n"]
+    size = i = 0
+    while size <= 1_200_000:
+        text = _page(
+            f"Topic {i}",
+            _section(f"Topic {i} explains setting number {i * 7}.", 12)
+            + f'<p><a href="{i + 1}.html">next</a></p><table><tr><th>k</th><td>{i}</td></tr></table>',
+        )
+        (site / "pages" / f"{i}.html").write_text(text, encoding="utf-8")
+        lines.append(f"- [Topic {i}](pages/{i}.html)")
+        size += len(text.encode())
+        i += 1
+    (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return site
+
+
+def _cli_build(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": hash_seed,
+        "DOCBUNDLE_WORKERS": workers,
+        "SOURCE_DATE_EPOCH": "1767225600",
+    }
+    cmd = [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out)]
+    r = subprocess.run([*cmd, "--no-cache", "--quiet"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+def test_an_html_site_built_twice_gives_byte_identical_bundles(tmp_path: Path) -> None:
+    _local_html_site(tmp_path)
+    config = tmp_path / "libraries.toml"
+    config.write_text('[[library]]\nid = "repro"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    _cli_build(config, tmp_path / "a", hash_seed="1", workers="0")  # converted in this process
+    _cli_build(config, tmp_path / "b", hash_seed="2", workers="2")  # converted in worker processes
+    a, b = _digests(tmp_path / "a"), _digests(tmp_path / "b")
+    assert any(name.endswith(".seg") for name in a)
+    assert a == b
+    (manifest,) = [name for name in a if name.endswith("manifest.json")]
+    m = verify_bundle((tmp_path / "a" / manifest).parent)
+    assert {d.obtained for d in m.documents} == {"html"} and m.counts.failed == 0
+    assert str(tmp_path) not in (tmp_path / "a" / manifest).read_text(encoding="utf-8")
