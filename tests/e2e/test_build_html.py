@@ -13,10 +13,13 @@ import sys
 from pathlib import Path
 
 from docbundle.bundle.reader import verify_bundle
+from docbundle.indexer.pipeline.build import page_key
 from docbundle.indexer.pipeline.html import CONVERTER_ID
 from docbundle.server.catalog import Catalog
 from docbundle.server.docs import Docs
 from docsite import Build, write_config
+from hypothesis import given
+from hypothesis import strategies as st
 from sitesrv import Site, run_site
 
 HTML = "text/html; charset=utf-8"
@@ -234,3 +237,46 @@ def test_an_html_site_built_twice_gives_byte_identical_bundles(tmp_path: Path) -
     m = verify_bundle((tmp_path / "a" / manifest).parent)
     assert {d.obtained for d in m.documents} == {"html"} and m.counts.failed == 0
     assert str(tmp_path) not in (tmp_path / "a" / manifest).read_text(encoding="utf-8")
+
+
+def test_a_rebuild_whose_pages_all_fail_keeps_the_previous_bundle(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
+    site.add("/llms.txt", "# Site\n\n- [A](a.html)\n- [B](b/)\n", content_type="text/plain")
+    site.add("/a.html", _page("A", _section("Alpha text.")), content_type=HTML)
+    site.add("/b/", _page("B", _section("Beta text.")), content_type=HTML)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    first = build(config)
+    assert first.status == "built" and first.documents == 2
+    vdir = tmp_path / "bundles" / "demo" / "latest"
+    current = (vdir / "CURRENT").read_bytes()
+    site.remove("/a.html")
+    site.fault("/b/", "status", code=500)
+    o = build(config)
+    assert o.status == "failed" and o.documents == 0
+    assert o.message.endswith(
+        "no page could be fetched and indexed: 2 of 2 failed (2 http); "
+        f"first: {site.url('/a.html')}: HTTP 404 Not Found"
+    )
+    assert (vdir / "CURRENT").read_bytes() == current
+    assert verify_bundle(vdir / current.decode().strip()).counts.documents == 2
+
+
+@given(
+    st.sampled_from(["http://docs.example", "https://Docs.Example:8443"]),
+    st.lists(st.from_regex(r"[A-Za-z0-9_~-]{1,8}", fullmatch=True), min_size=1, max_size=4),
+    st.sampled_from(["", "#part", "#"]),
+    st.sampled_from([".md", ".MDX", ".markdown", ".txt"]),
+)
+def test_page_key_gives_one_page_for_every_url_style(
+    origin: str, segments: list[str], fragment: str, text_suffix: str
+) -> None:
+    stem = origin + "/" + "/".join(segments)
+    styles = [stem, stem + ".html", stem + "/", stem + "/index.html", stem + ".htm", stem + "/index.htm"]
+    keys = {page_key(u + fragment) for u in styles}
+    assert keys == {page_key(stem)}
+    assert page_key(page_key(stem)) == page_key(stem)
+    assert page_key(stem + "-other") != page_key(stem)
+    # Markdown and text URLs are pages of their own.
+    text = stem + text_suffix
+    assert page_key(text + fragment) == page_key(text) != page_key(stem)
