@@ -38,6 +38,8 @@ SPHINX = """<!DOCTYPE html>
 { return 0; }
 </pre></div></div></td></tr></table>
 <div class="admonition note"><p class="admonition-title">Note</p><p>Mind the gap.</p></div>
+<aside class="sidebar"><p class="sidebar-title">Hello World!</p><p>A sidebar directive's text.</p></aside>
+<aside class="footnote-list brackets"><aside class="footnote brackets" id="id2"><span class="label">1</span><p>The footnote text.</p></aside></aside>
 <dl class="simple"><dt>plain term</dt><dd><p>its definition</p></dd></dl>
 </section></div></div></div>
 <div class="sphinxsidebar" role="navigation"><h3>Table of Contents</h3><ul><li><a href="#">Sidebar entry</a></li></ul></div>
@@ -72,7 +74,7 @@ DOCUSAURUS = """<html><head><meta name="generator" content="Docusaurus v3.1.0">
 <div class="main-wrapper"><aside class="theme-doc-sidebar-container"><ul><li>Sidebar Intro</li></ul></aside>
 <main><div class="row"><div class="col"><div class="theme-doc-breadcrumbs"><ul><li>Breadcrumb Home</li></ul></div>
 <article><div class="theme-doc-markdown markdown"><header><h1>Installation</h1></header>
-<p>Install with npm.</p>
+<p>Install with npm.</p><aside class="sidenote"><p>An aside of prose, kept.</p></aside><aside class="related-links"><a href="/a">Aside link one</a> <a href="/b">Aside link two</a></aside>
 <div class="language-bash codeBlockContainer theme-code-block"><div class="codeBlockContent"><pre tabindex="0" class="prism-code language-bash codeBlock"><code class="codeBlockLines"><span class="token-line"><span class="token plain">npm install my-project</span><br></span><span class="token-line"><span class="token plain">npm run start</span><br></span></code></pre><div class="buttonGroup"><button type="button" aria-label="Copy code to clipboard" class="clean-btn">Copy</button></div></div></div>
 <div class="theme-admonition theme-admonition-tip admonition alert alert--success"><div class="admonition-heading">tip</div><div class="admonition-content"><p>Use Node 18.</p></div></div>
 </div>
@@ -160,6 +162,8 @@ GENERIC = """<html><head><title>Widgets guide - Acme Docs</title><base href="htt
 <div class="breadcrumbs"><a href="/">Docs</a> / Guides</div>
 <h1>Widgets guide</h1>
 <p>Widgets are configured with <a href="config.html">the config file</a> or <a href="/api/">the API</a>.</p>
+<p>See <a href="ref.html"><code class="xref"><span class="pre">the</span> <span class="pre">Library</span>
+<span class="pre">Reference</span></code></a>.<span hidden>Hidden span text</span></p>
 <pre><code class="lang-python"><span class="line-number">1</span>import acme
 acme.widget(size=3)</code></pre>
 <ul><li>first item</li><li>second item<ul><li>nested item</li></ul></li></ul>
@@ -205,6 +209,7 @@ def test_sphinx() -> None:
     assert "> **Note**" in md and "> Mind the gap." in md
     assert "**plain term**" in md and "its definition" in md
     assert "Return the absolute value" in md
+    assert "A sidebar directive's text." in md and "The footnote text." in md  # docutils <aside>s
     for chrome in ("Navigation", "Sidebar entry", "Copyright", "next", "Table of Contents"):
         assert chrome not in md
 
@@ -230,6 +235,7 @@ def test_docusaurus() -> None:
     assert md.startswith("# Installation\n")
     assert "```bash\nnpm install my-project\nnpm run start\n```" in md
     assert "Use Node 18." in md and "**tip**" in md
+    assert "An aside of prose, kept." in md and "Aside link" not in md
     for chrome in (
         "navbar",
         "Sidebar Intro",
@@ -313,6 +319,8 @@ def test_generic_page() -> None:
     assert "[the API](https://cdn.example.net/api/)" in md
     assert "![a widget](https://cdn.example.net/docs/v2/img/w.png)" in md
     assert "```python\nimport acme\nacme.widget(size=3)\n```" in md
+    assert "[`the Library Reference`](https://cdn.example.net/docs/v2/ref.html)" in md
+    assert "Hidden span" not in md
     assert "- first item" in md and "  - nested item" in md and "1. step one" in md
     for level in range(2, 7):
         assert "\n" + "#" * level + " " in md

@@ -568,15 +568,25 @@ def _select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
     return _densest(body)
 
 
+def _mostly_links(node: LexborNode) -> bool:
+    """Whether at least half of ``node``'s text is link text (or it has none): navigation, not prose."""
+    total = _text_len(node)
+    if total == 0:
+        return True
+    linked = sum(_text_len(anchor) for anchor in node.css("a"))
+    return linked * 2 >= total
+
+
 def _remove_chrome(main: LexborNode, generator: str) -> None:
     for node in main.css(_CHROME[generator]):
         node.decompose()
     for node in main.css("header"):
         if node.css_first("h1, h2") is None:
             node.decompose()
-    for node in main.css("aside"):
-        if not _ADMONITION_CLASS_RE.search(node.attributes.get("class") or ""):
-            node.decompose()
+    if generator != "sphinx":  # docutils writes sidebars, topics and footnotes as <aside>: content
+        for node in main.css("aside"):
+            if not _ADMONITION_CLASS_RE.search(node.attributes.get("class") or "") and _mostly_links(node):
+                node.decompose()
     # Heading anchors: a glyph link goes, a link around the heading's own text is unwrapped.
     for anchor in main.css("h1 a, h2 a, h3 a, h4 a, h5 a, h6 a, dt a[href^='#']"):
         href = anchor.attributes.get("href")
@@ -798,6 +808,12 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
                 title = _clean_title(heading.text(deep=True))
                 if title:
                     prefix = f"# {title}\n\n"
+        # Spans carry no markdown; unwrapped they cannot split an inline code run (html-to-markdown
+        # turns a line break between two spans inside <code> into a hard break), and the converter
+        # reads less markup. Hidden ones go first, as the converter would have dropped them.
+        for node in main.css("span[hidden], span[style*='display:none'], span[style*='display: none']"):
+            node.decompose()
+        main.unwrap_tags(["span"])
         try:
             result = html_to_markdown.convert(main.html or "", _options(base))
             markdown = result.content or ""
