@@ -115,6 +115,10 @@ DOCBOOK = """<?xml version="1.0" encoding="UTF-8" standalone="no"?>
 <div class="note"><h3 class="title">Note</h3><p>The concatenation operator accepts non-string input.</p></div>
 <pre class="programlisting">SELECT 'Post' || 'greSQL';</pre>
 <pre class="screen"><em class="lineannotation"><span class="lineannotation">Result: </span></em><code class="computeroutput">PostgreSQL</code></pre>
+<div class="table"><table class="table"><thead><tr><th>Function</th></tr></thead><tbody>
+<tr><td><p class="func_signature"><code class="function">upper</code> ( <code class="type">text</code> )</p>
+<p>Converts the string to upper case.</p><pre class="programlisting">SELECT upper('tom');
+-- TOM</pre></td></tr></tbody></table></div>
 <div class="variablelist"><dl class="variablelist"><dt><span class="term">flags</span></dt><dd><p>Flags passed in.</p></dd></dl></div>
 </div>
 <div class="navfooter"><hr /><table width="100%"><tr><td><a accesskey="p" href="functions-math.html">Prev</a></td><td>Navfooter Home</td></tr></table></div>
@@ -272,6 +276,8 @@ def test_docbook_sect1() -> None:
     assert "> **Note**" in md and "non-string input" in md
     assert "```\nSELECT 'Post' || 'greSQL';\n```" in md
     assert "Result: PostgreSQL" in md
+    # a table whose cells hold code blocks is unfolded: the block keeps its lines and its fence
+    assert "Converts the string to upper case.\n\n```\nSELECT upper('tom');\n-- TOM\n```" in md
     assert "**flags**" in md or "flags" in md
     assert "9.4.1. format" in md  # a DocBook page's own TOC is content
     for chrome in ("Navheader", "Navfooter", "Prev", "Up"):

@@ -716,6 +716,26 @@ def _normalise_definitions(main: LexborNode, tree: LexborHTMLParser) -> None:
         term.insert_child(strong)
 
 
+def _unfold_block_tables(main: LexborNode, tree: LexborHTMLParser) -> None:
+    """A table whose cells hold code blocks becomes one block per cell, row after row.
+
+    A markdown table cell holds one line, so a ``<pre>`` in it would lose its lines and its fence
+    (PostgreSQL's function tables: signature, description and an example block in one cell).
+    """
+    for table in main.css("table"):
+        if table.parent is None or table.css_first("pre") is None:
+            continue
+        if len(table.css("table")) > 1:  # the table itself matches too
+            continue  # nested tables: the inner one is unfolded on its own, if at all
+        unfolded = tree.create_node("div")
+        for cell in table.css("th, td"):
+            block = tree.create_node("div")
+            for child in cell.iter(include_text=True):
+                block.insert_child(child)
+            unfolded.insert_child(block)
+        table.replace_with(unfolded)
+
+
 def _clean_title(text: str) -> str:
     text = _SPACE_RE.sub(" ", _plain_spaces(text)).strip()
     while text and text[-1] in "¶#§🔗":
@@ -799,6 +819,7 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
         _normalise_code(main, tree)
         _normalise_admonitions(main, tree)
         _normalise_definitions(main, tree)
+        _unfold_block_tables(main, tree)
         title = _top_heading(main)
         outside = _TITLE_OUTSIDE.get(generator)
         prefix = ""
