@@ -17,6 +17,7 @@ from docbundle.indexer.pipeline.build import page_key
 from docbundle.indexer.pipeline.html import CONVERTER_ID
 from docbundle.server.catalog import Catalog
 from docbundle.server.docs import Docs
+from docbundle.server.render import render_libraries
 from docsite import Build, write_config
 from hypothesis import given
 from hypothesis import strategies as st
@@ -113,8 +114,10 @@ def test_an_html_site_is_converted_indexed_and_searchable(site: Site, tmp_path: 
     hits = docs.search("zanzibarite configuration switch", library_id="demo").hits
     assert hits and hits[0].document_id == "guide.html"
     assert "Copyright the Demo project" not in " ".join(_texts(o, "guide.html"))
-    (lib,) = docs.list_libraries().libraries
+    listed = docs.list_libraries()
+    (lib,) = listed.libraries
     assert lib.obtained == {"html": 4, "markdown": 1}
+    assert "5 docs (4 html, 1 markdown)" in render_libraries(listed)
 
 
 def _texts(o: object, doc_id: str) -> list[str]:
@@ -280,3 +283,20 @@ def test_page_key_gives_one_page_for_every_url_style(
     # Markdown and text URLs are pages of their own.
     text = stem + text_suffix
     assert page_key(text + fragment) == page_key(text) != page_key(stem)
+
+
+def test_links_that_land_on_one_page_give_one_document(site: Site, tmp_path: Path, build: Build) -> None:
+    site.add("/new.html", _page("New", _section("The one page.")), content_type=HTML)
+    site.fault("/old", "redirect", status=301, to="/new.html")
+    site.add("/refresh.html", '<meta http-equiv="refresh" content="0;URL=\'new.html\'">', content_type=HTML)
+    site.add("/other.html", _page("Other", _section("Another page.")), content_type=HTML)
+    site.add(
+        "/llms.txt",
+        "# Site\n\n- [Old](old)\n- [New](new.html)\n- [Refresh](refresh.html)\n- [Other](other.html)\n",
+        content_type="text/plain",
+    )
+    o = build(write_config(tmp_path, site.url("/llms.txt")))
+    assert o.status == "built", o.message
+    m = verify_bundle(Path(o.bundle or ""))
+    assert [(d.path, d.title) for d in m.documents] == [("old", "Old"), ("other.html", "Other")]
+    assert o.documents == 2 and o.pages_listed == 4

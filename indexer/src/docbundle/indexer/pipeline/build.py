@@ -7,7 +7,8 @@ build in which no page could be indexed fails (with the failures counted by kind
 HTML pages are converted to markdown in the worker processes (``prepare.py``); each document records how
 its text was obtained (``SourceDocument.obtained``) and the outcome counts the mix. Links to one page under
 several URL styles (``x``, ``x.html``, ``x/``, ``x/index.html``, with or without ``#fragment``) are fetched
-and indexed once (``page_key``).
+and indexed once (``page_key``), and so are two links that land on one page (a redirect or a meta
+refresh to a page also listed).
 """
 
 from __future__ import annotations
@@ -521,7 +522,15 @@ def _crawl_pages(
         if bar:
             bar.close()
     pages = []
+    landed: set[str] = set()
     for link, res in zip(links, results, strict=True):
+        if res.ok:
+            # Two links that landed on one page (a redirect or a meta refresh to a page also listed)
+            # give one document, under the first link.
+            where = page_key(res.final_url)
+            if where in landed:
+                continue
+            landed.add(where)
         pages.append(_Page(link, res, res.text if res.ok else None))
         if res.ok:
             outcome.pages_fetched += 1
