@@ -187,6 +187,30 @@ long enough to be the densest part of the page by far, with many words in it.</p
 <p>A second paragraph with more words about the topic at hand.</p></div></div>
 <footer>Footer links</footer></body></html>"""
 
+DOCSY = """<html><head><meta name="generator" content="Hugo 0.120.4"><title>Tasks | Kube Docs</title></head>
+<body class="td-page"><header><nav class="td-navbar">Docsy navbar</nav></header>
+<div class="container-fluid td-outer"><div class="td-main"><div class="row flex-xl-nowrap">
+<aside class="col-12 col-md-3 td-sidebar"><nav class="td-sidebar-nav">Docsy sidebar</nav></aside>
+<aside class="d-none d-xl-block col-xl-2 td-sidebar-toc"><div class="td-page-meta">View page source Edit this page</div>
+<nav id="TableOfContents">Docsy toc</nav></aside>
+<main class="col-12 col-md-9 col-xl-8 ps-md-5" role="main"><nav aria-label="breadcrumb" class="td-breadcrumbs">Docsy crumbs</nav>
+<div class="td-content"><h1>Run a task<a class="td-heading-self-link" href="#run"></a></h1>
+<div class="lead">Tasks run to completion.</div><p>Use a <code>Job</code>.</p>
+<div class="highlight"><pre tabindex="0" class="chroma"><code class="language-shell" data-lang="shell"><span class="line"><span class="cl">kubectl apply -f job.yaml
+</span></span></code></pre></div>
+<div class="d-print-none"><h2 class="feedback--title">Feedback</h2><p class="feedback--question">Was this page helpful?</p></div>
+</div></main></div></div></div></body></html>"""
+
+NEXTRA = """<html><head><title>Getting Started – Nextra</title></head><body>
+<div class="nextra-nav-container"><nav>Nextra navbar</nav></div>
+<div class="nx-mx-auto nx-flex"><aside class="nextra-sidebar-container"><ul><li>Nextra sidebar</li></ul></aside>
+<nav class="nextra-toc nx-order-last">On This Page Nextra toc</nav>
+<article class="nx-w-full nx-break-words nextra-content"><main class="nx-w-full nx-min-w-0">
+<div class="nextra-breadcrumb nx-mt-1.5">Docs › Getting Started</div>
+<h1>Getting Started</h1><p>Nextra builds sites from MDX.</p>
+<pre data-language="sh"><code><span class="line">npm i nextra</span></code></pre>
+</main></article></div><footer class="nextra-footer">Nextra footer MIT</footer></body></html>"""
+
 URL = "https://docs.example.org/en/guide/page.html"
 
 
@@ -314,6 +338,27 @@ def test_starlight_title_outside_the_content() -> None:
         assert chrome not in out.markdown
 
 
+def test_docsy() -> None:
+    out = conv(DOCSY)
+    assert out.generator == "docsy"
+    assert out.title == "Run a task"
+    md = out.markdown
+    assert md.startswith("# Run a task\n")
+    assert "Tasks run to completion." in md and "```shell\nkubectl apply -f job.yaml\n```" in md
+    for chrome in ("Docsy", "Edit this page", "Feedback", "helpful"):
+        assert chrome not in md
+
+
+def test_nextra() -> None:
+    out = conv(NEXTRA)
+    assert out.generator == "nextra"
+    assert out.title == "Getting Started"
+    md = out.markdown
+    assert "Nextra builds sites from MDX." in md and "```sh\nnpm i nextra\n```" in md
+    for chrome in ("navbar", "sidebar", "toc", "footer", "Docs ›"):
+        assert chrome not in md
+
+
 def test_generic_page() -> None:
     out = conv(GENERIC, "https://acme.example.com/guides/widgets")
     assert out.generator == "generic"
@@ -367,9 +412,13 @@ def test_empty_and_odd_inputs() -> None:
     assert conv("", link_text="Fallback").title == "Fallback"
     assert "hello" in conv("hello").markdown
     assert conv("<pre></pre>").markdown.strip("`\n") == ""
+    assert "ab" in conv("<p>a\x00b\ud800</p>").markdown  # NUL and a lone surrogate do not raise
+    assert meta_refresh_target("\ud800<meta http-equiv=refresh content='0;url=/x'>", URL) is not None
 
 
-@pytest.mark.parametrize("html", [SPHINX, MKDOCS, DOCUSAURUS, MDBOOK, DOCBOOK, VITEPRESS, STARLIGHT, GENERIC])
+@pytest.mark.parametrize(
+    "html", [SPHINX, MKDOCS, DOCUSAURUS, MDBOOK, DOCBOOK, VITEPRESS, STARLIGHT, DOCSY, NEXTRA, GENERIC]
+)
 def test_deterministic(html: str) -> None:
     assert conv(html) == conv(html)
     assert conv(html).markdown.encode() == conv(html).markdown.encode()

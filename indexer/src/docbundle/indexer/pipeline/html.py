@@ -370,7 +370,15 @@ _CHROME_BY_GENERATOR: dict[str, tuple[str, ...]] = {
         ".line-numbers-wrapper",
     ),
     "starlight": (".sl-anchor-link", "a.anchor-link", ".pagination-links", ".meta", "[class*='toc-']"),
-    "docsy": ("a.td-heading-self-link", ".td-page-meta", ".feedback", ".td-toc", "#TableOfContents"),
+    "docsy": (
+        "a.td-heading-self-link",
+        ".td-page-meta",
+        ".feedback",
+        "[class*='feedback--']",
+        ".d-print-none",  # Docsy's feedback widget and page meta: never printed, never content
+        ".td-toc",
+        "#TableOfContents",
+    ),
     "nextra": (".nextra-toc", "a.subheading-anchor", "[class*='nextra-breadcrumb']"),
 }
 # For pages of no known generator (and the few generators whose markup varies): everything above and
