@@ -285,7 +285,7 @@ def test_mdbook() -> None:
     assert md.startswith("## Data Types\n")  # the heading's self-link is unwrapped
     assert '```rust\nlet guess: u32 = "42".parse().expect("Not a number!");\n```' in md
     assert "allow(unused)" not in md and "fn main" not in md  # boring lines
-    assert "| 8-bit  | `i8`   |" in md
+    assert "| Length | Signed |\n| --- | --- |\n| 8-bit | `i8` |" in md
     for chrome in ("Sidebar", "Rust Programming Language", "Prev chapter", "Next chapter", "Print"):
         assert chrome not in md
 

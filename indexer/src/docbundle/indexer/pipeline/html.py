@@ -790,6 +790,7 @@ def _options(base: str) -> html_to_markdown.ConversionOptions:
         hidden_content="drop",
         wrap=False,
         newline_style="backslash",
+        compact_tables=True,  # no padding: a wide cell would widen every row of its column
     )
 
 
