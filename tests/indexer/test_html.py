@@ -394,6 +394,8 @@ def test_density_fallback_without_main() -> None:
         ("Install | Site", "Install"),
         ("Install - Site", "Install"),
         ("9.4. String Functions", "9.4. String Functions"),
+        ("C# ¶", "C#"),
+        ("Anchors #", "Anchors"),
         ("", "Link text"),
     ],
 )

@@ -486,6 +486,8 @@ _GLYPHS = frozenset({"¶", "#", "§", "🔗", "⚓", "#️⃣", "∞", "link"})
 
 _TITLE_SEPARATORS = (" — ", " – ", " | ", " · ", " :: ", " - ")
 _SPACE_RE = re.compile(r"\s+")
+# Anchor glyphs left at the end of a heading's text ("C#" keeps its "#": only a detached one goes).
+_TRAILING_GLYPH_RE = re.compile(r"(?:\s*[¶§🔗⚓]|\s+#)+$")
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # No-break spaces become spaces; zero-width spaces, word joiners, BOMs and soft hyphens go.
@@ -746,9 +748,7 @@ def _unfold_block_tables(main: LexborNode, tree: LexborHTMLParser) -> None:
 
 def _clean_title(text: str) -> str:
     text = _SPACE_RE.sub(" ", _plain_spaces(text)).strip()
-    while text and text[-1] in "¶#§🔗":
-        text = text[:-1].rstrip()
-    return text
+    return _TRAILING_GLYPH_RE.sub("", text)
 
 
 def _top_heading(main: LexborNode) -> str:
