@@ -155,6 +155,9 @@ STARLIGHT = """<html><head><meta name="generator" content="Astro v4.3.5"><meta n
 <main><div class="content-panel"><div class="sl-container"><h1 id="_top">Authoring Content</h1></div></div>
 <div class="content-panel"><div class="sl-container"><div class="sl-markdown-content">
 <p>Starlight supports Markdown.</p>
+<div class="expressive-code"><figure class="frame has-title"><figcaption class="header"><span class="title">astro.config.mjs</span></figcaption>
+<pre data-language="js"><code><div class="ec-line"><div class="code"><span style="--0:#F97583">import</span> starlight <span>from</span> '@astrojs/starlight';</div></div><div class="ec-line"><div class="code">export default {};</div></div></code></pre>
+<div class="copy"><button title="Copy to clipboard" data-code="import starlight">Copy</button></div></figure></div>
 <aside aria-label="Note" class="starlight-aside starlight-aside--note"><p class="starlight-aside__title">Note</p><div class="starlight-aside__content"><p>Frontmatter is optional.</p></div></aside>
 </div><footer class="sl-flex">Edit page Previous Getting started</footer></div></div></main></body></html>"""
 
@@ -333,6 +336,8 @@ def test_starlight_title_outside_the_content() -> None:
     assert out.generator == "starlight"
     assert out.title == "Authoring Content"
     assert out.markdown.startswith("# Authoring Content\n")
+    assert "```js\nimport starlight from '@astrojs/starlight';\nexport default {};\n```" in out.markdown
+    assert "Copy" not in out.markdown
     assert "> **Note**" in out.markdown and "Frontmatter is optional." in out.markdown
     for chrome in ("site header", "Sidebar", "Edit page"):
         assert chrome not in out.markdown
