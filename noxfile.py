@@ -123,7 +123,7 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- quality|serve|http only that benchmark
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
-    nox -s bench -- html-candidates    HTML -> markdown candidates (install them first: docs/html.md)
+    nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
     """
     session.install(*PACKAGES)
     if session.posargs[:1] == ["limits"]:

@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/html_sites.py --corpora ../shared/corpora [--sets html-python ...] [--keep DIR]
+                                     [--worst N]
 
 For each corpus (``html-python``, ``html-rustbook``, ``html-postgres``) it serves the folder with the
 corpora's own ``../tools/serve_site.py`` on 127.0.0.1 (a free port; the server is stopped at the
@@ -12,8 +13,12 @@ on it, opens the bundle the build wrote and prints:
 * pages indexed -- share of the distinct pages the llms.txt links (``x``, ``x.html``, ``x/``,
   ``x#part`` count once) that have a document in the bundle (goal >= 99%);
 * coverage, code intact, titles, boilerplate -- as ``benchmarks/html_candidates.py`` defines them,
-  on the bundle's documents (the markdown a page became) against the same references;
-* pages/s -- documents / (crawl + index seconds) from the crawl report, and the wall time.
+  on the bundle's documents (the markdown a page became) against the same references; for a page
+  the site served as markdown (its ``.md`` twin), code blocks are checked against that markdown's;
+* pages/s -- documents / (crawl + index seconds) from the crawl report, and the wall time;
+* search quality -- nDCG@10, MRR@10 and Recall@10 of the graded questions in
+  ``benchmarks/queries/<corpus>.toml`` through the server's ``BundleSearcher``, for the dev and
+  test halves (hits are mapped to the corpus file their URL names).
 
 When the build fails or indexes nothing, it prints what the crawl report says (the build's message
 and its first page failures) and the figures it has; it never makes one up. It asserts nothing.
@@ -22,7 +27,9 @@ and its first page failures) and the figures it has; it never makes one up. It a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import posixpath
 import re
 import shutil
 import socket
@@ -30,16 +37,30 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from html_candidates import SETS, Page, Result, load_corpus, norm_title, pct, score_outputs
+from html_candidates import (
+    SETS,
+    Page,
+    Result,
+    load_corpus,
+    norm_title,
+    norm_ws,
+    pct,
+    score_outputs,
+    split_output,
+)
 
+QUERIES = Path(__file__).resolve().parent / "queries"
+K = 10
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)[^)]*\)")
 
 
@@ -71,11 +92,13 @@ def canonical(folder: Path, path: str) -> str | None:
         path = path[: -len(".md")]
     elif path.endswith(".md") and (folder / (path[:-3] + ".html")).is_file():
         path = path[:-3] + ".html"
-    candidates = (
-        [path + "index.html"]
-        if path.endswith("/") or not path
-        else [path, path + ".html", path + "/index.html"]
-    )
+    directory = path.endswith("/") or path in ("", ".")
+    path = posixpath.normpath(path) if path else "."
+    path = "" if path == "." else path
+    if directory:
+        candidates = [f"{path}/index.html" if path else "index.html"]
+    else:
+        candidates = [path, path + ".html", path + "/index.html"]
     for c in candidates:
         if (folder / c).is_file():
             return c
@@ -108,18 +131,79 @@ def indexer_command() -> list[str]:
     return [found]
 
 
-def read_documents(bundle: Path) -> list[tuple[str, str, str]]:
-    """(url, title, markdown) of every document of a bundle."""
+def read_documents(bundle: Path) -> list[tuple[str, str, str, str]]:
+    """(url, title, markdown, how it was obtained) of every document of a bundle."""
     from docbundle.bundle.reader import open_bundle
 
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    obtained = {str(d.get("url")): str(d.get("obtained", "?")) for d in manifest.get("documents", [])}
     opened = open_bundle(bundle)
     try:
-        return [(d.url, d.title, d.text) for d in opened.store]
+        return [(d.url, d.title, d.text, obtained.get(d.url, "?")) for d in opened.store]
     finally:
         opened.close()
 
 
-def run_corpus(corpora: Path, name: str, work: Path) -> None:
+def as_served_markdown(page: Page, twin: Path) -> Page:
+    """The page with the code blocks of the markdown the site served (its ``.md`` twin) as reference."""
+    blocks = split_output(twin.read_text(encoding="utf-8"))[1]
+    return dataclasses.replace(page, pre_blocks=[b for b in (norm_ws(x) for x in blocks) if b])
+
+
+def search_quality(name: str, folder: Path, bundle: Path, worst: int = 0) -> None:
+    """nDCG@10, MRR@10 and Recall@10 of ``benchmarks/queries/<name>.toml`` over the bundle, per half.
+
+    Hits are mapped to the corpus file their URL names (so ``x``, ``x.html`` and ``x/`` are one
+    page, whatever link style the llms.txt used) and reduced to distinct pages, first hit wins.
+    """
+    from docbundle.bundle.reader import open_bundle
+    from docbundle.bundle.search import BundleSearcher
+    from docbundle.indexer.release.metrics import mrr, ndcg, recall
+
+    path = QUERIES / f"{name}.toml"
+    if not path.is_file():
+        print(f"  search quality: no query set at benchmarks/queries/{name}.toml")
+        return
+    queries = tomllib.loads(path.read_text(encoding="utf-8")).get("query", [])
+    opened = open_bundle(bundle)
+    try:
+        searcher = BundleSearcher(opened)
+        pages: dict[int, str] = {}
+        sums: dict[str, list[float]] = {}
+        per_query: list[tuple[float, str, str, list[str], dict[str, int]]] = []
+        for q in queries:
+            outcome = searcher.search(q["text"], limit=K, per_doc=1)
+            ranked: list[str] = []
+            for hit in outcome.hits:
+                if hit.doc not in pages:
+                    url = opened.store.get(hit.doc).url
+                    pages[hit.doc] = canonical(folder, urllib.parse.urlsplit(url).path) or url
+                if pages[hit.doc] not in ranked:
+                    ranked.append(pages[hit.doc])
+            rel = {str(k): int(v) for k, v in q["relevant"].items()}
+            per_query.append((ndcg(ranked, rel, K), str(q.get("split", "all")), q["text"], ranked, rel))
+            for half in (str(q.get("split", "all")), "all"):
+                acc = sums.setdefault(half, [0.0, 0.0, 0.0, 0.0])
+                acc[0] += ndcg(ranked, rel, K)
+                acc[1] += mrr(ranked, rel, K)
+                acc[2] += recall(ranked, rel, K)
+                acc[3] += 1
+    finally:
+        opened.close()
+    for half in ("dev", "test", "all"):
+        if half in sums:
+            n, m, r, count = sums[half]
+            print(
+                f"  search quality {half:4} ({int(count)} queries): nDCG@10 {n / count:.3f}  "
+                f"MRR@10 {m / count:.3f}  Recall@10 {r / count:.3f}"
+            )
+    for value, half, text, ranked, rel in sorted(per_query, key=lambda x: x[0])[:worst]:
+        want = ", ".join(f"{d}={g}" for d, g in sorted(rel.items(), key=lambda x: -x[1]))
+        got = " ".join(f"{i + 1}.{d}{'*' * rel.get(d, 0)}" for i, d in enumerate(ranked[:5]))
+        print(f"    worst [{half}] nDCG {value:.2f} {text!r}: want {want}; got {got}")
+
+
+def run_corpus(corpora: Path, name: str, work: Path, worst: int = 0) -> None:
     folder = corpora / name
     serve = corpora.parent / "tools" / "serve_site.py"
     print(f"\n{name}")
@@ -193,7 +277,8 @@ def run_corpus(corpora: Path, name: str, work: Path) -> None:
     outputs: list[tuple[Page, str | None, str]] = []
     indexed: set[str] = set()
     unmatched = 0
-    for url, title, markdown in docs:
+    kinds = Counter(how for *_, how in docs)
+    for url, title, markdown, how in docs:
         rel = canonical(folder, urllib.parse.urlsplit(url).path)
         if rel is None or rel not in pages:
             unmatched += 1
@@ -201,11 +286,16 @@ def run_corpus(corpora: Path, name: str, work: Path) -> None:
         if rel in indexed:
             continue
         indexed.add(rel)
-        outputs.append((pages[rel], norm_title(title), markdown))
+        page, twin = pages[rel], (folder / rel).with_suffix(".md")
+        if how != "html" and twin.is_file():  # served markdown: its own code blocks are the reference
+            page = as_served_markdown(page, twin)
+        outputs.append((page, norm_title(title), markdown))
     got = len(indexed & linked)
     print(
         f"  pages indexed {got}/{len(linked)} = {pct(got / len(linked) if linked else 0.0)}"
-        f"  ({len(docs)} documents, {unmatched} not matched to a corpus page)"
+        f"  ({len(docs)} documents, {unmatched} not matched to a corpus page; obtained: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+        + ")"
     )
     missing = sorted(linked - indexed)
     if missing:
@@ -219,23 +309,25 @@ def run_corpus(corpora: Path, name: str, work: Path) -> None:
         )
     rate = len(docs) / seconds if seconds else 0.0
     print(f"  build {rate:.1f} pages/s (crawl + index {seconds:.1f} s; wall {wall:.1f} s)")
+    search_quality(name, folder, Path(outcome["bundle"]), worst)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--corpora", type=Path, required=True, help="folder holding the html-* corpora")
     ap.add_argument("--sets", nargs="*", default=list(SETS), help="corpora to build")
+    ap.add_argument("--worst", type=int, default=0, help="print the N worst questions per corpus")
     ap.add_argument("--keep", type=Path, default=None, help="write configs and bundles here (kept)")
     args = ap.parse_args(argv)
     corpora = args.corpora.resolve()
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.sets:
-            run_corpus(corpora, name, args.keep)
+            run_corpus(corpora, name, args.keep, args.worst)
         return 0
     with tempfile.TemporaryDirectory(prefix="html-sites-") as tmp:
         for name in args.sets:
-            run_corpus(corpora, name, Path(tmp))
+            run_corpus(corpora, name, Path(tmp), args.worst)
     return 0
 
 
