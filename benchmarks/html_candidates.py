@@ -19,7 +19,7 @@ them on one core (the process pins itself to CPU 0). For each candidate and corp
 * title -- share of pages whose output's first heading equals the page's top heading (the main
   element's first ``<h1>``, else its first ``<h2>``);
 * boiler lines / boiler shingles -- share of the output's lines (outside code blocks) and of its
-  8-word shingles that recur on more than 10% of the corpus's pages and are not part of the page's
+  8-word shingles that recur on more than 10% of the corpus's pages (and more than one) and are not part of the page's
   own reference text.
 
 The candidates are not dependencies of the project; a missing one is reported and skipped.
@@ -474,7 +474,7 @@ def score_outputs(res: Result, outputs: list[tuple[Page, str | None, str]]) -> N
         line_df.update(set(lines))
         shingle_df.update(set(sh))
     n = len(outputs)
-    cut = 0.10 * n
+    cut = max(0.10 * n, 1.0)  # more than 10% of the pages, and more than one
     b_lines = all_lines = b_sh = all_sh = 0
     for page, lines, sh in per_page:
         all_lines += len(lines)
