@@ -138,3 +138,39 @@ def test_an_unparsable_url_is_a_config_error_not_a_traceback(tmp_path: Path) -> 
         ConfigError, match=r"library 'bad': key 'llms_txt': 'http://\[bad/llms.txt' is not a valid URL"
     ):
         _load(tmp_path, '[[library]]\nid = "bad"\nllms_txt = "http://[bad/llms.txt"\n')
+
+
+_FOLLOW_LIB = '[[library]]\nid = "atmos"\nllms_txt = "https://atmos.example/llms.txt"\n'
+
+
+def test_follow_is_off_by_default_and_read_with_its_defaults(tmp_path: Path) -> None:
+    cat = _load(tmp_path, _FOLLOW_LIB + 'follow = { prefix = "/docs/" }\n')
+    follow = cat.libraries[0].follow
+    assert follow is not None and (follow.depth, follow.prefix, follow.max_pages) == (1, "/docs/", 100)
+    assert _load(tmp_path, _FOLLOW_LIB).libraries[0].follow is None
+
+
+@pytest.mark.parametrize(
+    ("follow", "message"),
+    [
+        ("{ depth = 0 }", r"library 'atmos': key 'follow.depth': must be between 1 and 5"),
+        ("{ depth = 6 }", r"library 'atmos': key 'follow.depth': must be between 1 and 5"),
+        ('{ depth = "2" }', r"library 'atmos': key 'follow.depth': Expected `int`, got `str`"),
+        ('{ prefix = "docs/" }', r"library 'atmos': key 'follow.prefix': 'docs/' must be a URL path"),
+        ('{ prefix = "/docs/../etc/" }', r"library 'atmos': key 'follow.prefix'"),
+        ('{ prefix = "/docs?x=1" }', r"library 'atmos': key 'follow.prefix'"),
+        ('{ prefix = "//evil.example/" }', r"library 'atmos': key 'follow.prefix'"),
+        ("{ max_pages = 0 }", r"library 'atmos': key 'follow.max_pages': must be between 1 and 1000"),
+        ("{ max_pages = 1001 }", r"library 'atmos': key 'follow.max_pages': must be between 1 and 1000"),
+        ("{ deph = 2 }", r"library 'atmos': key 'follow.deph': unknown key"),
+    ],
+)
+def test_bad_follow_settings_name_the_library_and_key(tmp_path: Path, follow: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, _FOLLOW_LIB + f"follow = {follow}\n")
+
+
+def test_follow_needs_an_http_llms_txt(tmp_path: Path) -> None:
+    (tmp_path / "llms.txt").write_text("# X\n- [A](a.md)\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"library 'atmos': key 'follow': only an http\(s\) llms.txt"):
+        _load(tmp_path, '[[library]]\nid = "atmos"\nllms_txt = "llms.txt"\nfollow = { depth = 1 }\n')

@@ -147,7 +147,8 @@ def _summary(report: Report) -> str:
             lines.append(
                 f"  {o.status:<10} {name}  {o.build_id}  {o.documents} docs ({describe_mix(o.obtained)}), "
                 f"{o.chunks} chunks  (crawl {o.crawl_seconds:.1f} s: {o.pages_fetched} fetched, "
-                f"{o.pages_not_modified} not modified; index {o.build_seconds:.1f} s)"
+                + (f"{o.pages_followed} followed, " if o.pages_followed else "")
+                + f"{o.pages_not_modified} not modified; index {o.build_seconds:.1f} s)"
             )
         for f in o.failures[:20]:
             lines.append(f"             ! {f.url}: {f.error}")

@@ -46,6 +46,22 @@ class ChunkingConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=T
         return ChunkingInfo(max_depth=self.max_depth, min_words=self.min_words, max_words=self.max_words)
 
 
+#: ``follow.max_pages``: its default, and the hard maximum a config may set.
+FOLLOW_DEFAULT_PAGES = 100
+FOLLOW_MAX_PAGES = 1000
+#: ``follow.depth``: the deepest a config may set.
+FOLLOW_MAX_DEPTH = 5
+_PREFIX_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+
+
+class FollowConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """``follow``: crawl the pages the llms.txt's pages link, on its origin, under ``prefix``."""
+
+    depth: int = 1
+    prefix: str = "/"
+    max_pages: int = FOLLOW_DEFAULT_PAGES
+
+
 class VersionConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """One documentation version of a library."""
 
@@ -75,6 +91,7 @@ class LibraryConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     crawl: dict[str, Any] = {}
     allow_hosts: list[str] = []
     local_root: str | None = None
+    follow: FollowConfig | None = None
 
     @property
     def display_name(self) -> str:
@@ -238,11 +255,29 @@ def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> 
     for section, weight in lib.section_weights.items():
         if not 0 <= weight <= 10:
             raise ConfigError(f"{where}: key 'section_weights.{section}': weight must be within 0..10")
+    if lib.follow is not None:
+        _check_follow(where, lib.follow, sources)
     for i_host, host in enumerate(lib.allow_hosts):
         try:
             HostRule.parse(host)
         except ValueError as exc:
             raise ConfigError(f"{where}: key 'allow_hosts.{i_host}': {exc}") from exc
+
+
+def _check_follow(where: str, follow: FollowConfig, sources: list[str]) -> None:
+    if not 1 <= follow.depth <= FOLLOW_MAX_DEPTH:
+        raise ConfigError(f"{where}: key 'follow.depth': must be between 1 and {FOLLOW_MAX_DEPTH}")
+    if not 1 <= follow.max_pages <= FOLLOW_MAX_PAGES:
+        raise ConfigError(f"{where}: key 'follow.max_pages': must be between 1 and {FOLLOW_MAX_PAGES}")
+    segments = follow.prefix.split("/")
+    if not _PREFIX_RE.match(follow.prefix) or "//" in follow.prefix or ".." in segments or "." in segments:
+        raise ConfigError(
+            f"{where}: key 'follow.prefix': {follow.prefix!r} must be a URL path starting with '/' "
+            "(e.g. \"/docs/\"), without '..', '//', '?' or '#'"
+        )
+    for src in sources:
+        if urlsplit(src).scheme.lower() not in ("http", "https"):
+            raise ConfigError(f"{where}: key 'follow': only an http(s) llms.txt can have its links followed")
 
 
 def load_config(path: Path) -> Catalogue:

@@ -52,6 +52,7 @@ from ..errors import BuildError, FetchError, IndexerError
 from . import write
 from .cache import CrawlCache
 from .crawl import OBTAINED, FetchResult, crawl, fetch_one
+from .follow import FOLLOWED_SECTION, Origin, RobotsRules, fetch_robots, origin, page_links
 from .html import CONVERTER_ID
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
@@ -89,6 +90,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     pages_fetched: int = 0
     pages_not_modified: int = 0
     pages_failed: int = 0
+    pages_followed: int = 0  # pages crawled by following links (library ``follow``), in pages_fetched/failed
     failures: list[PageFailure] = []
     obtained: dict[str, int] = {}  # indexed documents by how their text was obtained (markdown, html...)
     conformance: list[str] = []
@@ -467,6 +469,8 @@ def _build_locked(
     outcome.message = (
         f"built {build_id}: {len(asm.docs)} documents ({describe_mix(outcome.obtained)}), {asm.chunks} chunks"
     )
+    if outcome.pages_followed:
+        outcome.message += f", {outcome.pages_followed} page(s) followed"
     if outcome.pages_failed:
         outcome.message += f", {outcome.pages_failed} page(s) failed"
 
@@ -521,8 +525,18 @@ def _crawl_pages(
     finally:
         if bar:
             bar.close()
-    pages = []
     landed: set[str] = set()
+    pages = _record(links, results, landed, outcome)
+    if lib.follow is not None:
+        pages += _follow(target, pages, seen, landed, scope, cache, progress, outcome)
+    return pages
+
+
+def _record(
+    links: list[LlmsLink], results: list[FetchResult], landed: set[str], outcome: Outcome
+) -> list[_Page]:
+    """The crawled links as pages, counted in ``outcome``; a page already landed on is dropped."""
+    pages = []
     for link, res in zip(links, results, strict=True):
         if res.ok:
             # Two links that landed on one page (a redirect or a meta refresh to a page also listed)
@@ -539,6 +553,85 @@ def _crawl_pages(
             outcome.pages_failed += 1
             outcome.failures.append(PageFailure(link.url, res.error or "failed", res.error_kind))
     return pages
+
+
+def _candidates(target: Target, level: list[_Page], home: Origin, seen: set[str]) -> list[str]:
+    """The new links the pages of one level offer on the llms.txt's origin under the prefix, sorted."""
+    lib = target.library
+    assert lib.follow is not None
+    found: dict[str, str] = {}
+    for page in level:
+        res = page.result
+        if res is None or origin(res.final_url or res.url) != home:
+            continue
+        for url in page_links(res):
+            parts = urlsplit(url)
+            if origin(url) != home or parts.query or not parts.path.startswith(lib.follow.prefix):
+                continue
+            key = page_key(url)
+            if key in seen or not _selected(url, lib.include, lib.exclude):
+                continue
+            # One page under several URL styles: named by its first link (pages in order, links in
+            # document order), so the choice is the same on every build of the same site.
+            found.setdefault(key, url)
+    seen.update(found)
+    return sorted(found.values())
+
+
+def _follow(
+    target: Target,
+    listed: list[_Page],
+    seen: set[str],
+    landed: set[str],
+    scope: CrawlScope,
+    cache: CrawlCache | None,
+    progress: ProgressFactory | None,
+    outcome: Outcome,
+) -> list[_Page]:
+    """Breadth-first: crawl the links of the listed pages, then theirs, to ``follow.depth`` levels,
+    on the llms.txt's origin under ``follow.prefix``, robots.txt permitting, at most
+    ``follow.max_pages`` pages in all (sorted within a level, so two builds crawl the same pages)."""
+    lib = target.library
+    follow = lib.follow
+    home = origin(target.source)
+    if follow is None or home is None:
+        return []
+    robots: RobotsRules | None = None
+    budget = follow.max_pages
+    level = [p for p in listed if p.text is not None]
+    out: list[_Page] = []
+    for _ in range(follow.depth):
+        if budget <= 0 or not level:
+            break
+        urls = _candidates(target, level, home, seen)
+        if urls and robots is None:
+            robots = fetch_robots(home, scope=scope, options=target.crawl)
+        if robots is not None:
+            urls = [u for u in urls if robots.allowed(u)]
+        urls = urls[:budget]
+        if not urls:
+            break
+        budget -= len(urls)
+        outcome.pages_followed += len(urls)
+        bar = progress(len(urls), f"{lib.id}@{target.version.name} followed") if progress else None
+        try:
+            results = asyncio.run(
+                crawl(
+                    urls,
+                    scope=scope,
+                    options=target.crawl,
+                    cache=cache,
+                    on_result=bar.update if bar else None,
+                )
+            )
+        finally:
+            if bar:
+                bar.close()
+        links = [LlmsLink(title="", url=u, section=FOLLOWED_SECTION) for u in urls]
+        recorded = _record(links, results, landed, outcome)
+        out += recorded
+        level = [p for p in recorded if p.text is not None]
+    return out
 
 
 def _write_bundle(
