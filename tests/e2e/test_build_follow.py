@@ -233,3 +233,23 @@ def test_the_summary_line_says_how_many_pages_were_followed(site: Site, tmp_path
         )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "4 fetched, 3 followed, 0 not modified" in r.stdout
+
+
+def test_robots_rules_for_this_crawler_and_the_library_exclude_apply(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
+    other = Site()
+    with run_site(other):
+        _site(site, other)
+        site.add(
+            "/robots.txt",
+            "User-agent: *\nDisallow:\n\nUser-agent: docbundle-indexer\nDisallow: /docs/b/\n",
+            content_type="text/plain; charset=utf-8",
+        )
+        extra = 'exclude = ["*/notes.md"]\nfollow = { depth = 1, prefix = "/docs/" }'
+        o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
+    assert o.status == "built", o.message
+    # The group naming this crawler wins over '*'; the library's exclude applies to followed links.
+    assert site.hits("/docs/b/") == 0 and site.hits("/docs/notes.md") == 0
+    assert site.hits("/docs/a.html") == site.hits("/docs/secret/plan.html") == 1
+    assert o.pages_followed == 2
