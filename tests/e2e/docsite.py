@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,3 +86,25 @@ def write_config(directory: Path, source: str, extra: str = "") -> Path:
 
 #: The type of the ``build`` fixture (tests/e2e/conftest.py): build library ``demo`` from a config.
 Build = Callable[..., Any]
+
+
+def build_reproducibly(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:
+    """``docbundle-index build`` in a fresh process with a fixed hash seed, worker count and epoch."""
+    env = {
+        **os.environ,
+        "PYTHONHASHSEED": hash_seed,
+        "DOCBUNDLE_WORKERS": workers,
+        "SOURCE_DATE_EPOCH": "1767225600",
+    }
+    cmd = [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out)]
+    r = subprocess.run([*cmd, "--no-cache", "--quiet"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def tree_digests(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root`` (the version lock file aside), by relative path."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }

@@ -6,8 +6,6 @@ common generators; the assertions read the published bundle, the crawl report an
 
 from __future__ import annotations
 
-import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +16,7 @@ from docbundle.indexer.pipeline.html import CONVERTER_ID
 from docbundle.server.catalog import Catalog
 from docbundle.server.docs import Docs
 from docbundle.server.render import render_libraries
-from docsite import Build, write_config
+from docsite import Build, build_reproducibly, tree_digests, write_config
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site, run_site
@@ -207,33 +205,13 @@ def _local_html_site(root: Path) -> Path:
     return site
 
 
-def _cli_build(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:
-    env = {
-        **os.environ,
-        "PYTHONHASHSEED": hash_seed,
-        "DOCBUNDLE_WORKERS": workers,
-        "SOURCE_DATE_EPOCH": "1767225600",
-    }
-    cmd = [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out)]
-    r = subprocess.run([*cmd, "--no-cache", "--quiet"], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def _digests(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".lock"
-    }
-
-
 def test_an_html_site_built_twice_gives_byte_identical_bundles(tmp_path: Path) -> None:
     _local_html_site(tmp_path)
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "repro"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    _cli_build(config, tmp_path / "a", hash_seed="1", workers="0")  # converted in this process
-    _cli_build(config, tmp_path / "b", hash_seed="2", workers="2")  # converted in worker processes
-    a, b = _digests(tmp_path / "a"), _digests(tmp_path / "b")
+    build_reproducibly(config, tmp_path / "a", hash_seed="1", workers="0")  # converted in this process
+    build_reproducibly(config, tmp_path / "b", hash_seed="2", workers="2")  # converted in worker processes
+    a, b = tree_digests(tmp_path / "a"), tree_digests(tmp_path / "b")
     assert any(name.endswith(".seg") for name in a)
     assert a == b
     (manifest,) = [name for name in a if name.endswith("manifest.json")]

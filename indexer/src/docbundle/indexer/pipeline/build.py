@@ -485,6 +485,25 @@ def _inline_pages(src: _Source, outcome: Outcome) -> list[_Page]:
     return pages
 
 
+def _crawl_with_progress(
+    urls: list[str],
+    target: Target,
+    scope: CrawlScope,
+    cache: CrawlCache | None,
+    progress: ProgressFactory | None,
+    label: str,
+) -> list[FetchResult]:
+    """Crawl ``urls`` (results in input order) with a progress bar when one is wanted."""
+    bar = progress(len(urls), label) if progress else None
+    try:
+        return asyncio.run(
+            crawl(urls, scope=scope, options=target.crawl, cache=cache, on_result=bar.update if bar else None)
+        )
+    finally:
+        if bar:
+            bar.close()
+
+
 def _crawl_pages(
     target: Target,
     llms: LlmsTxt,
@@ -511,20 +530,9 @@ def _crawl_pages(
         raise FetchError(
             target.source, "the llms.txt lists no documents (no links and no inline docs)", kind="empty"
         )
-    bar = progress(len(links), f"{lib.id}@{target.version.name}") if progress else None
-    try:
-        results = asyncio.run(
-            crawl(
-                [link.url for link in links],
-                scope=scope,
-                options=target.crawl,
-                cache=cache,
-                on_result=bar.update if bar else None,
-            )
-        )
-    finally:
-        if bar:
-            bar.close()
+    results = _crawl_with_progress(
+        [link.url for link in links], target, scope, cache, progress, f"{lib.id}@{target.version.name}"
+    )
     landed: set[str] = set()
     pages = _record(links, results, landed, outcome)
     if lib.follow is not None:
@@ -613,20 +621,9 @@ def _follow(
             break
         budget -= len(urls)
         outcome.pages_followed += len(urls)
-        bar = progress(len(urls), f"{lib.id}@{target.version.name} followed") if progress else None
-        try:
-            results = asyncio.run(
-                crawl(
-                    urls,
-                    scope=scope,
-                    options=target.crawl,
-                    cache=cache,
-                    on_result=bar.update if bar else None,
-                )
-            )
-        finally:
-            if bar:
-                bar.close()
+        results = _crawl_with_progress(
+            urls, target, scope, cache, progress, f"{lib.id}@{target.version.name} followed"
+        )
         links = [LlmsLink(title="", url=u, section=FOLLOWED_SECTION) for u in urls]
         recorded = _record(links, results, landed, outcome)
         out += recorded
