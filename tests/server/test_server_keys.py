@@ -130,7 +130,8 @@ def test_secrets_are_stored_as_salted_scrypt_hashes(tmp_path: Path) -> None:
     record, key = create_key(path, "svc", expires=date(2030, 1, 1), now=datetime(2026, 5, 1, 10, tzinfo=UTC))
     secret = key.split(".", 1)[1]
     assert len(secret) == 43 and record.hash.startswith("$scrypt$ln=14,r=8,p=1$")
-    assert check_secret(secret, record.hash) and not check_secret(secret[:-1] + "A", record.hash)
+    wrong = secret[:-1] + ("B" if secret.endswith("A") else "A")  # one character off, never the same
+    assert check_secret(secret, record.hash) and not check_secret(wrong, record.hash)
     again = hash_secret(secret)
     assert again != record.hash and check_secret(secret, again)  # a fresh salt every time
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
