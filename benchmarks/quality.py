@@ -3,12 +3,22 @@
 Usage::
 
     python benchmarks/quality.py --corpora ../shared/corpora [--bundles DIR] [--compare-plain]
-                                 [--sets medium-en ko] [--worst 5] [--per-query]
+                                 [--sets medium-en ko] [--worst 5] [--per-query] [--split dev|test|all]
+                                 [--save-run FILE] [--compare-run FILE]
 
 Each query set lives in ``benchmarks/queries/<corpus>.toml``: ``[[query]]`` tables with ``id``,
 ``text``, ``kind`` (keyword, identifier, question or phrase) and ``relevant``, a table mapping
 document ids (page paths relative to the corpus llms.txt) to a grade: 2 = the page that answers the
-query, 1 = a related page that helps.
+query, 1 = a related page that helps. Two optional keys: ``need`` (how-to, concept, api, error, config
+or identifier) and ``split`` (dev = tune on it, test = score it once at the end); an unknown value is
+refused with the query id named. Means are printed per kind, per need and per split (dev, test, all);
+``--split`` keeps one half (default: all).
+
+Comparing two rankings: ``--save-run FILE`` writes our per-query scores (JSON) and ``--compare-run FILE``
+reads such a file from an earlier run (e.g. before a code change) and tests the per-query nDCG@10
+differences of the queries both runs scored with a paired randomization test
+(``docbundle.indexer.release.metrics.paired_test``: 10,000 sign flips, fixed seed, two-sided p), per set
+and per split.
 
 The corpus is served on 127.0.0.1 (``tests/sitesrv.py``) and built with the indexer's own
 ``build_target`` into ``--bundles DIR`` (a temporary folder if not given); a bundle already present
@@ -22,6 +32,7 @@ way, so the two can be compared. It prints figures and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -120,23 +131,58 @@ class Query:
     text: str
     kind: str
     relevant: dict[str, int]
+    need: str = ""  # how-to | concept | api | error | config | identifier; "" = not given
+    split: str = ""  # dev | test; "" = not given
 
 
-def load_queries(path: Path) -> list[Query]:
-    """Read a query set; checks ids are unique, kinds known and grades 1 or 2."""
+def load_queries(path: Path, split: str = "all") -> list[Query]:
+    """Read a query set (the queries of one ``split``, or all); checks ids unique, labels known, grades 1-2."""
+    from docbundle.indexer.release.metrics import check_labels, in_split
+
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     out: list[Query] = []
     seen: set[str] = set()
     for raw in data.get("query", []):
-        q = Query(raw["id"], raw["text"], raw.get("kind", "keyword"), dict(raw["relevant"]))
+        q = Query(
+            raw["id"],
+            raw["text"],
+            raw.get("kind", "keyword"),
+            dict(raw["relevant"]),
+            str(raw.get("need", "")),
+            str(raw.get("split", "")),
+        )
         if q.id in seen:
             raise ValueError(f"{path}: duplicate query id {q.id!r}")
         if q.kind not in KINDS:
             raise ValueError(f"{path}: query {q.id!r} has unknown kind {q.kind!r}")
+        try:
+            check_labels(q.id, q.need, q.split)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         if not q.relevant or any(g not in (1, 2) for g in q.relevant.values()):
             raise ValueError(f"{path}: query {q.id!r} needs relevant pages graded 1 or 2")
         seen.add(q.id)
-        out.append(q)
+        if in_split(q.split, split):
+            out.append(q)
+    return out
+
+
+def label_groups(queries: list[Query]) -> list[tuple[str, list[str]]]:
+    """(label, query ids) for the means: per kind, per need, per split (dev, test, all) and overall.
+
+    A label no query carries is left out (a set without ``need`` prints no need rows).
+    """
+    from docbundle.indexer.release.metrics import NEEDS, SPLITS
+
+    out: list[tuple[str, list[str]]] = []
+    for key, values in (("kind", KINDS), ("need", NEEDS), ("split", SPLITS)):
+        for value in values:
+            ids = [q.id for q in queries if getattr(q, key) == value]
+            if ids:
+                out.append((f"{key} {value}" if key != "kind" else value, ids))
+    if any(q.split for q in queries):
+        out.append(("split all", [q.id for q in queries]))
+    out.append(("", [q.id for q in queries]))
     return out
 
 
@@ -282,15 +328,12 @@ def print_set(
             )
             print(f"{q.id[:28]:<28} {q.kind:<10}{cells}")
     print(f"{'':<28} {'':<10}" + "".join(f" | {r.name:>6} nDCG  MRR   R@10" for r in reports))
-    for kind in (*KINDS, None):
-        ids = [q.id for q in queries if kind is None or q.kind == kind]
-        if not ids:
-            continue
+    for group, ids in label_groups(queries):
         cells = "".join(
             f" | {r.mean('ndcg', ids):11.3f} {r.mean('mrr', ids):5.2f} {r.mean('recall', ids):5.2f}"
             for r in reports
         )
-        name = f"mean ({kind})" if kind else "MEAN"
+        name = f"mean ({group})" if group else "MEAN"
         print(f"{name:<28} {f'n={len(ids)}':<10}{cells}")
     for r in reports:
         ms = sorted(s.ms for s in r.scores.values())
@@ -300,7 +343,9 @@ def print_set(
         print(f"\nworst {worst} for {main.name} (by nDCG@10, then MRR):")
         for qid in sorted(main.scores, key=lambda i: (main.scores[i].ndcg, main.scores[i].mrr))[:worst]:
             q, s = by_id[qid], main.scores[qid]
-            print(f"  {qid} [{q.kind}] {q.text!r}: nDCG {s.ndcg:.3f}, MRR {s.mrr:.2f}, R@10 {s.recall:.2f}")
+            print(
+                f"  {qid} [{'/'.join(x for x in (q.kind, q.need, q.split) if x)}] {q.text!r}: nDCG {s.ndcg:.3f}, MRR {s.mrr:.2f}, R@10 {s.recall:.2f}"
+            )
             want = ", ".join(f"{_short(d)}={g}" for d, g in sorted(q.relevant.items(), key=lambda x: -x[1]))
             print(f"      wanted: {want}")
             got = ", ".join(
@@ -324,9 +369,22 @@ def main() -> int:
     ap.add_argument("--per-doc", type=int, default=1, help="per_doc passed to BundleSearcher.search")
     ap.add_argument("--mode", default="balanced", help="mode passed to BundleSearcher.search")
     ap.add_argument("--no-ours", action="store_true", help="skip our search (plain baseline only)")
+    ap.add_argument(
+        "--split", choices=("dev", "test", "all"), default="all", help="score one half only (default: all)"
+    )
+    ap.add_argument("--save-run", type=Path, metavar="FILE", help="write our per-query scores as JSON")
+    ap.add_argument(
+        "--compare-run",
+        type=Path,
+        metavar="FILE",
+        help="a --save-run file of an earlier run: test our nDCG@10 change against it (paired randomization)",
+    )
     args = ap.parse_args()
     if args.corpora is None:
         ap.error("give --corpora or set DOCBUNDLE_SHARED")
+    previous = load_run(args.compare_run) if args.compare_run else None
+    run: dict[str, object] = {"mode": args.mode, "per_doc": args.per_doc, "split": args.split, "sets": {}}
+    comparisons: list[str] = []
 
     with tempfile.TemporaryDirectory(prefix="docbundle-quality-") as tmp:
         bundles = args.bundles or Path(tmp)
@@ -338,7 +396,12 @@ def main() -> int:
             if name not in paths or not qfile.is_file():
                 print(f"{name}: no bundle or no {qfile.name}; skipped", file=sys.stderr)
                 continue
-            queries = load_queries(qfile)
+            queries = load_queries(qfile, args.split)
+            if not queries:
+                print(
+                    f"{name}: no query in the {args.split} half (no `split` keys?); skipped", file=sys.stderr
+                )
+                continue
             _check_ids(name, queries, paths[name])
             rankers: list[tuple[str, Callable[[Path], tuple[Ranker, Callable[[], None]]]]] = []
             if not args.no_ours:
@@ -353,6 +416,23 @@ def main() -> int:
                 finally:
                     close()
             print_set(name, queries, reports, per_query=args.per_query, worst=args.worst)
+            if not args.no_ours:
+                ours_report = reports[0]
+                sets = run["sets"]
+                assert isinstance(sets, dict)
+                sets[name] = {
+                    q.id: {
+                        "ndcg": round(ours_report.scores[q.id].ndcg, 6),
+                        "mrr": round(ours_report.scores[q.id].mrr, 6),
+                        "recall": round(ours_report.scores[q.id].recall, 6),
+                        "kind": q.kind,
+                        "need": q.need,
+                        "split": q.split,
+                    }
+                    for q in queries
+                }
+                if previous is not None:
+                    comparisons += compare_to_run(name, queries, ours_report, previous)
             for r in reports:
                 summary.append(
                     f"{name:<10} {r.name:<6} nDCG@10 {r.mean('ndcg'):.3f}  MRR@10 {r.mean('mrr'):.3f}  "
@@ -360,7 +440,47 @@ def main() -> int:
                 )
         print("\n=== summary ===")
         print("\n".join(summary))
+        if previous is not None:
+            print(f"\n=== against {args.compare_run} (before -> now) ===")
+            print("\n".join(comparisons) or "no set in common")
+        if args.save_run:
+            args.save_run.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+            print(f"per-query scores written to {args.save_run}", file=sys.stderr)
     return 0
+
+
+def load_run(path: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """The per-query nDCG@10 of a ``--save-run`` file: set -> query id -> {"ndcg", ...}."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sets = data.get("sets") if isinstance(data, dict) else None
+    if not isinstance(sets, dict):
+        raise SystemExit(f"{path}: not a --save-run file (no 'sets')")
+    return sets
+
+
+def compare_to_run(
+    name: str, queries: list[Query], now: Report, previous: dict[str, dict[str, dict[str, float]]]
+) -> list[str]:
+    """Lines comparing ``now`` with a saved run over the queries both scored: all, then per split."""
+    from docbundle.indexer.release.metrics import SPLITS, paired_test
+
+    before = previous.get(name)
+    if not before:
+        return [f"{name:<10} not in the saved run"]
+    common = [q for q in queries if q.id in before]
+    lines = []
+    halves = [("all", common)] + [(h, [q for q in common if q.split == h]) for h in SPLITS]
+    for half, qs in halves:
+        if not qs or (half != "all" and len(qs) == len(common)):
+            continue
+        c = paired_test(
+            [float(before[q.id]["ndcg"]) for q in qs], [round(now.scores[q.id].ndcg, 6) for q in qs]
+        )  # as saved
+        lines.append(f"{name:<10} {half:<4} {c.describe()}")
+    missing = len(queries) - len(common)
+    if missing:
+        lines.append(f"{name:<10} ({missing} queries not in the saved run are left out)")
+    return lines
 
 
 def _check_ids(name: str, queries: list[Query], bundle_dir: Path) -> None:

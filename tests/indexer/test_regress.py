@@ -117,3 +117,94 @@ def test_malformed_golden_files_are_config_errors(tmp_path: Path, text: str, mes
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=message):
         load_golden(path)
+
+
+LABELLED = """
+library = "golden"
+
+[expect]
+ndcg10 = { value = 1.0, tolerance = 0.0, reason = "set for every query" }
+
+[[query]]
+id = "install"
+text = "how do I install the package"
+kind = "question"
+need = "how-to"
+split = "dev"
+relevant = { "install.md" = 2 }
+
+[[query]]
+id = "signing"
+text = "webhook signing secret"
+need = "concept"
+split = "test"
+relevant = { "webhooks.md" = 2 }
+
+[[query]]
+id = "backoff"
+text = "exponential backoff"
+need = "config"
+split = "dev"
+relevant = { "retries.md" = 2 }
+expect = { ndcg10 = { value = 1.0, tolerance = 0.0, reason = "title match" } }
+
+[[query]]
+id = "table"
+text = "sap.m.Table rows"
+need = "identifier"
+split = "test"
+relevant = { "tables.md" = 2 }
+"""
+
+
+def test_need_and_split_give_means_per_half_and_select_one(tmp_path: Path) -> None:
+    path = tmp_path / "labelled.toml"
+    path.write_text(LABELLED, encoding="utf-8")
+    golden = load_golden(path)
+    bundle = _build(tmp_path, PAGES, tmp_path / "out")
+    report = regress(bundle, golden)
+    assert list(report.groups["split"]) == ["dev", "test", "all"]
+    assert report.groups["split"]["dev"]["n"] == 2 and report.groups["need"]["how-to"]["n"] == 1
+    text = render_regress(report)
+    assert "split dev (n=2)" in text and "split test (n=2)" in text and "need identifier (n=1)" in text
+    assert "[OK]   overall ndcg10" in text
+    dev = regress(bundle, golden, split="dev")
+    assert [r.id for r in dev.queries] == ["install", "backoff"]
+    # Only the half's own expectations: the file-wide [expect] was set for every query.
+    assert [(c.scope, c.metric) for c in dev.checks] == [("backoff", "ndcg10")]
+    assert "dev half (2 queries)" in render_regress(dev)
+    assert [r.id for r in regress(bundle, golden, split="test").queries] == ["signing", "table"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ('need = "config"', 'need = "configuration"', "query 'backoff': unknown need 'configuration'"),
+        (
+            'split = "test"\nrelevant = { "tables.md"',
+            'split = "holdout"\nrelevant = { "tables.md"',
+            "query 'table': unknown split 'holdout'",
+        ),
+    ],
+)
+def test_unknown_need_or_split_is_a_config_error(tmp_path: Path, old: str, new: str, message: str) -> None:
+    path = tmp_path / "g.toml"
+    assert old in LABELLED
+    path.write_text(LABELLED.replace(old, new), encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_golden(path)
+
+
+def test_the_baseline_comparison_carries_a_paired_test(tmp_path: Path, golden: Path) -> None:
+    good = _build(tmp_path, PAGES, tmp_path / "good")
+    same = regress(good, load_golden(golden), baseline=good)
+    assert same.comparison["all"]["mean_diff"] == 0.0 and same.comparison["all"]["p"] == 1.0
+    assert "against the baseline (all, 4 queries): nDCG@10 +0.0000, p = 1.0000" in render_regress(same)
+    worse_pages = dict(PAGES)
+    worse_pages["retries.md"] = "# Retries\n\nNothing to see here.\n"
+    worse = _build(tmp_path / "w", worse_pages, tmp_path / "worse")
+    report = regress(worse, load_golden(golden), baseline=good)
+    c = report.comparison["all"]
+    assert c["mean_diff"] < 0 and c["worse"] >= 1 and c["n"] == 4
+    assert c["p"] > 0.05  # one query of four cannot be significant
+    assert regress(worse, load_golden(golden), baseline=good).comparison == report.comparison  # fixed seed

@@ -307,7 +307,17 @@ def _regress_arguments(r: argparse.ArgumentParser) -> None:
         help="golden query file (default: bundles/golden/<libraryId>.toml, from the current directory)",
     )
     r.add_argument(
-        "--baseline", type=Path, metavar="BUNDLE", help="also list queries whose top results changed"
+        "--baseline",
+        type=Path,
+        metavar="BUNDLE",
+        help="also list queries whose top results changed and test the nDCG@10 change (paired randomization)",
+    )
+    r.add_argument(
+        "--split",
+        choices=("dev", "test", "all"),
+        default="all",
+        help="run only the queries of one half (their `split` key); the file-wide [expect] is checked only "
+        "with all (default: all)",
     )
     r.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -329,7 +339,7 @@ def cmd_regress(args: argparse.Namespace) -> int:
             golden_path = Path("bundles") / "golden" / f"{library}.toml"
         golden = load_golden(golden_path)
         baseline = resolve_bundle(args.baseline) if args.baseline else None
-        report = regress(bundle, golden, baseline=baseline)
+        report = regress(bundle, golden, baseline=baseline, split=args.split)
     except (BundleError, OSError) as exc:
         print(f"docbundle-index: cannot run the golden queries: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -19,8 +19,15 @@ Metrics are document-level over the top 10 distinct documents (one hit per docum
 gains 2^grade - 1, MRR@10 (first document with grade >= 1), Recall@10 (share of graded documents found),
 as defined in ``release/metrics.py``.
 
+A query may also carry ``need`` (how-to | concept | api | error | config | identifier) and ``split``
+(dev | test); unknown values are refused. When queries carry ``kind``, ``need`` or ``split``, the report
+adds means per value (per split: dev, test and all). ``split`` selects one half (``all`` by default);
+with a half selected, only that half's queries and their own expectations are checked (the file-wide
+``[expect]`` was set for every query, so it is checked only with ``all``).
+
 ``regress`` prints ``[OK]`` / ``[FAIL]`` per expectation and fails on any FAIL; with a baseline bundle it
-also lists the queries whose top results changed.
+also lists the queries whose top results changed and tests the per-query nDCG@10 differences with a
+paired randomization test (``metrics.paired_test``: 10,000 sign flips, fixed seed, two-sided p).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from docbundle.bundle.reader import open_bundle
 from docbundle.bundle.search import BundleSearcher
 
 from ..errors import ConfigError
-from .metrics import DEPTH, mrr, ndcg, recall
+from .metrics import DEPTH, check_labels, group_means, in_split, mrr, ndcg, paired_test, recall
 
 Metric = Literal["ndcg10", "mrr10", "recall10"]
 METRICS: tuple[Metric, ...] = ("ndcg10", "mrr10", "recall10")
@@ -55,6 +62,8 @@ class GoldenQuery(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     text: str
     relevant: dict[str, int]
     kind: str = ""
+    need: str = ""
+    split: str = ""
     mode: Literal["balanced", "broad", "precise"] = "balanced"
     expect: dict[Metric, Expectation] = {}
 
@@ -101,6 +110,9 @@ class RegressReport(msgspec.Struct, kw_only=True):
     overall: dict[str, float]
     checks: list[Check]
     changed: list[dict[str, object]] = []
+    split: str = "all"
+    groups: dict[str, dict[str, dict[str, float]]] = {}
+    comparison: dict[str, dict[str, float]] = {}
 
     @property
     def failed(self) -> list[Check]:
@@ -123,6 +135,10 @@ def load_golden(path: Path) -> GoldenSet:
     for q in golden.query:
         if not q.relevant or any(g not in (1, 2, 3) for g in q.relevant.values()):
             raise ConfigError(f"{path}: query {q.id!r}: relevant needs documents graded 1..3")
+        try:
+            check_labels(q.id, q.need, q.split)
+        except ValueError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
     return golden
 
 
@@ -157,18 +173,44 @@ def _check(scope: str, metric: str, value: float, exp: Expectation) -> Check:
     return Check(scope, metric, value, exp.value, exp.tolerance, exp.reason, ok)
 
 
-def regress(bundle: Path, golden: GoldenSet, *, baseline: Path | None = None) -> RegressReport:
-    """Run the golden queries against ``bundle`` and check every expectation."""
+def regress(
+    bundle: Path, golden: GoldenSet, *, baseline: Path | None = None, split: str = "all"
+) -> RegressReport:
+    """Run the golden queries (of one ``split``, or all) against ``bundle`` and check every expectation."""
+    if split != "all":
+        golden = msgspec.structs.replace(golden, query=[q for q in golden.query if in_split(q.split, split)])
     results, ident = run_queries(bundle, golden)
     n = max(len(results), 1)
     overall: dict[str, float] = {m: round(sum(getattr(r, m) for r in results) / n, 4) for m in METRICS}
-    checks = [_check("overall", m, overall[m], e) for m, e in golden.expect.items()]
+    checks = [_check("overall", m, overall[m], e) for m, e in golden.expect.items()] if split == "all" else []
+    labels = [{"kind": q.kind, "need": q.need, "split": q.split} for q in golden.query]
+    groups = group_means(
+        [(lab, {m: getattr(r, m) for m in METRICS}) for lab, r in zip(labels, results, strict=True)]
+    )
     by_id = {r.id: r for r in results}
     for q in golden.query:
         checks += [_check(q.id, m, getattr(by_id[q.id], m), e) for m, e in q.expect.items()]
     changed: list[dict[str, object]] = []
+    comparison: dict[str, dict[str, float]] = {}
     if baseline is not None:
         before, _ = run_queries(baseline, golden)
+        halves = ["all", *sorted({q.split for q in golden.query if q.split})] if split == "all" else [split]
+        for half in halves:
+            pairs = [
+                (o.ndcg10, r.ndcg10)
+                for o, r, q in zip(before, results, golden.query, strict=True)
+                if in_split(q.split, half)
+            ]
+            c = paired_test([a for a, _ in pairs], [b for _, b in pairs])
+            comparison[half] = {
+                "n": c.n,
+                "mean_diff": c.mean_diff,
+                "p": c.p,
+                "better": c.better,
+                "worse": c.worse,
+                "permutations": c.permutations,
+                "seed": c.seed,
+            }
         for old, new in zip(before, results, strict=True):
             if old.ranked != new.ranked:
                 changed.append(
@@ -189,6 +231,9 @@ def regress(bundle: Path, golden: GoldenSet, *, baseline: Path | None = None) ->
         overall=overall,
         checks=checks,
         changed=changed,
+        split=split,
+        groups=groups,
+        comparison=comparison,
     )
 
 
@@ -200,10 +245,18 @@ def render_regress(report: RegressReport, *, per_query: bool = True) -> str:
         for r in report.queries:
             lines.append(f"  {r.id[:32]:<32} {r.ndcg10:8.3f} {r.mrr10:7.3f} {r.recall10:6.3f}")
     o = report.overall
+    scope = "overall" if report.split == "all" else f"{report.split} half"
     lines.append(
-        f"  {'overall (' + str(len(report.queries)) + ' queries)':<32} {o['ndcg10']:8.3f} {o['mrr10']:7.3f} "
+        f"  {scope + ' (' + str(len(report.queries)) + ' queries)':<32} {o['ndcg10']:8.3f} {o['mrr10']:7.3f} "
         f"{o['recall10']:6.3f}"
     )
+    if per_query:
+        for key, groups in report.groups.items():
+            for value, means in groups.items():
+                label = f"{key} {value} (n={int(means['n'])})"
+                lines.append(
+                    f"  {label[:32]:<32} {means['ndcg10']:8.3f} {means['mrr10']:7.3f} {means['recall10']:6.3f}"
+                )
     for c in report.checks:
         mark = "[OK]  " if c.ok else "[FAIL]"
         why = f" ({c.reason})" if c.reason else ""
@@ -214,4 +267,10 @@ def render_regress(report: RegressReport, *, per_query: bool = True) -> str:
         lines.append(f"{len(report.changed)} query(ies) changed their top results against the baseline:")
         for ch in report.changed:
             lines.append(f"  {ch['id']}: {ch['before']} -> {ch['after']} (nDCG@10 {ch['ndcg10']})")
+    for half, cmp in report.comparison.items():
+        lines.append(
+            f"against the baseline ({half}, {int(cmp['n'])} queries): nDCG@10 {cmp['mean_diff']:+.4f}, "
+            f"p = {cmp['p']:.4f} ({int(cmp['better'])} better, {int(cmp['worse'])} worse; paired randomization test, "
+            f"{int(cmp['permutations'])} permutations, seed {int(cmp['seed'])})"
+        )
     return "\n".join(lines)
