@@ -8,8 +8,9 @@ How a query is built:
 
 - ``"quoted text"`` is a phrase; everything else is words.
 - Each word is analysed: an English word gives one stem; an identifier (``useEffect``, ``sap.m.Table``)
-  gives its whole form (boosted) OR all of its parts; a CJK word gives bigrams that must all match
-  (``balanced``), appear as a phrase (``precise``) or any of them (``broad``).
+  gives its whole form (boosted) OR all of its parts; a CJK word gives bigrams that are ORed, each
+  chunk's score scaled by the share of the word's bigrams it holds (``balanced`` and ``precise``; plain
+  OR in ``broad``).
 - Stop words are already gone (the analyzer drops them); question words ("how", "what", "should" ...)
   are dropped too when other words remain. At most ``MAX_WORDS`` words are searched, the rarest first
   (rarity comes from the term dictionary, not from reading posting lists), so a pasted paragraph
@@ -410,7 +411,34 @@ class BundleSearcher:
         for i, v in common.items():
             out[i] = get(i, 0.0) + v
 
+    def _cjk_scores(self, word: _Word) -> dict[int, float]:
+        """A CJK run's bigrams ORed, each chunk's sum scaled by the share of the run's bigrams it holds.
+
+        Chinese and Japanese questions have no spaces, so a "word" is often a whole clause (median 5
+        and 8 bigrams): requiring every bigram in one chunk matched nothing for most of them. This is
+        Lucene-classic coordination with exponent 1, chosen before measuring. Each bigram scores its
+        share of the word (the mean, as before), so a long common run does not outweigh a short rare one.
+        """
+        n = len(word.terms)
+        out: dict[int, float] = {}
+        held: dict[int, int] = {}
+        for term in word.terms:
+            found: set[int] = set()
+            for field, boost in FIELD_BOOSTS.items():
+                ids, imps = self._postings(field, term)
+                self._check()
+                share = boost / n
+                get = out.get
+                for i, v in zip(ids, imps, strict=True):
+                    out[i] = get(i, 0.0) + share * v
+                found.update(ids)
+            for i in found:
+                held[i] = held.get(i, 0) + 1
+        return {i: v * held[i] / n for i, v in out.items()}
+
     def _word_scores(self, word: _Word, mode: Mode) -> dict[int, float]:
+        if word.kind == "cjk" and mode != "broad":
+            return self._cjk_scores(word)
         out: dict[int, float] = {}
         for field, boost in FIELD_BOOSTS.items():
             if word.kind == "plain":
@@ -421,14 +449,11 @@ class BundleSearcher:
                 self._score_all(field, word.terms[:1], boost * _WHOLE_BOOST, out)
                 self._score_all(field, word.terms[1:], boost * _PART_BOOST, out)
             else:
-                # A CJK word scores the mean of its bigrams, not their sum: otherwise a long common
-                # word (컴포넌트: 3 bigrams) outweighs a short rare one (지연: 1 bigram).
+                # broad: a CJK word scores the mean of its bigrams, any of them matching (a long common
+                # word, 컴포넌트: 3 bigrams, must not outweigh a short rare one, 지연: 1 bigram).
                 share = boost / len(word.terms)
-                if mode == "broad":
-                    for t in word.terms:
-                        self._score_all(field, (t,), share, out)
-                else:
-                    self._score_all(field, word.terms, share, out)
+                for t in word.terms:
+                    self._score_all(field, (t,), share, out)
         return out
 
     def _positions(self, field: str, term: str) -> dict[int, set[int]]:
