@@ -88,6 +88,20 @@ def write_config(directory: Path, source: str, extra: str = "") -> Path:
 Build = Callable[..., Any]
 
 
+def index_cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``docbundle-index ARGS`` in a fresh process (``python -m docbundle.indexer.cli``), output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "docbundle.indexer.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
 def build_reproducibly(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:
     """``docbundle-index build`` in a fresh process with a fixed hash seed, worker count and epoch."""
     env = {
@@ -96,8 +110,9 @@ def build_reproducibly(config: Path, out: Path, *, hash_seed: str, workers: str)
         "DOCBUNDLE_WORKERS": workers,
         "SOURCE_DATE_EPOCH": "1767225600",
     }
-    cmd = [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out)]
-    r = subprocess.run([*cmd, "--no-cache", "--quiet"], env=env, capture_output=True, text=True, timeout=300)
+    r = index_cli(
+        "build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet", timeout=300, env=env
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -6,8 +6,6 @@ common generators; the assertions read the published bundle, the crawl report an
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from docbundle.bundle.reader import verify_bundle
@@ -16,7 +14,7 @@ from docbundle.indexer.pipeline.html import CONVERTER_ID
 from docbundle.server.catalog import Catalog
 from docbundle.server.docs import Docs
 from docbundle.server.render import render_libraries
-from docsite import Build, build_reproducibly, tree_digests, write_config
+from docsite import Build, build_reproducibly, index_cli, tree_digests, write_config
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site, run_site
@@ -160,24 +158,7 @@ def test_a_build_whose_pages_all_fail_exits_1_and_says_why(site: Site, tmp_path:
     site.add("/llms.txt", "# Broken\n\n- [A](a.html)\n- [B](b)\n- [C](c.pdf)\n", content_type="text/plain")
     site.add("/c.pdf", b"%PDF-1.4", content_type="application/pdf")
     config = write_config(tmp_path, site.url("/llms.txt"))
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "docbundle.indexer.cli",
-            "build",
-            "--config",
-            str(config),
-            "--out",
-            str(tmp_path / "out"),
-            "--quiet",
-            "--no-cache",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    r = index_cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--quiet", "--no-cache")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "0 built, 0 unchanged, 1 failed" in r.stdout
     assert "no page could be fetched and indexed: 3 of 3 failed (1 content-type, 2 http)" in r.stdout

@@ -12,20 +12,14 @@ from pathlib import Path
 
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
 from docbundle.bundle.reader import verify_bundle
-from docsite import TOPICS, page_markdown, publish_site, write_config
+from docsite import TOPICS, index_cli, page_markdown, publish_site, write_config
 from sitesrv import Site
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.indexer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+    return index_cli(*args, timeout=timeout)
 
 
 def test_build_prints_a_summary_and_exits_0(site: Site, tmp_path: Path) -> None:

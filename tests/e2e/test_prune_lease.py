@@ -8,35 +8,18 @@ the server has exited the next build prunes it.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import anyio
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
-from docsite import TOPICS, publish_site, write_config
+from docsite import TOPICS, index_cli, publish_site, write_config
 from mcp import Client, StdioServerParameters
 from sitesrv import Site
 
 
 def _build(config: Path, out: Path) -> dict[str, object]:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "docbundle.indexer.cli",
-            "build",
-            "--config",
-            str(config),
-            "--out",
-            str(out),
-            "--json",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--json", "--quiet")
     assert r.returncode == 0, r.stderr + r.stdout
     (lib,) = json.loads(r.stdout)["libraries"]
     return dict(lib)
