@@ -103,22 +103,35 @@ def write_current(vdir: Path, build_id: str) -> None:
 MANIFEST_FILE = "manifest.json"  # same name as manifest.MANIFEST_NAME, without importing msgspec here
 
 
+_NO_MANIFEST = -1
+
+
+def _lock_manifest(bundle: Path, operation: int) -> int | None:
+    """``bundle``'s manifest opened read-only and flocked (non-blocking) with ``operation``.
+
+    The descriptor, or ``_NO_MANIFEST`` when the manifest cannot be opened, or None when the lock is
+    held elsewhere.
+    """
+    try:
+        fd = os.open(bundle / MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return _NO_MANIFEST
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def take_lease(bundle: Path) -> int | None:
     """Hold a shared lease on ``bundle``: an open descriptor of its manifest with a shared flock.
 
     Returns the descriptor (close it to release the lease), or None when the manifest cannot be opened
     or a prune holds it right now. The caller reads the manifest through this descriptor.
     """
-    try:
-        fd = os.open(bundle / MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    fd = _lock_manifest(bundle, fcntl.LOCK_SH)
+    return None if fd == _NO_MANIFEST else fd
 
 
 def lock_for_removal(bundle: Path) -> int | None:
@@ -127,16 +140,7 @@ def lock_for_removal(bundle: Path) -> int | None:
     A bundle without a readable manifest (a broken or half-removed one) is not leased by anyone: the
     result is then -1, meaning "no lock needed, remove it".
     """
-    try:
-        fd = os.open(bundle / MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return -1
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return None
-    return fd
+    return _lock_manifest(bundle, fcntl.LOCK_EX)
 
 
 @contextmanager
