@@ -19,6 +19,7 @@ The hierarchy::
     ├── LockFileError              the lock file (bundles.lock) is missing or malformed
     ├── KeyFileError               the API keys file is missing or malformed, or a key id is unknown
     └── InstallError               a release archive cannot be installed (``docbundle install``)
+        └── PullError              a release cannot be fetched (``docbundle pull``)
 
 Nothing else leaves the package as an error of its own. Two things cross it unchanged: ``Catalog.load``
 raises ``FileNotFoundError`` for a missing bundles directory (the CLI reports it as a usage error), and
@@ -168,3 +169,7 @@ class KeyFileError(ServerError):
 
 class InstallError(ServerError):
     """The archive cannot be installed; the message says why and what to do."""
+
+
+class PullError(InstallError):
+    """A release cannot be fetched (``docbundle pull``): address, download, size or release index."""

@@ -1,0 +1,285 @@
+"""Fetch a prebuilt bundle from a release and install it: ``docbundle pull LIBRARY[@VERSION] [--from URL]``.
+
+A release is a folder served over http(s) holding what ``docbundle-index package`` writes (and the
+nightly job publishes as GitHub release assets): ``index.json`` (the catalogue of archives),
+``SHA256SUMS`` and one ``<libraryId>-<version>-<buildId>.tar.gz`` per bundle. ``pull``:
+
+1. downloads ``index.json`` (at most ``MAX_INDEX_BYTES``) and picks the entry asked for: the version
+   named, else the one marked latest, else the only one;
+2. downloads ``SHA256SUMS`` (at most ``MAX_SUMS_BYTES``), which must list the archive with the sha256
+   ``index.json`` gives;
+3. downloads the archive into a temporary folder, never more than the size ``index.json`` declares (and
+   never more than ``MAX_ARCHIVE_BYTES``);
+4. hands the archive and ``SHA256SUMS`` to ``docbundle.server.install.install``: the very checks of
+   ``docbundle install`` (checksum, safe entries, manifest, lock pin, sizes, hashes, restricted unpickler)
+   and the same atomic publish. The temporary folder is removed whatever happens.
+
+Only http and https are fetched, redirects included (a redirect from https to http is refused). This is
+the only server-side code that touches the network; it uses the standard library's ``urllib``, imported
+when a download starts, so ``serve`` never loads an HTTP client.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+from urllib.parse import quote, urljoin, urlsplit
+
+import msgspec
+from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
+from docbundle.bundle.release import INDEX, SUMS, PackagedBundle, read_sums
+
+from .errors import PullError
+from .install import Installed, install
+
+if TYPE_CHECKING:
+    from urllib.request import OpenerDirector
+
+ENV_RELEASES = "DOCBUNDLE_RELEASES"
+MAX_INDEX_BYTES = 16 * 1024 * 1024
+MAX_SUMS_BYTES = 4 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 4 * 1024**3
+TIMEOUT = 30.0  # seconds without a byte before a download is given up
+_CHUNK = 1024 * 1024
+_SPEC_RE = re.compile(r"(?P<library>[^@\s]+)(?:@(?P<version>[^@\s]+))?\Z")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """``LIBRARY[@VERSION]`` as given on the command line."""
+
+    library: str
+    version: str | None
+
+
+def parse_spec(text: str) -> Spec:
+    """Split and check ``LIBRARY[@VERSION]``."""
+    m = _SPEC_RE.fullmatch(text.strip())
+    if m is None:
+        raise PullError(f"{text[:80]!r}: give LIBRARY or LIBRARY@VERSION, e.g. docbundle@latest")
+    library, version = m["library"], m["version"]
+    if not LIBRARY_ID_RE.fullmatch(library):
+        raise PullError(f"{library[:80]!r} is not a library id (lower-case letters, digits and '-')")
+    if version is not None and not VERSION_RE.fullmatch(version):
+        raise PullError(f"{version[:80]!r} is not a version name (letters, digits, '.', '_' and '-')")
+    return Spec(library, version)
+
+
+def release_base(given: str | None) -> str:
+    """The release folder's URL, ending in ``/``: ``--from``, else ``$DOCBUNDLE_RELEASES``."""
+    url = (given or os.environ.get(ENV_RELEASES) or "").strip()
+    if not url:
+        raise PullError(
+            "no release to pull from: pass --from URL (the folder of a release that holds index.json, "
+            f"e.g. https://github.com/OWNER/REPO/releases/download/TAG/) or set ${ENV_RELEASES}"
+        )
+    _check_scheme(url)
+    if url.endswith("/" + INDEX):
+        url = url[: -len(INDEX)]
+    return url if url.endswith("/") else url + "/"
+
+
+def _check_scheme(url: str, previous: str | None = None) -> None:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        shown = url[:120]
+        if previous is not None:
+            raise PullError(f"{previous[:120]} redirects to {shown}: only http(s) addresses are fetched")
+        raise PullError(
+            f"{shown}: only http(s) addresses are fetched; for an archive on disk use docbundle install"
+        )
+    if previous is not None and urlsplit(previous).scheme.lower() == "https" and scheme == "http":
+        raise PullError(f"{previous[:120]} redirects to {url[:120]}: refusing to leave https for http")
+
+
+def _opener() -> OpenerDirector:
+    import urllib.request  # only here: serve never loads an HTTP client
+
+    class Redirect(urllib.request.HTTPRedirectHandler):
+        def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any) -> Any:
+            target = headers.get("location") or headers.get("uri")
+            if target:
+                _check_scheme(urljoin(req.full_url, target), req.full_url)
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    return urllib.request.build_opener(Redirect)
+
+
+def _user_agent() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"docbundle/{version('docbundle-server')}"
+    except PackageNotFoundError:
+        return "docbundle"
+
+
+def download(url: str, out: BinaryIO, limit: int, *, what: str, exact: int | None = None) -> int:
+    """Copy ``url`` into ``out``; refuse more than ``limit`` bytes (or other than ``exact``). Bytes copied."""
+    import urllib.error
+    import urllib.request
+
+    _check_scheme(url)
+    request = urllib.request.Request(url, headers={"User-Agent": _user_agent()})
+    try:
+        response = _opener().open(request, timeout=TIMEOUT)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        hint = " (is --from the folder of a docbundle release?)" if exc.code == 404 else ""
+        raise PullError(f"{what}: {url[:200]} answered {exc.code} {exc.reason}{hint}") from None
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, PullError):
+            raise exc.reason from None
+        raise PullError(f"{what}: cannot fetch {url[:200]}: {exc.reason}") from None
+    except PullError:
+        raise
+    except (TimeoutError, OSError, ValueError) as exc:
+        raise PullError(f"{what}: cannot fetch {url[:200]}: {exc}") from None
+    with response:
+        declared = response.headers.get("Content-Length")
+        if declared is not None and declared.strip().isdigit():
+            size = int(declared)
+            if exact is not None and size != exact:
+                raise PullError(f"{what} at {url[:200]} is {size} bytes; index.json says {exact}")
+            if size > limit:
+                raise PullError(f"{what} at {url[:200]} is {size} bytes, over the {limit}-byte limit")
+        total = 0
+        try:
+            while chunk := response.read(_CHUNK):
+                total += len(chunk)
+                if exact is not None and total > exact:
+                    raise PullError(f"{what} at {url[:200]} is over {exact} bytes; index.json says {exact}")
+                if total > limit:
+                    raise PullError(f"{what} at {url[:200]} is over the {limit}-byte limit; stopped")
+                out.write(chunk)
+        except (TimeoutError, OSError) as exc:
+            raise PullError(f"{what}: the download of {url[:200]} broke off: {exc}") from None
+    if exact is not None and total != exact:
+        raise PullError(f"{what} at {url[:200]} is {total} bytes; index.json says {exact}")
+    return total
+
+
+def _fetch_bytes(url: str, limit: int, what: str) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    download(url, buf, limit, what=what)
+    return buf.getvalue()
+
+
+def read_index(base: str) -> list[PackagedBundle]:
+    """The release's ``index.json``, checked entry by entry."""
+    url = urljoin(base, INDEX)
+    data = _fetch_bytes(url, MAX_INDEX_BYTES, INDEX)
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeError) as exc:
+        raise PullError(f"{url[:200]} is not JSON: {exc}") from None
+    if not isinstance(raw, dict) or raw.get("format") != "docbundle-release-index":
+        raise PullError(f"{url[:200]} is not a docbundle release index (no format 'docbundle-release-index')")
+    if raw.get("version") != 1:
+        raise PullError(f"{url[:200]} has index version {raw.get('version')!r}; this docbundle reads 1")
+    try:
+        entries = msgspec.convert(raw.get("bundles"), list[PackagedBundle])
+    except msgspec.ValidationError as exc:
+        raise PullError(f"{url[:200]} is malformed: {exc}") from None
+    for e in entries:
+        if not (
+            LIBRARY_ID_RE.fullmatch(e.library)
+            and VERSION_RE.fullmatch(e.version)
+            and BUILD_ID_RE.fullmatch(e.build_id)
+            and e.archive == f"{e.library}-{e.version}-{e.build_id}.tar.gz"
+            and re.fullmatch(r"[0-9a-f]{64}", e.sha256)
+            and e.size >= 0
+        ):
+            raise PullError(
+                f"{url[:200]} lists an entry with a malformed id or archive name: {e.archive[:120]!r}"
+            )
+    return entries
+
+
+def choose(entries: list[PackagedBundle], spec: Spec) -> PackagedBundle:
+    """The entry ``spec`` names: its version, else the latest version, else the only one."""
+    mine = [e for e in entries if e.library == spec.library]
+    if not mine:
+        offered = ", ".join(sorted({e.library for e in entries})) or "none"
+        raise PullError(f"the release offers no library {spec.library!r}; it offers: {offered}")
+    versions = sorted({e.version for e in mine})
+    if spec.version is not None:
+        mine = [e for e in mine if e.version == spec.version]
+        if not mine:
+            raise PullError(
+                f"the release offers no version {spec.version!r} of {spec.library}; it offers: "
+                + ", ".join(versions)
+            )
+    elif len(versions) > 1:
+        latest = [e for e in mine if e.latest]
+        if not latest:
+            raise PullError(
+                f"the release offers several versions of {spec.library} and none is marked latest; "
+                f"name one: {', '.join(f'{spec.library}@{v}' for v in versions)}"
+            )
+        mine = latest
+    return max(mine, key=lambda e: (e.built_at, e.build_id))
+
+
+def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> Installed:
+    """Download the release's archive for ``spec`` and install it as ``docbundle install`` does."""
+    entry = choose(read_index(base), spec)
+    if entry.size > MAX_ARCHIVE_BYTES:
+        raise PullError(f"{entry.archive} is {entry.size} bytes, over the {MAX_ARCHIVE_BYTES}-byte limit")
+    sums_url = urljoin(base, SUMS)
+    sums_text = _fetch_bytes(sums_url, MAX_SUMS_BYTES, SUMS).decode("utf-8", errors="replace")
+    listed = read_sums(sums_text).get(entry.archive)
+    if listed is None:
+        raise PullError(f"{entry.archive} is not listed in {sums_url[:200]}")
+    if listed != entry.sha256:
+        raise PullError(f"{INDEX} and {SUMS} give different sha256 values for {entry.archive}; not installed")
+    tmp = Path(tempfile.mkdtemp(prefix="docbundle-pull-"))
+    try:
+        (tmp / SUMS).write_text(sums_text, encoding="utf-8")
+        archive = tmp / entry.archive
+        with open(archive, "xb") as out:
+            download(
+                urljoin(base, quote(entry.archive)),
+                out,
+                min(entry.size, MAX_ARCHIVE_BYTES),
+                what=entry.archive,
+                exact=entry.size,
+            )
+        return install(archive, bundles, sums=tmp / SUMS, lock=lock)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def render_list(entries: list[PackagedBundle]) -> str:
+    """``pull --list``: one line per archive, libraries in order, latest version first."""
+    if not entries:
+        return "the release offers no bundles\n"
+    rows = sorted(entries, key=lambda e: (e.library, not e.latest, e.version, e.build_id))
+    width = max(len(f"{e.library}@{e.version}") for e in rows)
+    lines = [
+        f"{f'{e.library}@{e.version}':<{width}}  {e.name[:40]:<40}  {e.documents:>6} docs  "
+        f"{_size(e.size):>9}  build {e.build_id}{'  latest' if e.latest else ''}"
+        + ("" if e.status == "active" else f"  ({e.status})")
+        for e in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
