@@ -8,6 +8,11 @@ exit codes:
 ``build``: build bundles for the libraries in a config. 0 every library was built or unchanged; 1 at
 least one library failed (the others were still built); 2 usage or configuration error.
 
+``add``: look at a site's llms.txt (title, sections, links, markdown vs HTML pages) and append a
+validated ``[[library]]`` entry to the config, keeping its comments and layout; ``--build`` builds it.
+0 added (and built); 1 the llms.txt cannot be fetched, holds no links, or the build failed; 2 usage or
+configuration error (a bad id, an id or URL already in the config, a config that does not load).
+
 ``export``: export a bundle as JSON, SQLite or markdown. 0 written; 1 the bundle cannot be read or fails
 verification, or the export cannot be written; 2 usage (including an existing ``--out`` without
 ``--force``, or one inside the bundle).
@@ -46,8 +51,9 @@ from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package
 
+from . import add
 from .config import load_config
-from .errors import ConfigError, ExportError, ExportUsageError
+from .errors import ConfigError, ExportError, ExportUsageError, FetchError
 from .pipeline.build import Outcome, build_target, describe_mix
 from .pipeline.cache import CrawlCache
 from .pipeline.progress import make_progress
@@ -201,6 +207,72 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         print(_summary(report))
     return EXIT_FAILED if report.failed else EXIT_OK
+
+
+# -- add ------------------------------------------------------------------------------------------
+
+
+def _add_arguments(a: argparse.ArgumentParser) -> None:
+    a.add_argument("url", metavar="URL", help="the http(s) address of the site's llms.txt")
+    a.add_argument("--id", default=None, help="the library id (default: from the llms.txt's title)")
+    a.add_argument(
+        "--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)"
+    )
+    a.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="also reach this private or loopback host (repeat); saved as the entry's allow_hosts",
+    )
+    a.add_argument(
+        "--probe",
+        type=int,
+        default=add.DEFAULT_PROBE,
+        metavar="N",
+        help=f"fetch up to N linked pages to count markdown vs HTML (default {add.DEFAULT_PROBE}; 0: none)",
+    )
+    a.add_argument("--dry-run", action="store_true", help="show what was found; change nothing")
+    a.add_argument("--json", action="store_true", help="print what was found as JSON on stdout")
+    a.add_argument("--build", action="store_true", help="build the new library right away")
+    a.add_argument("--out", type=Path, help="with --build: bundles directory (as for build)")
+
+
+@command(
+    "add",
+    help="add a library to the config from its llms.txt URL",
+    description="Fetch an llms.txt, show its title, sections, link count and how many pages are markdown "
+    "or HTML, and append a validated [[library]] entry to the config (comments and layout kept).",
+    arguments=_add_arguments,
+)
+def cmd_add(args: argparse.Namespace) -> int:
+    """Run ``add`` (and ``build`` for the new library with ``--build``)."""
+    try:
+        found = add.survey(args.url, allow_hosts=args.allow_host, probe=args.probe)
+    except FetchError as exc:
+        print(f"docbundle-index: cannot read the llms.txt: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        _print_json(found)
+    else:
+        sys.stdout.write(add.render_survey(found))
+    if found.links == 0 and found.inline_docs == 0:
+        print(f"docbundle-index: {args.url} lists no pages; nothing added", file=sys.stderr)
+        return EXIT_FAILED
+    library_id = args.id or add.suggest_id(found)
+    add.append_entry(args.config, found, library_id, allow_hosts=args.allow_host, write=not args.dry_run)
+    if args.dry_run:
+        print(f"docbundle-index: {library_id!r} would be added to {args.config} (dry run)", file=sys.stderr)
+        return EXIT_OK
+    print(f"docbundle-index: added library {library_id!r} to {args.config}", file=sys.stderr)
+    if not args.build:
+        print(
+            f"build it with: docbundle-index build --config {args.config} --library {library_id}",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    build = ["build", "--config", str(args.config), "--library", library_id]
+    return cmd_build(_parser().parse_args(build + (["--out", str(args.out)] if args.out else [])))
 
 
 # -- export ---------------------------------------------------------------------------------------
