@@ -195,14 +195,15 @@ def _add_http_options(h: argparse._ArgumentGroup) -> None:
         type=_rate,
         default=None,
         metavar="RATE",
-        help="requests per key (per client address with --no-auth): N/s, N/m, N/h or off (default: 10/s)",
+        help="requests per key (per client address with --no-auth; loopback clients then only when given): "
+        "N/s, N/m, N/h or off (default: 50/s)",
     )
     h.add_argument(
         "--burst",
         type=_positive(int),
         default=None,
         metavar="N",
-        help="requests a key may make at once before --rate applies (default: 40)",
+        help="requests a key may make at once before --rate applies (default: 500)",
     )
     h.add_argument(
         "--max-body-size",
@@ -495,6 +496,7 @@ def _http_options(args: argparse.Namespace) -> HttpOptions:
         allowed_origins=tuple(args.allowed_origin or ()),
         rate=(args.rate if args.rate is not None else DEFAULT_RATE) or None,
         burst=args.burst or DEFAULT_BURST,
+        limit_loopback=args.rate is not None or args.burst is not None,
         max_body_size=args.max_body_size or DEFAULT_MAX_BODY,
         body_timeout=args.body_timeout or DEFAULT_BODY_TIMEOUT,
         trusted_proxies=tuple(args.trusted_proxy or ()),

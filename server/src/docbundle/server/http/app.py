@@ -11,7 +11,8 @@ For each request, in this order:
    secret is mostly turned away by its key's ``check`` without a scrypt; the scrypts that remain are
    budgeted per client address and globally (a client over its budget waits a little, or gets 429),
    never per key id, so nobody can lock a key out;
-4. a token bucket per key (per client address without keys): 429 with ``Retry-After``;
+4. a token bucket per key (per client address without keys; anonymous loopback clients, the local
+   user, only when ``--rate`` or ``--burst`` is given): 429 with ``Retry-After``;
 5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
    of a streamed body are counted (413), and the whole body must arrive within a time limit (408);
    then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep (400 with a JSON-RPC error);
@@ -27,6 +28,7 @@ tool, libraryId, status, outcome and latency. The request id is echoed in ``X-Re
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -52,11 +54,17 @@ from ..jsonrpc import (
 from ..keys import AuthResult, KeyStore
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
 from .policy import HostPolicy
-from .ratelimit import AuthBudget, RateLimiter, client_key
+from .ratelimit import AuthBudget, RateLimiter, client_key, is_loopback_client
 
 MCP_PATH = "/mcp"
-DEFAULT_RATE = 10.0  # requests per second per key
-DEFAULT_BURST = 40
+# Requests per second and burst per key (per client address without keys). A rate limit here is about
+# one key or address taking more than its share of a shared server, never about one user's clients: an
+# MCP connection costs 3 requests before its first call (initialize, initialized, tools/list), so an
+# IDE starting several agents, or a test suite opening a connection per case, sends a hundred requests
+# in a second or two. 500 at once covers that many times over, and 50 a second is about a third of
+# what one process serves (~165 searches/s), so no single key can take the server alone.
+DEFAULT_RATE = 50.0
+DEFAULT_BURST = 500
 DEFAULT_MAX_BODY = 1024 * 1024  # MCP requests to this server are a few hundred bytes
 DEFAULT_BODY_TIMEOUT = 10.0
 
@@ -72,6 +80,10 @@ class HttpOptions:
     allowed_origins: tuple[str, ...] = ()
     rate: float | None = DEFAULT_RATE  # None: no rate limit
     burst: int = DEFAULT_BURST
+    # Whether anonymous requests from this machine's own addresses are rate limited too. Without keys,
+    # a loopback client is the local user (or a proxy not named by --trusted-proxy): the default
+    # limits leave it alone; an explicit --rate or --burst applies to it as to everyone.
+    limit_loopback: bool = False
     max_body_size: int = DEFAULT_MAX_BODY
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     # Peers whose X-Forwarded-For is believed: IP addresses or networks (``--trusted-proxy``).
@@ -102,6 +114,8 @@ class HttpApp:
         self.auth_budget = AuthBudget()
         self.checked_budget = AuthBudget()
         self._scrypt_slots: anyio.CapacityLimiter | None = None
+        # Keys being checked right now (by a digest of the presented string), each with its end.
+        self._checking: dict[bytes, anyio.Event] = {}
         self._reported = -1
         # Request ids: a random prefix per process and a counter; unique without a syscall each.
         self._id_prefix = secrets.token_hex(4)
@@ -189,12 +203,13 @@ class HttpApp:
             await ex.reject(403, "bad_origin", "Origin header not allowed (see --allowed-origin)")
             return
         bucket = f"client:{client_key(scope)}"
+        limited = self.options.limit_loopback or not is_loopback_client(scope)
         if self.keys is not None:
             key_id = await self._authenticate(ex, headers)
             if key_id is None:
                 return
-            bucket = key_id
-        if self.limiter is not None:
+            bucket, limited = key_id, True
+        if self.limiter is not None and limited:
             wait = self.limiter.take(bucket)
             if wait > 0:
                 retry = str(max(1, math.ceil(wait))).encode()
@@ -238,29 +253,59 @@ class HttpApp:
             return None
         result = self.keys.check_cached(key)
         if result is None:
-            # Budgeted by who asks, never by the key id asked about: guessing secrets for a known id
-            # must not lock that key out for its owner.
-            client = client_key(ex.scope)
-            budget = self.checked_budget if self.keys.prechecked(key) else self.auth_budget
-            wait = budget.admit(client)
-            if wait is None:
-                retry = max(1, math.ceil(budget.retry_after(client)))
-                await ex.reject(
-                    429,
-                    "auth_throttled",
-                    f"too many failed API key attempts from this address; retry in {retry} s",
-                    [(b"retry-after", str(retry).encode())],
-                )
+            result = await self._check_once(ex, key)
+            if result is None:
                 return None
-            if wait > 0:
-                await anyio.sleep(wait)
-            if self._scrypt_slots is None:
-                # One scrypt at a time (16 MiB, ~65 ms each); created here, inside the event loop.
-                self._scrypt_slots = anyio.CapacityLimiter(1)
-            result = await anyio.to_thread.run_sync(self.keys.verify, key, limiter=self._scrypt_slots)
-            if result.verdict != "invalid":
-                budget.give_back(client)  # the secret was right (or never checked)
         return await self._verdict(ex, result, challenge)
+
+    async def _check_once(self, ex: Exchange, key: str) -> AuthResult | None:
+        """Check a key not proven yet; the same key presented again meanwhile waits for this check.
+
+        An IDE connecting several agents at once sends its key many times before the first scrypt
+        ends: they share that scrypt (and its one booking in the key-check budget).
+        """
+        assert self.keys is not None
+        token = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+        running = self._checking.get(token)
+        if running is not None:
+            await running.wait()
+            result = self.keys.check_cached(key)
+            if result is not None:
+                return result
+        done = self._checking.setdefault(token, anyio.Event())
+        try:
+            return await self._check(ex, key)
+        finally:
+            if self._checking.get(token) is done:
+                del self._checking[token]
+            done.set()
+
+    async def _check(self, ex: Exchange, key: str) -> AuthResult | None:
+        """Run the scrypt for a key, within the key-check budget; None once refused (429 sent)."""
+        assert self.keys is not None
+        # Budgeted by who asks, never by the key id asked about: guessing secrets for a known id must
+        # not lock that key out for its owner.
+        client = client_key(ex.scope)
+        budget = self.checked_budget if self.keys.prechecked(key) else self.auth_budget
+        wait = budget.admit(client)
+        if wait is None:
+            retry = max(1, math.ceil(budget.retry_after(client)))
+            await ex.reject(
+                429,
+                "auth_throttled",
+                f"too many failed API key attempts from this address; retry in {retry} s",
+                [(b"retry-after", str(retry).encode())],
+            )
+            return None
+        if wait > 0:
+            await anyio.sleep(wait)
+        if self._scrypt_slots is None:
+            # One scrypt at a time (16 MiB, ~65 ms each); created here, inside the event loop.
+            self._scrypt_slots = anyio.CapacityLimiter(1)
+        result = await anyio.to_thread.run_sync(self.keys.verify, key, limiter=self._scrypt_slots)
+        if result.verdict != "invalid":
+            budget.give_back(client)  # the secret was right (or never checked)
+        return result
 
     async def _verdict(self, ex: Exchange, result: AuthResult, challenge: bytes) -> str | None:
         ex.fields["keyId"] = result.key_id

@@ -1,7 +1,7 @@
 """Budgets of the HTTP transport: requests per key (``RateLimiter``) and key checks per client (``AuthBudget``).
 
 Both are token buckets used from the event loop only. ``client_key`` says who a request comes from for
-them: its IP address, IPv6 counted by /64.
+them: its IP address, IPv6 counted by /64; ``is_loopback_client`` whether that address is the machine's own.
 """
 
 from __future__ import annotations
@@ -136,6 +136,22 @@ class AuthBudget:
         if client in self._clients:
             self._clients[client] = (min(self.client_burst, self._client_tokens(client, now) + 1), now)
         self._global = (min(self.global_burst, self._global_tokens(now) + 1), now)
+
+
+def is_loopback_client(scope: MutableMapping[str, Any]) -> bool:
+    """Whether a request comes from this machine (127.0.0.0/8, ::1, or their IPv4-mapped forms).
+
+    After uvicorn's proxy-headers middleware, so a ``--trusted-proxy``'s forwarded clients are judged
+    by their own address, not the proxy's.
+    """
+    client = scope.get("client")
+    try:
+        ip = ipaddress.ip_address(str(client[0])) if client else None
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip is not None and ip.is_loopback
 
 
 def client_key(scope: MutableMapping[str, Any]) -> str:
