@@ -138,13 +138,15 @@ async def test_long_ids_and_arguments_get_short_refusals(catalog: Catalog) -> No
         ("list_libraries", {"category": big}, "category"),
         ("get_chunk_with_context", {"libraryId": "golden", "documentId": big, "chunkId": 0}, "id"),
         ("search_documents", {"query": "x", "libraryId": "a", "library": big}, "libraryId"),
-        (big, {}, "unknown tool"),
     ]
     async with connect(catalog) as c:
         for tool, args, named in calls:
             text = await tool_error(c, tool, **args)
             assert named in text, (tool[:40], list(args), text[:200])
             assert len(text) < SHORT, (tool[:40], list(args), len(text))
+        with pytest.raises(MCPError) as unknown:  # an unknown tool is a protocol error (-32602)
+            await c.call_tool(big, {})
+        assert "unknown tool" in unknown.value.error.message and len(unknown.value.error.message) < SHORT
         # A long id under the bound is still an id that does not exist: short error too.
         text = await tool_error(c, "get_document", libraryId="golden", id="d" * errors.MAX_DOCUMENT_ID_CHARS)
         assert "no document" in text and len(text) < SHORT

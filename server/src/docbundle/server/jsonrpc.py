@@ -49,6 +49,93 @@ def json_depth(body: bytes) -> int:
     return max(0, max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0))
 
 
+# -- the envelope: one JSON-RPC 2.0 message, as MCP allows it ----------------------------------------
+
+
+class _Envelope(msgspec.Struct):
+    jsonrpc: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    # Kept as raw bytes, never decoded here: only whether they are there (and params' kind) matters.
+    params: msgspec.Raw = msgspec.Raw(b"")
+    result: msgspec.Raw = msgspec.Raw(b"")
+    error: msgspec.Raw = msgspec.Raw(b"")
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+
+
+def answer_id(value: Any) -> str | int | None:
+    """A request id that may be echoed in an error answer (a string or integer of sane size), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    return value if len(str(value)) <= 200 else None
+
+
+def envelope_problem(body: bytes | str, *, unit: str = "request") -> tuple[int, str, str | int | None] | None:
+    """None when ``body`` is one JSON-RPC 2.0 message as MCP allows it; else ``(code, message, id)``.
+
+    The answer for what the MCP SDK would misread or answer with a long validation dump: not JSON
+    (-32700); a batch, a value that is not an object, no ``"jsonrpc": "2.0"``, a method that is not a
+    string, params that are not an object, and an ``id`` that is not a string or an integer (MCP
+    forbids null; a fraction is no id either) get -32600 with one short line. A request with such an
+    id is not a notification: it gets the error instead of silence. ``id`` is the request's own when
+    it can be echoed. ``unit`` names what the client sends ("request", "line") in the messages.
+    """
+    try:
+        env = _envelope_decoder.decode(body)
+    except msgspec.ValidationError:
+        kind = _json_kind(body)
+        if kind == "array":
+            return (
+                INVALID_REQUEST,
+                f"Invalid Request: batches are not supported; send one JSON-RPC message per {unit}",
+                None,
+            )
+        return INVALID_REQUEST, f"Invalid Request: a JSON-RPC message is a JSON object, not {kind}", None
+    except msgspec.DecodeError:
+        return PARSE_ERROR, f"Parse error: the {unit} is not valid JSON", None
+    rid = answer_id(env.id)
+    if env.jsonrpc != "2.0":
+        return INVALID_REQUEST, 'Invalid Request: "jsonrpc": "2.0" is required', rid
+    has_id = env.id is not msgspec.UNSET
+    if env.method is not msgspec.UNSET:
+        if not isinstance(env.method, str):
+            return INVALID_REQUEST, 'Invalid Request: "method" must be a string', rid
+        if has_id and not _valid_id(env.id):
+            return (
+                INVALID_REQUEST,
+                'Invalid Request: "id" must be a string or an integer (MCP allows no null id)',
+                None,
+            )
+        if env.params and not bytes(env.params).lstrip().startswith(b"{"):
+            return INVALID_REQUEST, 'Invalid Request: "params" must be an object', rid
+        return None
+    if env.result or env.error:
+        if env.id is None and env.error and not env.result:
+            return None  # an error answer to something the client could not parse: JSON-RPC allows it
+        if not _valid_id(env.id):
+            return INVALID_REQUEST, 'Invalid Request: a response\'s "id" must be a string or an integer', None
+        return None
+    return (
+        INVALID_REQUEST,
+        'Invalid Request: a message needs "method" (request, notification) or "result"/"error"',
+        rid,
+    )
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _json_kind(body: bytes | str) -> str:
+    """What JSON value a body that is not an object starts with (its first character says it)."""
+    text = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+    first = text.lstrip(b" \t\r\n")[:1]
+    kinds = {b"[": "array", b'"': "a string", b"n": "null", b"t": "a boolean", b"f": "a boolean"}
+    return kinds.get(first, "a number")
+
+
 def valid_request_id(value: str) -> bool:
     """Whether a client's ``X-Request-Id`` may be echoed and logged (else a new one is made)."""
     return _REQUEST_ID_RE.fullmatch(value) is not None

@@ -4,9 +4,11 @@ It replaces the MCP SDK's ``stdio_server`` for three reasons:
 
 - **Every line gets an answer.** A line that is not valid UTF-8, or not valid JSON (truncated, or with
   a lone surrogate escape such as ``"\\ud800"``), is answered with a JSON-RPC parse error (-32700,
-  ``id`` null); valid JSON that is not a JSON-RPC message, and a line longer than
-  ``MAX_LINE_BYTES``, with an invalid-request error (-32600, with the request's ``id`` when it has
-  one). The server then reads the next line. (The SDK's transport answered none of these.)
+  ``id`` null); valid JSON that is not one JSON-RPC message as MCP allows it (a batch, no
+  ``"jsonrpc": "2.0"``, an ``id`` that is null or a fraction: an error, not a notification; see
+  ``jsonrpc.envelope_problem``), and a line longer than ``MAX_LINE_BYTES``, with an invalid-request
+  error (-32600, one short line, with the request's ``id`` when it has one). The server then reads
+  the next line. (The SDK's transport answered none of these.)
 - **The server exits when its client does.** When stdin reaches end of file, or the parent process
   dies (checked every ``PARENT_POLL_SECONDS``), requests still running get ``DRAIN_SECONDS`` to
   finish; then they are cancelled (which cancels their worker threads' tokens, see ``mcp.tools``) and
@@ -38,7 +40,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from .jsonrpc import INVALID_REQUEST, PARSE_ERROR
+from .jsonrpc import INVALID_REQUEST, PARSE_ERROR, envelope_problem
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +81,18 @@ def parse_line(line: bytes) -> SessionMessage | bytes | None:
         if any(e["type"] == "json_invalid" for e in errors):
             detail = next(e["msg"] for e in errors if e["type"] == "json_invalid")
             return error_line(PARSE_ERROR, f"Parse error: the line is not valid JSON ({detail[:120]})")
+        problem = envelope_problem(text, unit="line")
+        if problem is not None:
+            return error_line(*problem)
         return error_line(
             INVALID_REQUEST,
             "Invalid Request: the line is JSON but not a JSON-RPC 2.0 request, notification or response",
             _request_id(text),
         )
+    # Valid for the SDK, but maybe not for MCP: a null or fractional id would be read as a notification.
+    problem = envelope_problem(text, unit="line")
+    if problem is not None:
+        return error_line(*problem)
     return SessionMessage(message)
 
 

@@ -15,7 +15,9 @@ For each request, in this order:
    user, only when ``--rate`` or ``--burst`` is given): 429 with ``Retry-After``;
 5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
    of a streamed body are counted (413), and the whole body must arrive within a time limit (408);
-   then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep (400 with a JSON-RPC error);
+   then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep, with ``Content-Type:
+   application/json`` (415), and one JSON-RPC message as MCP allows it (``jsonrpc.envelope_problem``:
+   no batch, ``"jsonrpc": "2.0"``, a string or integer ``id``); else 400 with a one-line JSON-RPC error;
 6. the MCP SDK app, which checks ``Host``/``Origin`` again with the same explicit settings.
 
 The client address is the TCP peer's, or what ``X-Forwarded-For`` says when the peer is one of the
@@ -46,6 +48,8 @@ from ..catalog import Catalog
 from ..jsonrpc import (
     INVALID_REQUEST,
     MAX_JSON_DEPTH,
+    PARSE_ERROR,
+    envelope_problem,
     json_depth,
     peek_request,
     reply_outcome,
@@ -228,7 +232,14 @@ class HttpApp:
             close = [] if ex.body_pending else [(b"connection", b"close")]
             await ex.reject(413, "too_large", f"request body over {self.options.max_body_size} bytes", close)
             return
-        if scope.get("path") == MCP_PATH and scope.get("method") != "POST":
+        if scope.get("path") == MCP_PATH and scope.get("method") == "POST" and not _json_media(headers):
+            await ex.reject(
+                415,
+                "bad_content_type",
+                "Invalid Request: Content-Type must be application/json",
+                code=INVALID_REQUEST,
+            )
+        elif scope.get("path") == MCP_PATH and scope.get("method") != "POST":
             # Stateless: no session to delete, and no server-initiated messages for a GET stream to
             # carry (the SDK would hold such a stream open for as long as the client likes).
             await ex.reject(405, "method_not_allowed", "only POST is supported here", [(b"allow", b"POST")])
@@ -358,6 +369,12 @@ class HttpApp:
                 await ex.reject(400, "parse_error", "Parse error: the body is not JSON")
                 return
             ex.fields.update(peeked)
+            invalid = envelope_problem(body)
+            if invalid is not None:
+                code, message, request_id = invalid
+                outcome = "parse_error" if code == PARSE_ERROR else "invalid_request"
+                await ex.reject(400, outcome, message, code=code, request_id=request_id)
+                return
         ex.capture = True
         await self._forward(ex, body, receive)
 
@@ -442,3 +459,8 @@ class HttpApp:
                 if p
             )
             log.log(level, summary, extra={"fields": fields})
+
+
+def _json_media(headers: dict[str, str]) -> bool:
+    """Whether a request's ``Content-Type`` is ``application/json`` (parameters such as charset allowed)."""
+    return headers.get("content-type", "").partition(";")[0].strip().lower() == "application/json"

@@ -110,6 +110,7 @@ class Exchange:
         headers: list[tuple[bytes, bytes]] | None = None,
         *,
         code: int | None = None,
+        request_id: str | int | None = None,
     ) -> None:
         """Refuse the request with a JSON-RPC error body (MCP clients show its message)."""
         self.fields["outcome"] = outcome
@@ -119,7 +120,7 @@ class Exchange:
             headers.append((b"connection", b"close"))
         if code is None:
             code = PARSE_ERROR if outcome == "parse_error" else REJECTED
-        payload = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+        payload = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
         await self.respond(status, payload, headers)
 
     async def drain(self) -> bool:

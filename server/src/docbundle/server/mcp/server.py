@@ -14,7 +14,7 @@ from typing import Any
 from docbundle.bundle.query import MAX_QUERY_CHARS
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 
@@ -50,10 +50,10 @@ class DocbundleMCP(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        """Refuse an unknown tool without quoting a long name back, then call it."""
+        """Refuse an unknown tool (a protocol error, -32602) without quoting a long name back, then call it."""
         if self._tool_manager.get_tool(name) is None:
             known = ", ".join(sorted(t.name for t in self._tool_manager.list_tools()))
-            raise ToolError(f"unknown tool {echo(name)}; tools: {known}")
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {echo(name)}; tools: {known}")
         return await super().call_tool(name, arguments, context)
 
     async def read_resource(self, uri: Any, context: Context[Any, Any] | None = None) -> Any:
