@@ -125,6 +125,7 @@ def _user_agent() -> str:
 
 def download(url: str, out: BinaryIO, limit: int, *, what: str, exact: int | None = None) -> int:
     """Copy ``url`` into ``out``; refuse more than ``limit`` bytes (or other than ``exact``). Bytes copied."""
+    import http.client
     import urllib.error
     import urllib.request
 
@@ -142,8 +143,8 @@ def download(url: str, out: BinaryIO, limit: int, *, what: str, exact: int | Non
         raise PullError(f"{what}: cannot fetch {url[:200]}: {exc.reason}") from None
     except PullError:
         raise
-    except (TimeoutError, OSError, ValueError) as exc:
-        raise PullError(f"{what}: cannot fetch {url[:200]}: {exc}") from None
+    except (TimeoutError, OSError, ValueError, http.client.HTTPException) as exc:
+        raise PullError(f"{what}: cannot fetch {url[:200]}: {exc!r}") from None
     with response:
         declared = response.headers.get("Content-Length")
         if declared is not None and declared.strip().isdigit():
@@ -161,8 +162,8 @@ def download(url: str, out: BinaryIO, limit: int, *, what: str, exact: int | Non
                 if total > limit:
                     raise PullError(f"{what} at {url[:200]} is over the {limit}-byte limit; stopped")
                 out.write(chunk)
-        except (TimeoutError, OSError) as exc:
-            raise PullError(f"{what}: the download of {url[:200]} broke off: {exc}") from None
+        except (TimeoutError, OSError, http.client.HTTPException) as exc:
+            raise PullError(f"{what}: the download of {url[:200]} broke off: {exc!r}") from None
     if exact is not None and total != exact:
         raise PullError(f"{what} at {url[:200]} is {total} bytes; index.json says {exact}")
     return total
