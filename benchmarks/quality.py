@@ -6,7 +6,8 @@ Usage::
                                  [--sets medium-en ko] [--worst 5] [--per-query] [--split dev|test|all]
                                  [--save-run FILE] [--compare-run FILE]
 
-Each query set lives in ``benchmarks/queries/<corpus>.toml``: ``[[query]]`` tables with ``id``,
+Each query set lives in ``benchmarks/queries/<set>.toml`` (its corpus is the set's name, or the file's
+top-level ``corpus`` key, so several sets can judge one corpus): ``[[query]]`` tables with ``id``,
 ``text``, ``kind`` (keyword, identifier, question or phrase) and ``relevant``, a table mapping
 document ids (page paths relative to the corpus llms.txt) to a grade: 2 = the page that answers the
 query, 1 = a related page that helps. Two optional keys: ``need`` (how-to, concept, api, error, config
@@ -133,6 +134,14 @@ class Query:
     relevant: dict[str, int]
     need: str = ""  # how-to | concept | api | error | config | identifier; "" = not given
     split: str = ""  # dev | test; "" = not given
+
+
+def set_corpus(name: str) -> str:
+    """The corpus a query set judges: its file's top-level ``corpus`` key, else the set's own name."""
+    qfile = QUERIES_DIR / f"{name}.toml"
+    if not qfile.is_file():
+        return name
+    return str(tomllib.loads(qfile.read_text(encoding="utf-8")).get("corpus", name))
 
 
 def load_queries(path: Path, split: str = "all") -> list[Query]:
@@ -362,7 +371,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpora", type=Path, default=default_corpora(), help="folder holding the corpora")
     ap.add_argument("--bundles", type=Path, help="bundles folder to build into / reuse (default: a temp dir)")
-    ap.add_argument("--sets", nargs="+", default=["medium-en", "ko"], help="query sets (= corpus names)")
+    ap.add_argument(
+        "--sets", nargs="+", default=["medium-en", "ko"], help="query sets (file names under queries/)"
+    )
     ap.add_argument("--compare-plain", action="store_true", help="also score a plain whoosh baseline")
     ap.add_argument("--per-query", action="store_true", help="print every query's figures")
     ap.add_argument("--worst", type=int, default=5, help="list the N worst queries of our search")
@@ -389,11 +400,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="docbundle-quality-") as tmp:
         bundles = args.bundles or Path(tmp)
         bundles.mkdir(parents=True, exist_ok=True)
-        paths = ensure_bundles(args.corpora, bundles, args.sets)
+        corpus_of = {name: set_corpus(name) for name in args.sets}
+        paths = ensure_bundles(args.corpora, bundles, dict.fromkeys(corpus_of.values()))
         summary: list[str] = []
         for name in args.sets:
             qfile = QUERIES_DIR / f"{name}.toml"
-            if name not in paths or not qfile.is_file():
+            if corpus_of[name] not in paths or not qfile.is_file():
                 print(f"{name}: no bundle or no {qfile.name}; skipped", file=sys.stderr)
                 continue
             queries = load_queries(qfile, args.split)
@@ -402,7 +414,8 @@ def main() -> int:
                     f"{name}: no query in the {args.split} half (no `split` keys?); skipped", file=sys.stderr
                 )
                 continue
-            _check_ids(name, queries, paths[name])
+            bundle_dir = paths[corpus_of[name]]
+            _check_ids(name, queries, bundle_dir)
             rankers: list[tuple[str, Callable[[Path], tuple[Ranker, Callable[[], None]]]]] = []
             if not args.no_ours:
                 rankers.append(("ours", lambda p: ours(p, args.per_doc, args.mode)))
@@ -410,7 +423,7 @@ def main() -> int:
                 rankers.append(("plain", plain))
             reports = []
             for rname, make in rankers:
-                rank, close = make(paths[name])
+                rank, close = make(bundle_dir)
                 try:
                     reports.append(evaluate(rname, queries, rank))
                 finally:

@@ -73,7 +73,7 @@ async def _serve_and_search(bundles: Path, lock: Path) -> None:
     with anyio.fail_after(60):
         async with Client(params) as client:
             result = await client.call_tool(
-                "search_documents", {"query": "content hash", "libraryId": "docbundle"}
+                "search_documents", {"query": "how is the content hash computed", "libraryId": "docbundle"}
             )
     hits = result.structured_content["hits"]  # type: ignore[index]
     assert hits and hits[0]["documentId"] == "bundle-format.md"

@@ -10,18 +10,21 @@ How a query is built:
 - Each word is analysed: an English word gives one stem; an identifier (``useEffect``, ``sap.m.Table``)
   gives its whole form (boosted) OR all of its parts; a CJK word gives bigrams that are ORed, each
   chunk's score scaled by the share of the word's bigrams it holds (``balanced`` and ``precise``; plain
-  OR in ``broad``).
+  OR in ``broad``); each bigram counts 1/n of a Korean word of n bigrams, 1/sqrt(n) of a Chinese or
+  Japanese run (``CJK_SHARE``: a run there is a clause, not a word).
 - Stop words are already gone (the analyzer drops them); question words ("how", "what", "should" ...)
   are dropped too when other words remain. At most ``MAX_WORDS`` words are searched, the rarest first
   (rarity comes from the term dictionary, not from reading posting lists), so a pasted paragraph
   cannot make whoosh score every posting in the index; at most ``MAX_PHRASES`` quoted phrases.
-- Each word is searched in title, headings, body and code with field boosts, scored with BM25F.
-- Words combine by ``mode``: ``balanced`` ORs them with a bonus for matching more of them, ``broad`` ORs
-  them plainly, ``precise`` requires every word.
-- Scoring is BM25 per field (whoosh's BM25F: K1 1.2, B 0.75, 0.5 for title and headings), computed
-  here from whoosh's posting lists rather than by whoosh's Python matcher tree: each (field, term)
-  posting list is read once, turned into per-chunk impacts, and cached, so a warm query only adds up
-  cached numbers. Quoted phrases need positions and go through whoosh's own phrase matcher.
+- Each word is searched in title, headings, body and code at once and scored with BM25F (field
+  weights applied to length-normalised term frequencies before one saturation; ``FIELD_WEIGHTS``,
+  ``FIELD_B``, ``K1``), plus a title bonus (``TITLE_BONUS``: the word's idf among page titles when the
+  chunk's page title holds it).
+- Words combine by ``mode``: ``balanced`` ORs them with a bonus for matching more of them
+  (``COORDINATION``), ``broad`` ORs them plainly, ``precise`` requires every word.
+- Scores are computed here from whoosh's posting lists rather than by whoosh's Python matcher tree:
+  each term's posting lists (one per field) are read once, merged into per-chunk BM25F impacts, and
+  cached, so a warm query only adds up cached numbers. Quoted phrases need positions, read on demand.
 - Scores are multiplied by the document's section weight (the llms.txt ``Optional`` section counts half
   unless the library's config says otherwise), and no document takes more than ``per_doc`` of the hits.
 
@@ -54,7 +57,6 @@ from typing import Any, Generic, Literal, TypeVar
 
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN
 from whoosh.reading import IndexReader, TermNotFound
-from whoosh.scoring import BM25F
 from whoosh.util.numeric import byte_to_length
 
 from .analysis import iter_terms
@@ -64,7 +66,20 @@ from .reader import Bundle
 K = TypeVar("K")
 V = TypeVar("V")
 
-FIELD_BOOSTS = {"title": 2.5, "headings": 2.0, "body": 1.0, "code": 1.2}
+# Ranking knobs; docs/ranking.md says what each does and how they were set (on dev halves only).
+# BM25F: a field's term frequencies are length-normalised (FIELD_B) and weighted (FIELD_WEIGHTS), then
+# saturated once per chunk (K1), with one idf from the chunks holding the term in any field.
+FIELD_WEIGHTS = {"title": 8.0, "headings": 3.0, "body": 1.0, "code": 1.2}
+FIELD_B = {"title": 0.5, "headings": 0.5, "body": 0.75, "code": 0.75}
+K1 = 3.0
+# Plus TITLE_BONUS times the term's idf among page titles when the chunk's page title holds it: a word
+# that names few pages' subject points at those pages (BM25F alone lets common title words fade).
+TITLE_BONUS = 1.0
+# A Chinese or Japanese run's bigrams each score 1 / n**CJK_SHARE of the word (n bigrams); a Korean
+# word (spaces between words, so a real word) scores the mean (1 / n).
+CJK_SHARE = 0.5
+COORDINATION = 0.9  # balanced mode: a chunk matching every word scores (1 + this) times their sum
+PHRASE_FIELDS = ("title", "headings", "body")  # code is indexed without positions
 MAX_WORDS = 10  # words searched per query (the rarest); the others are reported as dropped
 MAX_PHRASES = 4  # quoted phrases searched per query; the others are reported as dropped
 # Terms of one query word: an identifier's parts, a CJK run's bigrams (a longer run is split in words).
@@ -234,6 +249,12 @@ def _unbigram(bigrams: list[str]) -> list[str]:
     return [bigrams[0], *(b[-1] for b in bigrams[1:])]
 
 
+def _is_hangul(term: str) -> bool:
+    return (
+        "\uac00" <= term[0] <= "\ud7af" or "\u1100" <= term[0] <= "\u11ff" or "\u3130" <= term[0] <= "\u318f"
+    )
+
+
 def _is_cjk(term: str) -> bool:
     return any(
         "\u1100" <= c <= "\u11ff"
@@ -248,9 +269,6 @@ def _is_cjk(term: str) -> bool:
     )
 
 
-_K1 = 1.2
-_B = {"title": 0.5, "headings": 0.5, "body": 0.75, "code": 0.75}
-
 Postings = tuple["array[int]", "array[float]"]  # chunk numbers, BM25 impacts
 
 
@@ -260,7 +278,6 @@ class BundleSearcher:
     def __init__(self, bundle: Bundle) -> None:
         self._bundle = bundle
         self._ix = bundle.index
-        self._weighting = BM25F(B=0.75, K1=_K1, title_B=0.5, headings_B=0.5)
         manifest = bundle.manifest
         settings = manifest.build.search
         weights = {**DEFAULT_SECTION_WEIGHTS, **{k.lower(): v for k, v in settings.section_weights.items()}}
@@ -288,7 +305,7 @@ class BundleSearcher:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._lengths: dict[str, tuple[array[int], float]] = {}
-        self._cache: _BoundedCache[tuple[str, str], Postings] = _BoundedCache(
+        self._cache: _BoundedCache[str, Postings] = _BoundedCache(
             POSTINGS_CACHE_MAX_ENTRIES, POSTINGS_CACHE_MAX_BYTES
         )
         self._pos_cache: _BoundedCache[tuple[str, str], dict[int, set[int]]] = _BoundedCache(
@@ -340,46 +357,63 @@ class BundleSearcher:
             found = self._lengths[field] = (lengths, avg or 1.0)
         return found
 
-    def _postings(self, field: str, term: str) -> Postings:
-        """Chunk numbers and BM25 impacts of ``term`` in ``field`` (read once, then cached)."""
-        key = (field, term)
-        found = self._cache.get(key)
+    def _postings(self, term: str) -> Postings:
+        """Chunk numbers and BM25F impacts of ``term`` over every field (read once, then cached).
+
+        True BM25F: each field's term frequency is length-normalised (``FIELD_B``) and weighted
+        (``FIELD_WEIGHTS``) before one saturation (``K1``) per chunk, so a word in the title and in
+        the body counts once, more than either alone but never as two separate matches. The idf
+        comes from the chunks holding the term in any field.
+        """
+        found = self._cache.get(term)
         if found is not None:
             return found
         self._check()
         with self._lock:
-            found = self._cache.get(key)
+            found = self._cache.get(term)
             if found is not None:
                 return found
             reader = self._reader()
-            ids: array[int] = array("I")
-            tfs: array[float] = array("f")
+            acc: dict[int, float] = {}
+            title: tuple[array[int], array[float]] | None = None
             btext = term.encode("utf-8")
-            try:  # one term lookup: asking "in" first would look the term up twice
-                matcher = reader.postings(field, btext)
-            except TermNotFound:
-                matcher = None
-            if matcher is not None:
+            for field, weight in FIELD_WEIGHTS.items():
+                try:  # one term lookup: asking "in" first would look the term up twice
+                    matcher = reader.postings(field, btext)
+                except TermNotFound:
+                    continue
+                ids: array[int] = array("I")
+                tfs: array[float] = array("f")
                 _read_postings(matcher, ids, tfs, self._check)
+                if field == "title":
+                    title = (ids, tfs)
+                lengths, avg = self._field_lengths(reader, field)
+                b = FIELD_B[field]
+                base = (1.0 - b) / weight
+                slope = b / (avg * weight)
+                get = acc.get
+                for i, tf in zip(ids, tfs, strict=True):
+                    acc[i] = get(i, 0.0) + tf / (base + slope * lengths[i])
             n = max(self._chunk_count, 1)
-            df = len(ids)
+            df = len(acc)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            lengths, avg = self._field_lengths(reader, field)
-            b = _B[field]
-            # BM25: idf * tf * (K1 + 1) / (tf + K1 * (1 - b + b * len / avg)), folded into constants.
-            top = idf * (_K1 + 1.0)
-            base = _K1 * (1.0 - b)
-            slope = _K1 * b / avg
-            impacts = array(
-                "f", [top * tf / (tf + base + slope * lengths[i]) for i, tf in zip(ids, tfs, strict=True)]
-            )
-            found = (ids, impacts)
-            self._cache.put(key, found, _ENTRY_BYTES + 8 * len(ids) + 2 * len(term))
+            top = idf * (K1 + 1.0)
+            order = sorted(acc)
+            chunk_ids = array("I", order)
+            final = {i: top * x / (x + K1) for i, x in acc.items()}
+            if title is not None and TITLE_BONUS:
+                tdf = len(title[0])
+                tidf = TITLE_BONUS * math.log(1.0 + (n - tdf + 0.5) / (tdf + 0.5))
+                for i in title[0]:
+                    final[i] += tidf
+            impacts = array("f", [final[i] for i in order])
+            found = (chunk_ids, impacts)
+            self._cache.put(term, found, _ENTRY_BYTES + 8 * df + 2 * len(term))
         return found
 
     def _doc_frequency(self, field: str, term: str) -> int:
         """How many chunks hold ``term`` in ``field``, from the term dictionary (no posting list read)."""
-        cached = self._cache.get((field, term))
+        cached = self._cache.get(term)
         if cached is not None:
             return len(cached[0])
         self._check()
@@ -391,69 +425,61 @@ class BundleSearcher:
 
     # -- scoring -------------------------------------------------------------------------------
 
-    def _score_all(self, field: str, terms: tuple[str, ...], boost: float, out: dict[int, float]) -> None:
-        """Add to ``out`` the score of chunks holding every one of ``terms`` in ``field``."""
-        lists = [self._postings(field, t) for t in terms]
+    def _score_all(self, terms: tuple[str, ...], weight: float, out: dict[int, float]) -> None:
+        """Add to ``out`` ``weight`` times the summed impacts of chunks holding every one of ``terms``."""
+        lists = [self._postings(t) for t in terms]
         self._check()
+        get = out.get
         if len(lists) == 1:
             ids, imps = lists[0]
-            get = out.get
             for i, v in zip(ids, imps, strict=True):
-                out[i] = get(i, 0.0) + boost * v
+                out[i] = get(i, 0.0) + weight * v
             return
         lists.sort(key=lambda p: len(p[0]))
-        common: dict[int, float] = {i: boost * v for i, v in zip(*lists[0], strict=True)}
+        common: dict[int, float] = dict(zip(*lists[0], strict=True))
         for ids, imps in lists[1:]:
-            common = {i: common[i] + boost * v for i, v in zip(ids, imps, strict=True) if i in common}
+            common = {i: common[i] + v for i, v in zip(ids, imps, strict=True) if i in common}
             if not common:
                 return
-        get = out.get
         for i, v in common.items():
-            out[i] = get(i, 0.0) + v
+            out[i] = get(i, 0.0) + weight * v
 
-    def _cjk_scores(self, word: _Word) -> dict[int, float]:
-        """A CJK run's bigrams ORed, each chunk's sum scaled by the share of the run's bigrams it holds.
+    def _cjk_scores(self, word: _Word, coordinate: bool) -> dict[int, float]:
+        """A CJK run's bigrams ORed, each scoring its share of the word (the mean of the bigrams).
 
-        Chinese and Japanese questions have no spaces, so a "word" is often a whole clause (median 5
-        and 8 bigrams): requiring every bigram in one chunk matched nothing for most of them. This is
-        Lucene-classic coordination with exponent 1, chosen before measuring. Each bigram scores its
-        share of the word (the mean, as before), so a long common run does not outweigh a short rare one.
+        With ``coordinate`` (``balanced`` and ``precise``) each chunk's sum is scaled by the share of
+        the run's bigrams it holds. Chinese and Japanese questions have no spaces, so a "word" is often
+        a whole clause (median 5 and 8 bigrams): requiring every bigram in one chunk matched nothing
+        for most of them. This is Lucene-classic coordination with exponent 1, chosen before measuring.
+        The mean keeps a long common run (컴포넌트: 3 bigrams) from outweighing a short rare one (지연).
         """
         n = len(word.terms)
         out: dict[int, float] = {}
         held: dict[int, int] = {}
+        share = 1.0 / (n if _is_hangul(word.terms[0]) else n**CJK_SHARE)
         for term in word.terms:
-            found: set[int] = set()
-            for field, boost in FIELD_BOOSTS.items():
-                ids, imps = self._postings(field, term)
-                self._check()
-                share = boost / n
-                get = out.get
-                for i, v in zip(ids, imps, strict=True):
-                    out[i] = get(i, 0.0) + share * v
-                found.update(ids)
-            for i in found:
-                held[i] = held.get(i, 0) + 1
+            ids, imps = self._postings(term)
+            self._check()
+            get = out.get
+            hget = held.get
+            for i, v in zip(ids, imps, strict=True):
+                out[i] = get(i, 0.0) + share * v
+                held[i] = hget(i, 0) + 1
+        if not coordinate:
+            return out
         return {i: v * held[i] / n for i, v in out.items()}
 
     def _word_scores(self, word: _Word, mode: Mode) -> dict[int, float]:
-        if word.kind == "cjk" and mode != "broad":
-            return self._cjk_scores(word)
+        if word.kind == "cjk":
+            return self._cjk_scores(word, coordinate=mode != "broad")
         out: dict[int, float] = {}
-        for field, boost in FIELD_BOOSTS.items():
-            if word.kind == "plain":
-                self._score_all(field, word.terms, boost, out)
-                for syn in self._synonyms.get(word.terms[0], []):
-                    self._score_all(field, syn, boost, out)
-            elif word.kind == "ident":
-                self._score_all(field, word.terms[:1], boost * _WHOLE_BOOST, out)
-                self._score_all(field, word.terms[1:], boost * _PART_BOOST, out)
-            else:
-                # broad: a CJK word scores the mean of its bigrams, any of them matching (a long common
-                # word, 컴포넌트: 3 bigrams, must not outweigh a short rare one, 지연: 1 bigram).
-                share = boost / len(word.terms)
-                for t in word.terms:
-                    self._score_all(field, (t,), share, out)
+        if word.kind == "plain":
+            self._score_all(word.terms, 1.0, out)
+            for syn in self._synonyms.get(word.terms[0], []):
+                self._score_all(syn, 1.0, out)
+        else:
+            self._score_all(word.terms[:1], _WHOLE_BOOST, out)
+            self._score_all(word.terms[1:], _PART_BOOST, out)
         return out
 
     def _positions(self, field: str, term: str) -> dict[int, set[int]]:
@@ -494,25 +520,30 @@ class BundleSearcher:
         if len(terms) == 1:
             return self._word_scores(_Word(text, terms, "plain"), "balanced")
         gaps = [b - a for a, b in itertools.pairwise(positions)]
-        out: dict[int, float] = {}
-        for field, boost in FIELD_BOOSTS.items():
-            if field == "code":  # indexed without positions
-                continue
-            candidates: dict[int, float] = {}
-            self._score_all(field, terms, boost, candidates)
-            if not candidates:
-                continue
+        matched: set[int] = set()
+        for field in PHRASE_FIELDS:
             pos_lists = [self._positions(field, t) for t in terms]
+            if any(not p for p in pos_lists):
+                continue
             rest = pos_lists[1:]
             tried = 0
-            for docnum, score in candidates.items():
-                for start in pos_lists[0].get(docnum, ()):
+            for docnum in min(pos_lists, key=len):
+                if docnum in matched or any(docnum not in p for p in pos_lists):
+                    continue
+                for start in pos_lists[0][docnum]:
                     tried += 1
                     if tried % 256 == 0:  # a start can cost a step per phrase word
                         self._check()
                     if _follows(start, docnum, rest, gaps):
-                        out[docnum] = out.get(docnum, 0.0) + score
+                        matched.add(docnum)
                         break
+        if not matched:
+            return {}
+        out = dict.fromkeys(matched, 0.0)
+        for t in terms:
+            for i, v in zip(*self._postings(t), strict=True):
+                if i in out:
+                    out[i] += v
         return out
 
     def _locate(self, docnum: int) -> tuple[int, int]:
@@ -606,7 +637,7 @@ class BundleSearcher:
             total = {i: v for i, v in total.items() if matched[i] == n}
         elif mode == "balanced" and n > 1:
             # Reward chunks that match more of the words (whoosh's OrGroup.factory(0.9) in spirit).
-            total = {i: v * (1.0 + 0.9 * (matched[i] - 1) / (n - 1)) for i, v in total.items()}
+            total = {i: v * (1.0 + COORDINATION * (matched[i] - 1) / (n - 1)) for i, v in total.items()}
         scored = []
         for docnum, score in total.items():
             doc, chunk = self._locate(docnum)
