@@ -9,10 +9,12 @@ It replaces the MCP SDK's ``stdio_server`` for three reasons:
   ``jsonrpc.envelope_problem``), and a line longer than ``MAX_LINE_BYTES``, with an invalid-request
   error (-32600, one short line, with the request's ``id`` when it has one). The server then reads
   the next line. (The SDK's transport answered none of these.)
-- **The server exits when its client does.** When stdin reaches end of file, or the parent process
-  dies (checked every ``PARENT_POLL_SECONDS``), requests still running get ``DRAIN_SECONDS`` to
-  finish; then they are cancelled (which cancels their worker threads' tokens, see ``mcp.tools``) and
-  ``serve_stdio`` returns. ``exit_when_threads_linger`` then gives worker threads the same drain
+- **The server exits when its client does, after answering what it read.** When stdin reaches end of
+  file, the parent process dies (checked every ``PARENT_POLL_SECONDS``) or SIGTERM arrives, the
+  requests already read get ``DRAIN_SECONDS`` to be answered (so ``printf '<init>\\n<initialized>\\n
+  <call>\\n' | docbundle serve`` answers the call: the SDK's loop cancels running requests when its
+  input ends, so that input is closed only once nothing runs); the rest are then cancelled (which
+  cancels their worker threads' tokens, see ``mcp.tools``) and ``serve_stdio`` returns. ``exit_when_threads_linger`` then gives worker threads the same drain
   time and ends the process even if one is still running, so nothing keeps an orphaned server alive.
 - **stdout belongs to the protocol.** File descriptor 1 is pointed at stderr while serving (so a stray
   ``print`` cannot corrupt the stream) and replies go through a private duplicate; logs go to stderr.
@@ -24,6 +26,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -158,6 +161,11 @@ class _Session:
         self.to_client, self.from_server = anyio.create_memory_object_stream(0)
         self.client_gone = anyio.Event()
         self.served = anyio.Event()
+        # Requests handed to the server and not answered yet (by id), and an event set when none are.
+        self.running: set[str | int] = set()
+        self.idle = anyio.Event()
+        self.idle.set()
+        self.out_broken = False
         self.write_lock = anyio.Lock()
         self.out = os.fdopen(out_fd, "wb", buffering=0, closefd=False)
 
@@ -176,17 +184,27 @@ class _Session:
             tg.start_soon(self.serve)
             tg.start_soon(self.pump_out)
             tg.start_soon(self.watch_parent, os.getppid())
+            if threading.current_thread() is threading.main_thread():
+                tg.start_soon(self.watch_sigterm)
             reader.start()
             with anyio.CancelScope() as waiting:
                 tg.start_soon(_cancel_when, self.served, waiting)
                 await self.client_gone.wait()
-            self.to_server.close()  # end of input: the server loop ends once running requests are done
-            with anyio.move_on_after(DRAIN_SECONDS):
+            # The drain: the SDK cancels every running request when its input ends, so the input stays
+            # open until the requests already read are answered (or the time is up). A client that
+            # pipes its requests and closes stdin gets its answers; one whose stdout is closed cannot.
+            with anyio.move_on_after(DRAIN_SECONDS) as draining:
+                if not self.out_broken:
+                    await self.idle.wait()
+                self.to_server.close()  # end of input: the server loop ends
                 await self.served.wait()
-            if not self.served.is_set():
+            if draining.cancelled_caught:
                 log.warning(
                     "requests still running %.1f s after the client left: cancelling them", DRAIN_SECONDS
                 )
+                self.to_server.close()
+                with anyio.move_on_after(DRAIN_SECONDS):  # cancelled requests end at their next check
+                    await self.served.wait()
             tg.cancel_scope.cancel()
 
     async def serve(self) -> None:
@@ -209,13 +227,15 @@ class _Session:
 
     async def emit(self, data: bytes) -> None:
         """Write one line; a closed stdout means the client is gone."""
-        if self.client_gone.is_set() and self.served.is_set():
+        if self.out_broken or (self.client_gone.is_set() and self.served.is_set()):
             return
         async with self.write_lock:
             try:
                 await anyio.to_thread.run_sync(self.write_all, data, abandon_on_cancel=True)
             except (BrokenPipeError, ConnectionResetError, OSError) as exc:
                 log.info("stdout closed (%s): the client is gone", type(exc).__name__)
+                self.out_broken = True  # nothing more can be answered: no drain either
+                self.idle.set()
                 self.client_gone.set()
 
     async def pump_out(self) -> None:
@@ -224,6 +244,19 @@ class _Session:
             async for message in self.from_server:
                 text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await self.emit(text.encode("utf-8", "backslashreplace") + b"\n")
+                if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
+                    self.finished(message.message.id)
+
+    def started(self, request_id: str | int) -> None:
+        """A request went to the server: it is running until answered."""
+        self.running.add(request_id)
+        self.idle = anyio.Event()
+
+    def finished(self, request_id: Any) -> None:
+        """A request was answered (or cancelled by its client, which then expects no answer)."""
+        self.running.discard(request_id)
+        if not self.running:
+            self.idle.set()
 
     # -- in: lines from the reader thread, and the parent watch -------------------------------------
 
@@ -257,10 +290,29 @@ class _Session:
         elif isinstance(item, bytes):
             await self.emit(item)
         elif not self.client_gone.is_set():
+            message = item.message
+            if isinstance(message, types.JSONRPCRequest):
+                self.started(message.id)
+            elif (
+                isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled"
+            ):
+                params = message.params or {}
+                self.finished(params.get("requestId"))
             try:
                 await self.to_server.send(item)
             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self.client_gone.set()
+
+    async def watch_sigterm(self) -> None:
+        """SIGTERM ends serving as the end of stdin does: running requests drain, then the process exits.
+
+        A second SIGTERM during the drain ends the process at once (the default handler is back).
+        """
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                log.warning("SIGTERM: answering the requests already read, then exiting")
+                self.client_gone.set()
+                return
 
     async def watch_parent(self, parent: int) -> None:
         """The client is gone when the process that started the server is."""

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+import signal
 import socket
+from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import uvicorn
 
     from .app import HttpApp
+
+
+# How long requests in flight may run after SIGTERM or SIGINT before the server exits anyway.
+SHUTDOWN_SECONDS = 10
+
+log = logging.getLogger("docbundle.http")
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -29,8 +38,25 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def http_server(app: HttpApp, *, log_level: str = "info") -> uvicorn.Server:
-    """A uvicorn server for ``app``; run it with ``.run(sockets=[bind_socket(...)])``."""
+    """A uvicorn server for ``app``; run it with ``.run(sockets=[bind_socket(...)])``.
+
+    On SIGTERM or SIGINT it stops accepting connections, lets the requests in flight finish (up to
+    ``SHUTDOWN_SECONDS``; a second signal cuts that short) and returns: exit code 0 for a supervisor's
+    stop (uvicorn would raise SIGTERM again after its graceful shutdown, and the process would end
+    killed by it).
+    """
     import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if sig != signal.SIGTERM:
+                super().handle_exit(sig, frame)
+                return
+            if self.should_exit:
+                self.force_exit = True  # a second SIGTERM: stop waiting for requests in flight
+            else:
+                log.warning("SIGTERM: finishing the requests in flight, then exiting")
+            self.should_exit = True
 
     trusted = list(app.options.trusted_proxies)
     config = uvicorn.Config(
@@ -45,6 +71,6 @@ def http_server(app: HttpApp, *, log_level: str = "info") -> uvicorn.Server:
         log_config=None,  # the JSON logging configured by the CLI stays in charge
         server_header=False,
         # A stuck client must not hold shutdown (systemctl stop, docker stop) for ever.
-        timeout_graceful_shutdown=10,
+        timeout_graceful_shutdown=SHUTDOWN_SECONDS,
     )
-    return uvicorn.Server(config)
+    return Server(config)
