@@ -121,6 +121,7 @@ def bench(session: nox.Session) -> None:
     nox -s bench                       crawl + build, search quality, server latency/memory, HTTP load
     nox -s bench -- crawl ko zh ja     only crawl + build, of the corpora named
     nox -s bench -- quality|serve|http only that benchmark
+    nox -s bench -- long               warm latency of 7-9 word questions on large-en (issue 12's target)
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
@@ -147,6 +148,8 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/quality.py", *common, "--compare-plain")
     if which in ("all", "serve"):
         session.run("python", "benchmarks/serve_bench.py", *common)
+    if which in ("all", "long"):
+        session.run("python", "benchmarks/long_questions.py", *common)
     sets = ["--sets", *names] if names else []
     if which == "html-candidates":  # measured only, never project dependencies (docs/html.md)
         session.install(*HTML_CANDIDATES)

@@ -295,6 +295,13 @@ class BundleSearcher:
                 w = min(w, weights.get("optional", 1.0))
             self._doc_weight.append(w)
         self._chunk_count = total
+        # Each chunk's document weight, or None when every document weighs 1 (the usual case).
+        self._chunk_weight: array[float] | None = None
+        if any(w != 1.0 for w in self._doc_weight):
+            self._chunk_weight = array("d", bytes(8 * total))
+            ends = [*self._starts[1:], total]
+            for start, end, dw in zip(self._starts, ends, self._doc_weight, strict=True):
+                self._chunk_weight[start:end] = array("d", [dw]) * (end - start)
         self._synonyms: dict[str, list[tuple[str, ...]]] = {}
         for group in settings.synonyms:
             forms = [tuple(t for t, _, _, _ in iter_terms(s)) for s in group]
@@ -474,8 +481,11 @@ class BundleSearcher:
             return self._cjk_scores(word, coordinate=mode != "broad")
         out: dict[int, float] = {}
         if word.kind == "plain":
+            synonyms = self._synonyms.get(word.terms[0], [])
+            if not synonyms and len(word.terms) == 1:
+                return dict(zip(*self._postings(word.terms[0]), strict=True))  # the common case, at C speed
             self._score_all(word.terms, 1.0, out)
-            for syn in self._synonyms.get(word.terms[0], []):
+            for syn in synonyms:
                 self._score_all(syn, 1.0, out)
         else:
             self._score_all(word.terms[:1], _WHOLE_BOOST, out)
@@ -626,23 +636,35 @@ class BundleSearcher:
         clauses = [c for c in clauses if c] if mode != "precise" else clauses
         if not clauses or limit < 1:
             return SearchOutcome([], terms, dropped, stopped)
-        total: dict[int, float] = {}
-        matched: dict[int, int] = {}
-        for c in clauses:
-            for i, v in c.items():
-                total[i] = total.get(i, 0.0) + v
-                matched[i] = matched.get(i, 0) + 1
         n = len(clauses)
-        if mode == "precise":
-            total = {i: v for i, v in total.items() if matched[i] == n}
-        elif mode == "balanced" and n > 1:
-            # Reward chunks that match more of the words (whoosh's OrGroup.factory(0.9) in spirit).
-            total = {i: v * (1.0 + COORDINATION * (matched[i] - 1) / (n - 1)) for i, v in total.items()}
-        scored = []
-        for docnum, score in total.items():
-            doc, chunk = self._locate(docnum)
-            scored.append((score * self._doc_weight[doc], doc, chunk))
-        pool = heapq.nsmallest(max(50, limit * 8), scored, key=lambda h: (-h[0], h[1], h[2]))
+        total = dict(clauses[0])
+        if n > 1:
+            matched = dict.fromkeys(total, 1)
+            for c in clauses[1:]:
+                tget = total.get
+                mget = matched.get
+                for i, v in c.items():
+                    total[i] = tget(i, 0.0) + v
+                    matched[i] = mget(i, 0) + 1
+            if mode == "precise":
+                total = {i: v for i, v in total.items() if matched[i] == n}
+            elif mode == "balanced":
+                # Reward chunks that match more of the words (whoosh's OrGroup.factory(0.9) in spirit).
+                factor = [1.0 + COORDINATION * (m - 1) / (n - 1) for m in range(n + 1)]
+                total = {i: v * factor[matched[i]] for i, v in total.items()}
+        weight = self._chunk_weight
+        if weight is not None:
+            total = {i: v * weight[i] for i, v in total.items()}
+        # The best max(50, 8 * limit) chunks, best first, ties by chunk order: a threshold from the
+        # scores alone, then a sort of the few above it (not a sort key for every candidate).
+        size = max(50, limit * 8)
+        if len(total) > size:
+            floor = heapq.nlargest(size, total.values())[-1]
+            best = [(-v, i) for i, v in total.items() if v >= floor]
+        else:
+            best = [(-v, i) for i, v in total.items()]
+        best.sort()
+        pool = [(-v, *self._locate(i)) for v, i in best[:size]]
         hits: list[Hit] = []
         per: dict[int, int] = {}
         for score, doc, chunk in pool:
