@@ -31,7 +31,8 @@ found.
 
 ``nightly``: the nightly release job for one shard of the catalogue (see ``release/nightly.py``). 0 every
 library built or unchanged and passed its checks; 1 a library failed or regressed; 2 a configuration
-error. ``--shards N`` prints the CI matrix, ``--merge DIR ...`` merges the shards' release folders.
+error. ``--shards N`` prints the CI matrix, ``--merge DIR ...`` merges the shards' release folders,
+``--roll DIR --previous FILE`` updates the rolling release (``bundles-latest``) that ``docbundle pull`` reads.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
-from docbundle.bundle.release import merge, package
+from docbundle.bundle.release import merge, package, roll
 
 from . import add
 from .config import load_config
@@ -505,6 +506,15 @@ def _nightly_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--merge", type=Path, nargs="+", metavar="DIR", help="merge shard dist folders into --dist"
     )
+    ap.add_argument(
+        "--roll",
+        type=Path,
+        metavar="DIR",
+        help="update the rolling release: DIR's bundles replace those of --previous; written to --dist",
+    )
+    ap.add_argument(
+        "--previous", type=Path, metavar="FILE", help="with --roll: the rolling release's index.json"
+    )
 
 
 @command(
@@ -518,6 +528,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     try:
         if args.shards:
             print(json.dumps(nightly.shards(args.config, args.shards)))
+            return EXIT_OK
+        if args.roll:
+            rolled = roll(args.previous, args.roll, args.dist)
+            print(f"nightly: {len(rolled)} bundle(s) in the rolling release {args.dist}")
             return EXIT_OK
         if args.merge:
             merged = merge(args.merge, args.dist)

@@ -133,6 +133,29 @@ def merge(dists: list[Path], out_dir: Path) -> list[PackagedBundle]:
     return entries
 
 
+def roll(previous_index: Path | None, new_dir: Path, out_dir: Path) -> list[PackagedBundle]:
+    """The rolling release (``bundles-latest``): the newest published bundle of every library version.
+
+    ``previous_index`` is the rolling release's ``index.json`` (None or a missing file on the first run),
+    ``new_dir`` tonight's release folder (written by ``package`` or ``merge``). Its entries replace the
+    previous ones of the same library version; its archives are copied into ``out_dir``, each checked
+    against its sha256, and ``SHA256SUMS`` and ``index.json`` there list every entry, the ones kept from
+    before included (their archives are already in the rolling release and are not copied).
+    """
+    kept: dict[tuple[str, str], PackagedBundle] = {}
+    if previous_index is not None and previous_index.is_file():
+        index = json.loads(previous_index.read_text(encoding="utf-8"))
+        for raw in index["bundles"]:
+            entry = msgspec.convert(raw, PackagedBundle)
+            kept[(entry.library, entry.version)] = entry
+    new = merge([new_dir], out_dir)
+    for entry in new:
+        kept[(entry.library, entry.version)] = entry
+    entries = sorted(kept.values(), key=lambda e: e.archive)
+    _write_catalogue(out_dir, entries)
+    return entries
+
+
 def render_sums(digests: dict[str, str]) -> str:
     """``SHA256SUMS`` text (``sha256sum`` format: ``<hex>  <name>``), sorted by name."""
     return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests))

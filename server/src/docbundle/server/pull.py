@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from urllib.request import OpenerDirector
 
 ENV_RELEASES = "DOCBUNDLE_RELEASES"
+ROLLING_TAG = "bundles-latest"  # the release the nightly job keeps up to date (docs/releases.md)
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_SUMS_BYTES = 4 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024**3
@@ -71,9 +72,31 @@ def parse_spec(text: str) -> Spec:
     return Spec(library, version)
 
 
+def default_release() -> str | None:
+    """The project's rolling release: ``<Homepage>/releases/download/bundles-latest/`` of this package.
+
+    The nightly job keeps that release holding every library version's newest bundle. The address comes
+    from the installed distribution's metadata (``[project.urls]`` in ``server/pyproject.toml``), so a
+    fork that publishes its own distribution pulls from its own releases. None when it is not a GitHub
+    project.
+    """
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        urls = metadata("docbundle-server").get_all("Project-URL") or []
+    except PackageNotFoundError:
+        return None
+    for line in urls:
+        label, _, url = line.partition(",")
+        url = url.strip().rstrip("/")
+        if label.strip().lower() == "homepage" and re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
+            return f"{url}/releases/download/{ROLLING_TAG}/"
+    return None
+
+
 def release_base(given: str | None) -> str:
-    """The release folder's URL, ending in ``/``: ``--from``, else ``$DOCBUNDLE_RELEASES``."""
-    url = (given or os.environ.get(ENV_RELEASES) or "").strip()
+    """The release folder's URL, ending in ``/``: ``--from``, else ``$DOCBUNDLE_RELEASES``, else the default."""
+    url = (given or os.environ.get(ENV_RELEASES) or default_release() or "").strip()
     if not url:
         raise PullError(
             "no release to pull from: pass --from URL (the folder of a release that holds index.json, "

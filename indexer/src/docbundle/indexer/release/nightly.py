@@ -11,7 +11,9 @@ left out and makes the exit status 1, while the others are still packaged.
 
 ``--shards N`` prints the catalogue split into N groups as a JSON list (the CI matrix, ``shards``) and
 exits; ``--merge DIR ...`` merges the shards' ``--dist`` folders into ``--dist`` (the release,
-``docbundle.bundle.release.merge``) and exits. The command's arguments and output are in ``cli.py``.
+``docbundle.bundle.release.merge``) and exits; ``--roll DIR --previous FILE`` writes the rolling release
+(every library version's newest bundle, ``docbundle.bundle.release.roll``) into ``--dist`` and exits.
+The command's arguments and output are in ``cli.py``.
 """
 
 from __future__ import annotations

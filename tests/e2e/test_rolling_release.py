@@ -1,0 +1,94 @@
+"""The rolling release ``bundles-latest``: ``docbundle-index nightly --roll`` writes it, ``docbundle pull``
+reads it by default (``--from``, else ``$DOCBUNDLE_RELEASES``, else the project's own)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import msgspec
+import pytest
+from docbundle.bundle.layout import read_current
+from docbundle.bundle.release import INDEX, SUMS, PackagedBundle
+from docbundle.server import pull as pull_module
+from docbundle.server.errors import PullError
+from docbundle.server.pull import parse_spec, pull, release_base
+from docsite import index_cli
+from sitesrv import Site
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "bundle" / "golden" / "v1"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A release folder written by ``docbundle-index package`` from the golden bundle."""
+    base = tmp_path_factory.mktemp("release")
+    build_id = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]
+    shutil.copytree(GOLDEN, base / "built" / "golden" / "latest" / build_id)
+    (base / "built" / "golden" / "latest" / "CURRENT").write_text(build_id + "\n")
+    r = index_cli("package", str(base / "built"), "--out", str(base / "dist"))
+    assert r.returncode == 0, r.stderr
+    return base / "dist"
+
+
+def _entry(release: Path) -> PackagedBundle:
+    (raw,) = json.loads((release / INDEX).read_text())["bundles"]
+    return msgspec.convert(raw, PackagedBundle)
+
+
+def test_the_default_release_is_the_projects_rolling_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--from, else $DOCBUNDLE_RELEASES, else bundles-latest of the project's Homepage (package metadata)."""
+    home = tomllib.loads((ROOT / "server" / "pyproject.toml").read_text())["project"]["urls"]["Homepage"]
+    monkeypatch.delenv("DOCBUNDLE_RELEASES", raising=False)
+    assert release_base(None) == f"{home}/releases/download/bundles-latest/"
+    monkeypatch.setenv("DOCBUNDLE_RELEASES", "https://mirror.example/rel/index.json")
+    assert release_base(None) == "https://mirror.example/rel/"
+    assert release_base("http://127.0.0.1:1/x") == "http://127.0.0.1:1/x/"
+    monkeypatch.delenv("DOCBUNDLE_RELEASES")
+    monkeypatch.setattr(pull_module, "default_release", lambda: None)
+    with pytest.raises(PullError, match=r"no release to pull from: pass --from URL"):
+        release_base(None)
+
+
+def test_the_rolling_release_keeps_every_librarys_newest_bundle(
+    site: Site, release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nightly --roll: tonight's bundles replace the same library versions; the others stay listed."""
+    entry = _entry(release)
+    old_golden = msgspec.structs.replace(
+        entry, build_id="20250101-" + "b" * 12, built_at="2025-01-01T00:00:00Z"
+    )
+    old_golden = msgspec.structs.replace(old_golden, archive=f"golden-latest-{old_golden.build_id}.tar.gz")
+    other = msgspec.structs.replace(entry, library="other", archive=f"other-latest-{entry.build_id}.tar.gz")
+    previous = tmp_path / "previous" / INDEX
+    previous.parent.mkdir()
+    previous.write_text(
+        json.dumps(
+            {
+                "format": "docbundle-release-index",
+                "version": 1,
+                "bundles": msgspec.to_builtins([old_golden, other]),
+            }
+        )
+    )
+    rolling = tmp_path / "rolling"
+    r = index_cli("nightly", "--roll", str(release), "--previous", str(previous), "--dist", str(rolling))
+    assert r.returncode == 0, r.stderr
+    assert "2 bundle(s) in the rolling release" in r.stdout
+    index = json.loads((rolling / INDEX).read_text())
+    assert sorted(b["archive"] for b in index["bundles"]) == [entry.archive, other.archive]
+    assert sorted(p.name for p in rolling.iterdir()) == sorted([entry.archive, INDEX, SUMS])
+    assert (rolling / SUMS).read_text().count("\n") == 2
+
+    first = tmp_path / "first"
+    r = index_cli("nightly", "--roll", str(release), "--previous", str(first / INDEX), "--dist", str(first))
+    assert r.returncode == 0 and "1 bundle(s)" in r.stdout, r.stderr  # the first run: no previous index
+
+    site.serve_dir(rolling, "/bundles-latest")
+    monkeypatch.setenv("DOCBUNDLE_RELEASES", site.url("/bundles-latest/"))
+    done = pull(parse_spec("golden"), release_base(None), tmp_path / "bundles")
+    assert (done.library, done.build_id) == ("golden", entry.build_id)
+    assert read_current(tmp_path / "bundles" / "golden" / "latest") == entry.build_id
