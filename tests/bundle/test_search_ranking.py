@@ -30,6 +30,9 @@ PAGES = {
     "zh/database.md": "# 数据库\n\n如何配置数据库连接。\n",
     "ja/widget.md": "# 決済ウィジェット\n\n決済ウィジェットを連携する方法。\n",
     "extra/appendix.md": "# Appendix\n\nThe useEffect hook appendix, repeated: useEffect useEffect.\n",
+    "guides/controls.md": "# Controls\n\nFind a control by its id with byId in the controller.\n",
+    "guides/cast.md": "# Cast\n\nThe actor's role, the actor's line, the stage's cue, the crew's mark.\n",
+    "zh/hooks.md": "# 副作用\n\n清理函数会在组件卸载时执行，也会在依赖变化后重新执行之前执行。\n",
 }
 LLMS = (
     "# Search fixture\n\n## Guides\n\n"
@@ -75,6 +78,28 @@ def test_identifier_matches_whole_and_by_its_parts(bundle: Bundle, searcher: Bun
     assert _ids(bundle, searcher, "effect")[0] == "guides/effects.md"
     assert _ids(bundle, searcher, "sap.m.Table")[0] == "guides/tables.md"
     assert "guides/tables.md" in _ids(bundle, searcher, "Table")
+
+
+def test_a_dotted_call_finds_the_page_naming_its_member(bundle: Bundle, searcher: BundleSearcher) -> None:
+    # oView.byId: the page writes byId alone; the dotted form's parts (o, view, id; "by" is a stop word)
+    # never meet in one chunk, so only the member's whole form can find it.
+    assert _ids(bundle, searcher, "oView.byId")[:1] == ["guides/controls.md"]
+
+
+def test_possessives_and_negations_leave_no_stray_letters(bundle: Bundle, searcher: BundleSearcher) -> None:
+    # "user's settings" is about users and settings: the 's must not match every possessive.
+    assert "guides/cast.md" not in _ids(bundle, searcher, "the user's settings", mode="broad")
+    assert "guides/cast.md" not in _ids(bundle, searcher, "why doesn't it work", mode="broad")
+    outcome = searcher.search("the actor's line isn't shown")
+    assert "s" not in outcome.terms and "t" not in outcome.terms
+    assert _ids(bundle, searcher, "the actor's line isn't shown")[:1] == ["guides/cast.md"]
+
+
+def test_a_chinese_question_finds_its_page_without_every_bigram(
+    bundle: Bundle, searcher: BundleSearcher
+) -> None:
+    # A whole clause is one CJK run; the page shares most of its bigrams, not all of them.
+    assert _ids(bundle, searcher, "组件卸载的时候清理函数什么时候执行")[:1] == ["zh/hooks.md"]
 
 
 @pytest.mark.parametrize(

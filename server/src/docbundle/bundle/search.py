@@ -102,6 +102,7 @@ QUESTION_WORDS = frozenset(
         "how",
         "what",
         "why",
+        "whi",  # why, as the stemmer leaves it
         "when",
         "where",
         "which",
@@ -139,6 +140,8 @@ QUESTION_WORDS = frozenset(
 )
 _PHRASE_RE = re.compile(r'"([^"]+)"')
 _WHOLE_BOOST = 1.5
+_MEMBER_SPLIT = re.compile(r"\.|::|\(|\)")
+MEMBER_BOOST = 1.0
 _PART_BOOST = 0.5  # parts of an identifier: useEffect must not pull in every use* and *Effect page
 
 
@@ -196,6 +199,9 @@ class _Word:
     text: str
     terms: tuple[str, ...]  # whole form first for identifiers; bigrams in order for CJK
     kind: Literal["plain", "ident", "cjk"]
+    # A dotted identifier's member names that are identifiers themselves (this.byId -> byid): the docs
+    # often write them alone, and the whole dotted form's parts lost their stop words (by).
+    members: tuple[str, ...] = ()
 
 
 def _words(text: str) -> list[_Word]:
@@ -211,7 +217,9 @@ def _words(text: str) -> list[_Word]:
         if current:
             terms = tuple(current)[:MAX_WORD_TERMS]
             kind: Literal["plain", "ident"] = "ident" if len(terms) > 1 else "plain"
-            words.append(_Word(text[start:end], terms, kind))
+            raw = text[start:end]
+            members = _members(raw, terms) if kind == "ident" else ()
+            words.append(_Word(raw, terms, kind, members))
 
     def flush_cjk() -> None:
         # A long run (a whole Chinese sentence is one) becomes words of at most MAX_WORD_TERMS bigrams.
@@ -243,6 +251,34 @@ def _words(text: str) -> list[_Word]:
     flush()
     flush_cjk()
     return words
+
+
+_CANT_RE = re.compile(r"\b(ca|wo|sha)n['\u2019]t\b", re.IGNORECASE)
+_NOT_RE = re.compile(r"n['\u2019]t\b", re.IGNORECASE)
+_CLITIC_RE = re.compile(r"(?<=\w)['\u2019](?:s|d|ll|re|ve|m)\b", re.IGNORECASE)
+
+
+def _contractions(text: str) -> str:
+    """English contractions without their residue: item's -> item, doesn't -> does not (the analyzer
+    would leave the words s and t, which match every chunk that has a possessive)."""
+    if "'" not in text and "\u2019" not in text:
+        return text
+    text = _CANT_RE.sub(
+        lambda m: {"ca": "can", "wo": "will", "sha": "shall"}[m.group(1).lower()] + " not", text
+    )
+    return _CLITIC_RE.sub("", _NOT_RE.sub(" not", text))
+
+
+def _members(raw: str, terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The whole forms of a dotted identifier's members that have parts of their own (not yet in terms)."""
+    if "." not in raw and "::" not in raw:
+        return ()
+    out: dict[str, None] = {}
+    for segment in _MEMBER_SPLIT.split(raw):
+        found = [t for t, _, _, _ in iter_terms(segment)]
+        if len(found) > 1 and found[0] not in terms:  # a compound member: its whole form comes first
+            out.setdefault(found[0], None)
+    return tuple(out)[:MAX_WORD_TERMS]
 
 
 def _unbigram(bigrams: list[str]) -> list[str]:
@@ -489,6 +525,8 @@ class BundleSearcher:
                 self._score_all(syn, 1.0, out)
         else:
             self._score_all(word.terms[:1], _WHOLE_BOOST, out)
+            for member in word.members:
+                self._score_all((member,), MEMBER_BOOST, out)
             self._score_all(word.terms[1:], _PART_BOOST, out)
         return out
 
@@ -589,9 +627,9 @@ class BundleSearcher:
         phrases = [p for p in _PHRASE_RE.findall(text) if p.strip()]
         dropped = [f'"{p}"' for p in phrases[MAX_PHRASES:]]
         phrases = phrases[:MAX_PHRASES]
-        words = _words(_PHRASE_RE.sub(" ", text))
+        words = _words(_contractions(_PHRASE_RE.sub(" ", text)))
         for kw in keywords or []:
-            words.extend(_words(kw[:MAX_KEYWORD_CHARS]))
+            words.extend(_words(_contractions(kw[:MAX_KEYWORD_CHARS])))
         words, ranked_out = self._rank_words(words)
         return words, phrases, ranked_out + dropped
 
