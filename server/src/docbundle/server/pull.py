@@ -2,7 +2,9 @@
 
 A release is a folder served over http(s) holding what ``docbundle-index package`` writes (and the
 nightly job publishes as GitHub release assets): ``index.json`` (the catalogue of archives),
-``SHA256SUMS`` and one ``<libraryId>-<version>-<buildId>.tar.gz`` per bundle. ``pull``:
+``SHA256SUMS`` and one ``<libraryId>-<version>-<buildId>.tar.gz`` per bundle; ``--from URL``, else
+``$DOCBUNDLE_RELEASES``, else the project's rolling release ``bundles-latest`` (``default_release``).
+``pull``:
 
 1. downloads ``index.json`` (at most ``MAX_INDEX_BYTES``) and picks the entry asked for: the version
    named, else the one marked latest, else the only one;
