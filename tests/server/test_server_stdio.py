@@ -56,10 +56,25 @@ def heavy_call(request_id: int) -> dict[str, Any]:
     }
 
 
-def serve(bundles: Path, *, budget: float | None = None) -> subprocess.Popen[bytes]:
+# The CLI with the search time budget raised to argv[1] seconds and the drain after the client leaves
+# cut to half a second, so that the heavy search outlasts the drain however fast the engine gets.
+SHORT_DRAIN = """
+import sys
+import docbundle.server.docs as docs
+import docbundle.server.stdio as stdio
+docs.SEARCH_TIME_BUDGET = float(sys.argv[1])
+stdio.DRAIN_SECONDS = 0.5
+from docbundle.server.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def serve(
+    bundles: Path, *, budget: float | None = None, script: str = LONG_BUDGET
+) -> subprocess.Popen[bytes]:
     """``docbundle serve`` (stdio) on ``bundles``, logging at INFO on stderr."""
     args = ["serve", "--bundles", str(bundles), "--log-level", "info"]
-    cmd = [sys.executable, "-c", LONG_BUDGET, str(budget), *args] if budget else [
+    cmd = [sys.executable, "-c", script, str(budget), *args] if budget else [
         sys.executable, "-m", "docbundle.server", *args
     ]  # fmt: skip
     return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -129,7 +144,7 @@ def test_every_bad_line_gets_an_answer_and_serving_goes_on(golden_root: Path) ->
 
 
 def test_closing_stdin_mid_search_ends_the_server(repeat_root: Path) -> None:
-    proc = serve(repeat_root, budget=600)
+    proc = serve(repeat_root, budget=600, script=SHORT_DRAIN)
     assert proc.stdin is not None and proc.stdout is not None
     send(proc.stdin, INIT)
     assert receive(proc.stdout)["id"] == 1
