@@ -5,7 +5,9 @@ responses: every ``POST /mcp`` stands alone, so no session state grows with the 
 For each request, in this order:
 
 1. ``GET /healthz`` and ``GET /readyz`` answer at once, without a key, and say nothing else;
-2. the ``Host`` and ``Origin`` headers must be allowed (421 / 403: DNS-rebinding protection);
+2. the ``Host`` and ``Origin`` headers must be allowed (421 / 403: DNS-rebinding protection); a
+   browser's CORS preflight (``OPTIONS`` with ``Access-Control-Request-Method``) from an allowed
+   origin is answered here (204), and every answer to an allowed origin carries the CORS headers;
 3. an API key from ``X-API-Key`` or ``Authorization: Bearer`` (401 missing or wrong, 403 revoked or
    expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``. A wrong
    secret is mostly turned away by its key's ``check`` without a scrypt; the scrypts that remain are
@@ -57,7 +59,7 @@ from ..jsonrpc import (
 )
 from ..keys import AuthResult, KeyStore
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
-from .policy import HostPolicy
+from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AuthBudget, RateLimiter, client_key, is_loopback_client
 
 MCP_PATH = "/mcp"
@@ -203,9 +205,18 @@ class HttpApp:
         if not self.policy.host_ok(headers.get("host")):
             await ex.reject(421, "bad_host", "Host header not allowed (see --allowed-host)")
             return
-        if not self.policy.origin_ok(headers.get("origin")):
+        origin = headers.get("origin")
+        if not self.policy.origin_ok(origin):
             await ex.reject(403, "bad_origin", "Origin header not allowed (see --allowed-origin)")
             return
+        if origin is not None:
+            # An allowed browser origin may read every answer, refusals included (CORS).
+            ex.extra_headers = cors_headers(origin)
+            if scope.get("method") == "OPTIONS" and "access-control-request-method" in headers:
+                # A preflight: answered before the key check (browsers send no credentials with it).
+                ex.fields["outcome"] = "preflight"
+                await ex.respond(204, None, preflight_headers())
+                return
         bucket = f"client:{client_key(scope)}"
         limited = self.options.limit_loopback or not is_loopback_client(scope)
         if self.keys is not None:

@@ -63,13 +63,19 @@ class Exchange:
         self.capture = False
         self.complete = False
         self.fields: dict[str, Any] = {}
+        # Added to the response's headers whoever writes it (the CORS headers of an allowed origin).
+        self.extra_headers: list[tuple[bytes, bytes]] = []
 
     async def send(self, message: Message) -> None:
         """Pass a message on, adding X-Request-Id and remembering the status (and a JSON body)."""
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
             message = dict(message)
-            message["headers"] = [*message.get("headers", []), (b"x-request-id", self.request_id.encode())]
+            message["headers"] = [
+                *message.get("headers", []),
+                (b"x-request-id", self.request_id.encode()),
+                *self.extra_headers,
+            ]
         elif message["type"] == "http.response.body":
             chunk = message.get("body", b"")
             self.body_len += len(chunk)
@@ -84,16 +90,17 @@ class Exchange:
         await self._send(message)
 
     async def respond(
-        self, status: int, payload: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+        self, status: int, payload: dict[str, Any] | None, headers: list[tuple[bytes, bytes]] | None = None
     ) -> None:
-        """Send a small JSON response."""
-        body = msgspec.json.encode(payload)
+        """Send a small JSON response (no body at all when ``payload`` is None)."""
+        body = msgspec.json.encode(payload) if payload is not None else b""
+        typed = [(b"content-type", b"application/json")] if payload is not None else []
         await self.send(
             {
                 "type": "http.response.start",
                 "status": status,
                 "headers": [
-                    (b"content-type", b"application/json"),
+                    *typed,
                     (b"content-length", str(len(body)).encode()),
                     (b"cache-control", b"no-store"),
                     *(headers or []),

@@ -1,7 +1,9 @@
-"""Which ``Host`` and ``Origin`` headers the HTTP transport accepts (DNS-rebinding protection).
+"""Which ``Host`` and ``Origin`` headers the HTTP transport accepts (DNS-rebinding protection), and the
+CORS headers an allowed browser origin gets.
 
 ``HostPolicy`` is checked by ``HttpApp`` before anything else and handed to the MCP SDK app as its
-``TransportSecuritySettings``, so both layers check the same explicit lists.
+``TransportSecuritySettings``, so both layers check the same explicit lists. ``cors_headers`` go on
+every answer to an allowed ``Origin``; ``preflight_headers`` on the answer to its preflight.
 """
 
 from __future__ import annotations
@@ -9,6 +11,15 @@ from __future__ import annotations
 from mcp.server.transport_security import TransportSecuritySettings
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+# What a browser client of MCP over streamable HTTP sends and must be able to read. No cookies are
+# involved (keys travel in headers), so credentials are never allowed.
+CORS_METHODS = "GET, POST, DELETE, OPTIONS"
+CORS_REQUEST_HEADERS = (
+    "Content-Type, Accept, Authorization, X-API-Key, Mcp-Session-Id, MCP-Protocol-Version, "
+    "Last-Event-ID, X-Request-Id"
+)
+CORS_EXPOSED_HEADERS = "Mcp-Session-Id, MCP-Protocol-Version, X-Request-Id, Retry-After, WWW-Authenticate"
+CORS_MAX_AGE = 600  # seconds a browser may reuse a preflight answer
 WILDCARD_BINDS = ("0.0.0.0", "::", "")
 
 
@@ -118,3 +129,21 @@ class HostPolicy:
 
 def _is_bare_ipv6(value: str) -> bool:
     return value.count(":") > 1 and not value.startswith("[")
+
+
+def cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
+    """Headers that let a page on ``origin`` (already allowed) read an answer: always that one origin."""
+    return [
+        (b"access-control-allow-origin", origin.strip().encode("latin-1")),
+        (b"access-control-expose-headers", CORS_EXPOSED_HEADERS.encode()),
+        (b"vary", b"Origin"),
+    ]
+
+
+def preflight_headers() -> list[tuple[bytes, bytes]]:
+    """The rest of a preflight's answer: the methods and request headers MCP uses, and for how long."""
+    return [
+        (b"access-control-allow-methods", CORS_METHODS.encode()),
+        (b"access-control-allow-headers", CORS_REQUEST_HEADERS.encode()),
+        (b"access-control-max-age", str(CORS_MAX_AGE).encode()),
+    ]
