@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (stderr)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_serve, _add_search, _add_info, _add_verify, _add_install, _add_keys):
+    for add in (_add_serve, _add_search, _add_info, _add_verify, _add_install, _add_pull, _add_keys):
         add(sub)
     return p
 
@@ -285,6 +285,36 @@ def _add_install(sub: Subparsers) -> None:
     )
 
 
+def _add_pull(sub: Subparsers) -> None:
+    n = sub.add_parser(
+        "pull",
+        help="download a prebuilt bundle from a release and install it",
+        description="Download a library's bundle from a release (index.json, SHA256SUMS, archive) over "
+        "http(s) and install it with the checks of docbundle install. The only command that uses the network.",
+    )
+    n.add_argument("spec", metavar="LIBRARY[@VERSION]", nargs="?", help="e.g. docbundle or docbundle@latest")
+    n.add_argument(
+        "--from",
+        dest="release",
+        metavar="URL",
+        default=None,
+        help="the release folder holding index.json (default: $DOCBUNDLE_RELEASES, else the project's "
+        "rolling release bundles-latest)",
+    )
+    n.add_argument("--list", action="store_true", help="list what the release offers and install nothing")
+    n.add_argument("--json", action="store_true", help="with --list: print the release's entries as JSON")
+    n.add_argument(
+        "--bundles",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="bundles directory (default: $DOCBUNDLE_BUNDLES, else ./bundles)",
+    )
+    n.add_argument(
+        "--lock", type=Path, default=None, metavar="FILE", help="lock file (default: DIR/bundles.lock)"
+    )
+
+
 def _add_keys(sub: Subparsers) -> None:
     k = sub.add_parser(
         "keys",
@@ -349,6 +379,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _keys(args)
         if args.command == "install":
             return _install(args)
+        if args.command == "pull":
+            return _pull(args)
         return _verify(args)
     except LibraryUnavailableError as exc:
         _err(str(exc))
@@ -370,6 +402,41 @@ def _install(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     try:
         done = install(args.archive, bundles, sums=args.sums, lock=args.lock)
+    except InstallError as exc:
+        _err(str(exc))
+        return EXIT_FAILED
+    note = " (already present; CURRENT points at it)" if done.already_present else ""
+    print(
+        f"installed {done.library}@{done.version} build {done.build_id} (content {done.content_hash[:12]}){note}"
+    )
+    print("restart a running server to serve it", file=sys.stderr)
+    return EXIT_OK
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from .errors import InstallError
+    from .pull import parse_spec, pull, read_index, release_base, render_list  # network code only here
+
+    if args.list == (args.spec is not None):
+        _err("give LIBRARY[@VERSION] to install, or --list to see what the release offers")
+        return EXIT_USAGE
+    try:
+        base = release_base(args.release)
+        spec = None if args.list else parse_spec(args.spec)
+    except InstallError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    try:
+        if spec is None:
+            entries = read_index(base)
+            if args.json:
+                import msgspec
+
+                print(json.dumps({"release": base, "bundles": msgspec.to_builtins(entries)}, indent=2))
+            else:
+                sys.stdout.write(render_list(entries))
+            return EXIT_OK
+        done = pull(spec, base, args.bundles or _default_bundles(), lock=args.lock)
     except InstallError as exc:
         _err(str(exc))
         return EXIT_FAILED
