@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 State = Literal["available", "ready", "failed"]
+RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long for requests in flight
 T = TypeVar("T")
 
 
@@ -167,7 +169,7 @@ def _looks_like_version_dir(vdir: Path) -> bool:
 
 
 def _load_version(
-    root: Path, library_id: str, version: str, lock: LockFile | None, leases: list[int]
+    root: Path, library_id: str, version: str, lock: LockFile | None, leases: dict[Path, int]
 ) -> VersionEntry:
     vdir = root / library_id / version
     where = f"{library_id}/{version}"
@@ -187,7 +189,7 @@ def _load_version(
     # The lease keeps builds and prunes from deleting this bundle while the server runs.
     lease = take_lease(bundle)
     if lease is not None:
-        leases.append(lease)
+        leases[bundle] = lease
     try:
         manifest, manifest_sha = _read_manifest(bundle, lease)
     except BundleError as exc:
@@ -265,6 +267,77 @@ def _order(versions: dict[str, VersionEntry], default: str) -> dict[str, Version
     return {default: versions[default], **{v.version: v for v in rest}}
 
 
+def _scan(root: Path, lockfile: LockFile | None) -> tuple[dict[str, LibraryEntry], dict[Path, int]]:
+    """Every library version under ``root`` (CURRENT and manifest read, leases taken), nothing opened."""
+    libraries: dict[str, LibraryEntry] = {}
+    leases: dict[Path, int] = {}
+    for lib_dir in sorted(root.iterdir()):
+        if not lib_dir.is_dir() or not LIBRARY_ID_RE.fullmatch(lib_dir.name):
+            continue
+        versions: dict[str, VersionEntry] = {}
+        for vdir in sorted(lib_dir.iterdir()):
+            if vdir.is_dir() and VERSION_RE.fullmatch(vdir.name) and _looks_like_version_dir(vdir):
+                versions[vdir.name] = _load_version(root, lib_dir.name, vdir.name, lockfile, leases)
+        if not versions:
+            # Not a library directory (the bundles folder also holds config and query files).
+            continue
+        default = _pick_default(versions)
+        libraries[lib_dir.name] = LibraryEntry(lib_dir.name, _order(versions, default), default)
+    return libraries, leases
+
+
+def signature(root: Path) -> tuple[tuple[str, str, str], ...]:
+    """What a reload would change, read cheaply: every ``<library>/<version>/CURRENT`` and its content.
+
+    A new build (CURRENT rewritten), a library or version added or removed all change it; nothing in a
+    bundle is read. A folder that cannot be listed counts as empty.
+    """
+    out: list[tuple[str, str, str]] = []
+    try:
+        lib_dirs = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError:
+        return ()
+    for lib in lib_dirs:
+        if not LIBRARY_ID_RE.fullmatch(lib.name) or not lib.is_dir():
+            continue
+        try:
+            vdirs = sorted(os.scandir(lib.path), key=lambda e: e.name)
+        except OSError:
+            continue
+        for v in vdirs:
+            if not VERSION_RE.fullmatch(v.name) or not v.is_dir():
+                continue
+            try:
+                current = (Path(v.path) / CURRENT).read_text(encoding="utf-8", errors="replace")[:200]
+            except OSError:
+                current = ""
+            out.append((lib.name, v.name, current.strip()))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class CatalogChange:
+    """What a reload changed: libraries added or removed, library versions whose build changed."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    updated: tuple[tuple[str, str], ...] = ()  # (library id, version) now served from another build
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.updated)
+
+    def describe(self) -> str:
+        """One line for the log."""
+        parts = []
+        if self.added:
+            parts.append("added " + ", ".join(self.added))
+        if self.removed:
+            parts.append("removed " + ", ".join(self.removed))
+        if self.updated:
+            parts.append("new build of " + ", ".join(f"{lib}/{v}" for lib, v in self.updated))
+        return "; ".join(parts) or "no change"
+
+
 # -- the catalogue ----------------------------------------------------------------------------------
 
 
@@ -276,39 +349,37 @@ class Catalog:
         root: Path,
         libraries: dict[str, LibraryEntry],
         lock: LockFile | None = None,
-        leases: list[int] | None = None,
+        leases: dict[Path, int] | None = None,
+        *,
+        retire_after: float = RETIRE_AFTER_SECONDS,
     ) -> None:
         self.root = root
-        self._leases = leases or []
+        self._leases = dict(leases or {})
         self.lock = lock
         self._libraries = libraries
-        self._opened: dict[tuple[str, str], OpenedLibrary] = {}
-        self._failed: dict[tuple[str, str], str] = {}
+        # Keyed by (library, version, build id): a request that resolved an entry before a reload
+        # still gets the build it resolved, never its successor.
+        self._opened: dict[tuple[str, str, str], OpenedLibrary] = {}
+        self._failed: dict[tuple[str, str, str], str] = {}
         self._retired: list[OpenedLibrary] = []  # opened, then marked failed: closed at close()
+        # Replaced by a reload: closed (and their leases released) once retire_after seconds have passed,
+        # so requests in flight finish on the build they started with.
+        self._expiring: list[tuple[float, OpenedLibrary | None, int | None]] = []
+        self.retire_after = retire_after
         self._guard = threading.Lock()
-        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._closed = False
+        self._signature = signature(root)
 
     @classmethod
-    def load(cls, root: Path, *, lock: Path | None = None) -> Catalog:
+    def load(
+        cls, root: Path, *, lock: Path | None = None, retire_after: float = RETIRE_AFTER_SECONDS
+    ) -> Catalog:
         """Read every library version's CURRENT and manifest under ``root`` (nothing is opened)."""
         if not root.is_dir():
             raise FileNotFoundError(f"bundles directory {root} does not exist or is not a directory")
         lockfile = LockFile.load(lock) if lock is not None else None
-        libraries: dict[str, LibraryEntry] = {}
-        leases: list[int] = []
-        for lib_dir in sorted(root.iterdir()):
-            if not lib_dir.is_dir() or not LIBRARY_ID_RE.fullmatch(lib_dir.name):
-                continue
-            versions: dict[str, VersionEntry] = {}
-            for vdir in sorted(lib_dir.iterdir()):
-                if vdir.is_dir() and VERSION_RE.fullmatch(vdir.name) and _looks_like_version_dir(vdir):
-                    versions[vdir.name] = _load_version(root, lib_dir.name, vdir.name, lockfile, leases)
-            if not versions:
-                # Not a library directory (the bundles folder also holds config and query files).
-                continue
-            default = _pick_default(versions)
-            libraries[lib_dir.name] = LibraryEntry(lib_dir.name, _order(versions, default), default)
+        libraries, leases = _scan(root, lockfile)
         if lockfile is not None:
             for lib, version in sorted(lockfile.pins):
                 if lib not in libraries or version not in libraries[lib].versions:
@@ -317,7 +388,7 @@ class Catalog:
             for v in lib_entry.versions.values():
                 if v.problem:
                     log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
-        return cls(root, libraries, lockfile, leases)
+        return cls(root, libraries, lockfile, leases, retire_after=retire_after)
 
     # -- lookups ------------------------------------------------------------------------------------
 
@@ -362,7 +433,7 @@ class Catalog:
         """``available`` (not opened yet), ``ready`` (opened and verified) or ``failed`` with the reason."""
         if entry.problem:
             return "failed", entry.problem
-        key = (entry.library_id, entry.version)
+        key = _key(entry)
         if key in self._opened:
             return "ready", None
         if key in self._failed:
@@ -377,7 +448,7 @@ class Catalog:
 
     def open_entry(self, entry: VersionEntry) -> OpenedLibrary:
         """Open the bundle of a catalogue entry once, whatever the number of concurrent callers."""
-        key = (entry.library_id, entry.version)
+        key = _key(entry)
         opened = self._opened.get(key)
         if opened is not None:
             return opened
@@ -407,7 +478,7 @@ class Catalog:
 
         The opened bundle stays open (requests in flight may still hold it) until the catalogue closes.
         """
-        key = (entry.library_id, entry.version)
+        key = _key(entry)
         with self._guard:
             opened = self._opened.pop(key, None)
             if opened is not None:
@@ -416,7 +487,7 @@ class Catalog:
         log.error("%s/%s stopped serving: %s", entry.library_id, entry.version, reason)
 
     @contextmanager
-    def _key_lock(self, key: tuple[str, str]) -> Iterator[None]:
+    def _key_lock(self, key: tuple[str, str, str]) -> Iterator[None]:
         with self._guard:
             lock = self._key_locks.setdefault(key, threading.Lock())
         with lock:
@@ -455,11 +526,137 @@ class Catalog:
             self._closed = True
             opened, self._opened = [*self._opened.values(), *self._retired], {}
             self._retired = []
-            leases, self._leases = self._leases, []
+            leases, self._leases = list(self._leases.values()), {}
+            for _, lib, fd in self._expiring:
+                if lib is not None:
+                    opened.append(lib)
+                if fd is not None:
+                    leases.append(fd)
+            self._expiring = []
         for lib in opened:
             lib.bundle.close()
         for fd in leases:
             os.close(fd)
+
+    # -- live reload --------------------------------------------------------------------------------
+
+    def changed(self) -> bool:
+        """Whether a CURRENT file, a library or a version changed since the last (re)load (cheap)."""
+        return signature(self.root) != self._signature
+
+    def reload(self) -> CatalogChange:
+        """Serve what the bundles folder holds now: new libraries and versions, new builds, removals.
+
+        A version whose build did not change keeps its entry, its opened bundle and its lease. One that
+        now points at another build is served from the new one at the next request; the old one stays
+        open and leased for ``retire_after`` seconds (requests in flight finish on it, and a prune
+        cannot delete its files meanwhile), then is closed. The lock file read at start still applies.
+        """
+        sig = signature(self.root)
+        if self._closed:
+            return CatalogChange()
+        scanned, leases = _scan(self.root, self.lock)
+        now = time.monotonic()
+        extra: list[int] = []
+        with self._guard:
+            if self._closed:
+                extra = list(leases.values())
+                scanned = {}
+            old = self._libraries
+            libraries: dict[str, LibraryEntry] = {}
+            updated: list[tuple[str, str]] = []
+            for lib_id, lib in scanned.items():
+                versions: dict[str, VersionEntry] = {}
+                for name, entry in lib.versions.items():
+                    before = old[lib_id].versions.get(name) if lib_id in old else None
+                    if before is not None and _same(before, entry):
+                        versions[name] = before
+                    else:
+                        versions[name] = entry
+                        if before is not None:
+                            updated.append((lib_id, name))
+                libraries[lib_id] = LibraryEntry(lib_id, versions, lib.default_version)
+            live = {_key(e) for lib in libraries.values() for e in lib.versions.values()}
+            for key in [k for k in self._opened if k not in live]:
+                self._expiring.append((now + self.retire_after, self._opened.pop(key), None))
+            for key in [k for k in self._failed if k not in live]:
+                del self._failed[key]
+            for path, fd in leases.items():
+                if path in self._leases:
+                    extra.append(fd)  # already leased since an earlier (re)load
+                else:
+                    self._leases[path] = fd
+            held = {e.bundle_path for lib in libraries.values() for e in lib.versions.values()}
+            for path in [p for p in self._leases if p not in held]:
+                self._expiring.append((now + self.retire_after, None, self._leases.pop(path)))
+            added = tuple(sorted(set(libraries) - set(old)))
+            removed = tuple(sorted(set(old) - set(libraries)))
+            self._libraries = libraries
+            self._signature = sig
+        for fd in extra:
+            os.close(fd)
+        self.expire()
+        change = CatalogChange(added, removed, tuple(updated))
+        if change:
+            log.info("bundles reloaded: %s", change.describe())
+        return change
+
+    def expire(self, now: float | None = None) -> int:
+        """Close the replaced builds whose grace time is over; returns how many were closed."""
+        now = time.monotonic() if now is None else now
+        with self._guard:
+            due = [item for item in self._expiring if item[0] <= now]
+            self._expiring = [item for item in self._expiring if item[0] > now]
+        for _, lib, fd in due:
+            if lib is not None:
+                lib.bundle.close()
+            if fd is not None:
+                os.close(fd)
+        return len(due)
+
+    def watch(
+        self, interval: float, on_change: Callable[[CatalogChange], None] | None = None
+    ) -> Callable[[], None]:
+        """Check the bundles folder every ``interval`` seconds in a daemon thread and reload on a change.
+
+        ``on_change`` is called (in that thread) with each non-empty change. Returns a function that
+        stops the thread. Errors are logged and the last good catalogue keeps serving.
+        """
+        stop = threading.Event()
+
+        def run() -> None:
+            while not stop.wait(interval):
+                try:
+                    if self.changed():
+                        change = self.reload()
+                        if change and on_change is not None:
+                            on_change(change)
+                    else:
+                        self.expire()
+                except Exception:  # keep watching: a half-written folder is retried next time
+                    log.exception("reloading the bundles folder failed; still serving the previous catalogue")
+
+        thread = threading.Thread(target=run, name="docbundle-reload", daemon=True)
+        thread.start()
+
+        def cancel() -> None:
+            stop.set()
+            thread.join(timeout=5)
+
+        return cancel
+
+
+def _key(entry: VersionEntry) -> tuple[str, str, str]:
+    return (entry.library_id, entry.version, entry.build_id or "")
+
+
+def _same(before: VersionEntry, after: VersionEntry) -> bool:
+    """The same build, read the same way (a problem that appeared or went away counts as a change)."""
+    return (
+        before.bundle_path == after.bundle_path
+        and before.build_id == after.build_id
+        and before.problem == after.problem
+    )
 
 
 def normalize_library_id(library_id: str) -> str:
