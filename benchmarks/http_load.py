@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/http_load.py --bundles ../bench-bundles [--corpora ../shared/corpora]
-                                   [--clients 16] [--seconds 60] [--think-ms 250] [--rate off]
+                                   [--clients 16] [--seconds 60] [--think-ms 250] [--rate off] [--workers 1]
 
 The large-en bundle is built into ``--bundles`` from ``--corpora`` (or ``$DOCBUNDLE_SHARED/corpora``)
 the way ``benchmarks/serve_bench.py`` builds it, and reused when present. A keys file with one API
@@ -22,7 +22,8 @@ closed loop that measures capacity instead). It prints requests/s, latency perce
 count and the server's resident memory at the start and end of the timed window (sampled every
 ``--sample-every`` seconds, split into anonymous and file-backed pages: the document store is
 memory-mapped, so pages read for the first time count as resident), each beside its target, and
-asserts nothing. The clients run in this process: on a small machine they share the CPU with the
+asserts nothing. With ``--workers N`` (N > 1) the server forks N worker processes; the memory figures
+are then the supervisor's alone. The clients run in this process: on a small machine they share the CPU with the
 server.
 """
 
@@ -60,7 +61,9 @@ class Tally:
     warm_errors: int = 0
 
 
-def start_server(bundles: Path, keys: Path, rate: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    bundles: Path, keys: Path, rate: str, log: Path, workers: int = 1
+) -> tuple[subprocess.Popen[bytes], str]:
     """Start the HTTP server as deployed; returns the process and its /mcp URL."""
     cmd = [
         sys.executable,
@@ -77,6 +80,8 @@ def start_server(bundles: Path, keys: Path, rate: str, log: Path) -> tuple[subpr
         str(keys),
         "--rate",
         rate,
+        "--workers",
+        str(workers),
     ]
     fh = log.open("wb")
     # stderr to a file: a pipe nobody drains would block the server once full.
@@ -220,6 +225,7 @@ def main() -> int:
         "--sample-every", type=float, default=10.0, help="seconds between RSS samples (default 10)"
     )
     ap.add_argument("--rate", default="off", help="the server's --rate (default off)")
+    ap.add_argument("--workers", type=int, default=1, help="the server's --workers (default 1)")
     ap.add_argument("--seed", type=int, default=7)
     args = ap.parse_args()
 
@@ -240,7 +246,7 @@ def main() -> int:
         keys_file = Path(tmp) / "keys.toml"
         keys = [create_key(keys_file, f"load client {i}")[1] for i in range(args.clients)]
         log = Path(tmp) / "server.log"
-        proc, url = start_server(args.bundles, keys_file, args.rate, log)
+        proc, url = start_server(args.bundles, keys_file, args.rate, log, args.workers)
         try:
             launch = memory(proc.pid)
             plan = Plan(url, queries, args.clients, args.seconds, args.think_ms / 1000, args.seed)

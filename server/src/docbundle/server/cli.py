@@ -56,6 +56,7 @@ HTTP_ONLY = (
     "max_body_size",
     "body_timeout",
     "trusted_proxy",
+    "workers",
 )
 
 log = logging.getLogger("docbundle.server")
@@ -227,6 +228,13 @@ def _add_http_options(h: argparse._ArgumentGroup) -> None:
         metavar="ADDR",
         help="the IP address or network of a reverse proxy whose X-Forwarded-For names the client; "
         "repeatable (default: none, the TCP peer is the client)",
+    )
+    h.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=None,
+        metavar="N",
+        help="worker processes serving the port (default: 1); they share the rate limits and key-check budgets",
     )
 
 
@@ -527,7 +535,7 @@ def _run_http(
     args: argparse.Namespace, catalog: Catalog, keys: KeyStore | None, handler: logging.Handler
 ) -> int:
     from .http.app import HttpApp
-    from .http.serve import bind_socket, http_server
+    from .http.serve import bind_socket, run_http
     from .mcp.server import create_server
 
     n = len(catalog.library_ids())
@@ -549,8 +557,7 @@ def _run_http(
             "localhost or 127.0.0.1; pass --allowed-host NAME for the name clients use"
         )
     _announce(handler, app, f"http://{shown}:{port}/mcp", n, auth)
-    http_server(app, log_level=args.log_level or "info").run(sockets=[sock])
-    return EXIT_OK
+    return run_http(app, sock, log_level=args.log_level or "info")
 
 
 def _http_options(args: argparse.Namespace) -> HttpOptions:
@@ -567,6 +574,7 @@ def _http_options(args: argparse.Namespace) -> HttpOptions:
         max_body_size=args.max_body_size or DEFAULT_MAX_BODY,
         body_timeout=args.body_timeout or DEFAULT_BODY_TIMEOUT,
         trusted_proxies=tuple(args.trusted_proxy or ()),
+        workers=args.workers or 1,
     )
 
 

@@ -94,6 +94,8 @@ class HttpOptions:
     body_timeout: float = DEFAULT_BODY_TIMEOUT
     # Peers whose X-Forwarded-For is believed: IP addresses or networks (``--trusted-proxy``).
     trusted_proxies: tuple[str, ...] = ()
+    # Processes serving the port (``--workers``); above 1 the budgets live in shared memory.
+    workers: int = 1
 
 
 class HttpApp:
@@ -113,12 +115,13 @@ class HttpApp:
             max_request_body_size=options.max_body_size,
             host=options.host,
         )
-        self.limiter = RateLimiter(options.rate, options.burst) if options.rate else None
+        shared = options.workers > 1  # worker processes forked later share these budgets
+        self.limiter = RateLimiter(options.rate, options.burst, shared=shared) if options.rate else None
         # Keys not proven yet cost a scrypt each: that work is budgeted per client and globally, in two
         # lanes. Secrets that passed their key's check are almost always right: guesses at keys
         # without a check (written before checks existed) cannot crowd them out.
-        self.auth_budget = AuthBudget()
-        self.checked_budget = AuthBudget()
+        self.auth_budget = AuthBudget(shared=shared)
+        self.checked_budget = AuthBudget(shared=shared)
         self._scrypt_slots: anyio.CapacityLimiter | None = None
         # Keys being checked right now (by a digest of the presented string), each with its end.
         self._checking: dict[bytes, anyio.Event] = {}
@@ -127,6 +130,13 @@ class HttpApp:
         self._id_prefix = secrets.token_hex(4)
         self._id_counter = itertools.count(1)
         self.ready = False
+        self.worker: int | None = None  # set in worker processes
+
+    def after_fork(self, worker: int) -> None:
+        """In a worker process just forked (``--workers``): its own request ids, and its number in logs."""
+        self._id_prefix = secrets.token_hex(4)
+        self._id_counter = itertools.count(1)
+        self.worker = worker
 
     def _next_id(self) -> str:
         return f"{self._id_prefix}{next(self._id_counter):08x}"
@@ -452,6 +462,7 @@ class HttpApp:
             "status": ex.status or None,
             "keyId": None,
             "client": client[0] if client else None,
+            **({"worker": self.worker} if self.worker is not None else {}),
             **ex.fields,
             "latencyMs": round((time.perf_counter() - ex.started) * 1000, 2),
         }

@@ -1,10 +1,15 @@
-"""Serving ``HttpApp``: the listening socket, bound before uvicorn starts, and the uvicorn server."""
+"""Serving ``HttpApp``: the listening socket, bound before uvicorn starts, the uvicorn server, and worker
+processes sharing that socket (``docbundle serve --workers N``)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import os
 import signal
 import socket
+import sys
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -74,3 +79,95 @@ def http_server(app: HttpApp, *, log_level: str = "info") -> uvicorn.Server:
         timeout_graceful_shutdown=SHUTDOWN_SECONDS,
     )
     return Server(config)
+
+
+def run_http(app: HttpApp, sock: socket.socket, *, log_level: str = "info") -> int:
+    """Serve ``app`` on ``sock`` until SIGTERM or SIGINT; the exit code (0, or 1 if a worker failed).
+
+    With ``app.options.workers`` above 1, that many processes are forked after start-up, each running
+    uvicorn on the same listening socket (the kernel spreads connections over them), while this
+    process supervises them: SIGTERM or SIGINT is passed on to each (each drains its requests in
+    flight), and a worker that exits by itself stops the others (a supervisor such as systemd restarts
+    the whole server). Workers share the rate limits and key-check budgets (shared memory set up
+    before the fork) and read the keys file each on its own, so a revocation reaches all of them.
+    """
+    workers = app.options.workers
+    if workers <= 1:
+        http_server(app, log_level=log_level).run(sockets=[sock])
+        return 0
+    children: dict[int, int] = {}
+    for n in range(workers):
+        pid = os.fork()
+        if pid == 0:
+            _worker(app, sock, n, log_level)  # never returns
+        children[pid] = n
+    return _supervise(children)
+
+
+def _worker(app: HttpApp, sock: socket.socket, n: int, log_level: str) -> None:
+    """A forked worker: serve until told to stop, then end the process (never return into the CLI)."""
+    code = 1
+    try:
+        # Its own process group: a Ctrl-C in the terminal reaches the supervisor only, which passes
+        # it on once (twice would cut the drain short). It dies with the supervisor.
+        os.setpgid(0, 0)
+        _die_with_parent()
+        app.after_fork(n)
+        http_server(app, log_level=log_level).run(sockets=[sock])
+        code = 0
+    except KeyboardInterrupt:
+        code = 0
+    except BaseException:
+        log.exception("worker %d failed", n)
+    finally:
+        for stream in (sys.stderr, sys.stdout):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent dies (elsewhere: nothing to do)."""
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _supervise(children: dict[int, int]) -> int:
+    """Wait for the workers; pass SIGTERM and SIGINT on as SIGTERM; 1 if one exited by itself."""
+    stopping = False
+    failed = False
+
+    def stop(sig: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        if not stopping:
+            log.warning("%s: stopping %d workers", signal.Signals(sig).name, len(children))
+        stopping = True
+        for pid in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while children:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            n = children.pop(pid, None)
+            if n is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            if not stopping:
+                log.error("worker %d (pid %d) exited with %d: stopping the others", n, pid, code)
+                failed = True
+                stop(signal.SIGTERM, None)
+            elif code != 0:
+                failed = True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 1 if failed else 0
