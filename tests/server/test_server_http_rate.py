@@ -24,6 +24,9 @@ from serverkit import HttpServerProcess
 # As many connections at once as an IDE starting its agents or a conformance suite: each of them is
 # 4 requests, 160 in all, four times the old default burst of 40.
 CONNECTIONS = 40
+# Distinct keys used for the first time at once from one address: more than the key-check budget's
+# burst per address for unproven secrets (AUTH_CLIENT_BURST, 10).
+MANY_KEYS = 24
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
@@ -87,6 +90,30 @@ async def test_a_burst_of_connections_with_one_key_is_not_limited(
         statuses = await burst_of_connections(server.url, {"X-API-Key": secret})
         assert 429 not in statuses and len(statuses) >= 3 * CONNECTIONS, statuses
         assert rate_limited(server) == []
+    assert server.returncode == 0
+
+
+@pytest.mark.anyio
+async def test_first_uses_of_many_keys_at_once_from_one_address_get_in(
+    bundles_root: Path, tmp_path: Path
+) -> None:
+    # Agents started together on one machine, each with its own key (or a proxy in front of them):
+    # every first use costs a scrypt, and all come from one address at once.
+    path = tmp_path / "keys.toml"
+    keys = [create_key(path, f"agent {i}")[1] for i in range(MANY_KEYS)]
+    with HttpServerProcess(bundles_root, "--keys", str(path)) as server:
+        seen: list[list[int]] = []
+
+        async def one(key: str) -> None:
+            seen.append(await connect_and_call(server.url, {"X-API-Key": key}))
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                for key in keys:
+                    tg.start_soon(one, key)
+        statuses = [s for one_client in seen for s in one_client]
+        assert len(seen) == MANY_KEYS and 429 not in statuses, statuses
+        assert [line for line in server.lines() if '"outcome":"auth_throttled"' in line] == []
     assert server.returncode == 0
 
 

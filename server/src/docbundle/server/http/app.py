@@ -60,7 +60,7 @@ from ..jsonrpc import (
 from ..keys import AuthResult, KeyStore
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
 from .policy import HostPolicy, cors_headers, preflight_headers
-from .ratelimit import AuthBudget, RateLimiter, client_key, is_loopback_client
+from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
 
 MCP_PATH = "/mcp"
 # Requests per second and burst per key (per client address without keys). A rate limit here is about
@@ -121,7 +121,7 @@ class HttpApp:
         # lanes. Secrets that passed their key's check are almost always right: guesses at keys
         # without a check (written before checks existed) cannot crowd them out.
         self.auth_budget = AuthBudget(shared=shared)
-        self.checked_budget = AuthBudget(shared=shared)
+        self.checked_budget = AuthBudget(client_burst=AUTH_CHECKED_CLIENT_BURST, shared=shared)
         self._scrypt_slots: anyio.CapacityLimiter | None = None
         # Keys being checked right now (by a digest of the presented string), each with its end.
         self._checking: dict[bytes, anyio.Event] = {}

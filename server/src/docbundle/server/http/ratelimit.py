@@ -30,6 +30,10 @@ AUTH_CLIENT_RATE = 1.0  # then this many per second (about 6 % of a core per gue
 AUTH_GLOBAL_BURST = 30  # checks all clients together may have at once
 AUTH_GLOBAL_RATE = 3.0  # then this many per second (about 20 % of a core, however many addresses guess)
 AUTH_MAX_WAIT = 2.0
+# Secrets that passed their key's check are almost always right (only someone holding the keys file can
+# make one fail): in their lane one address may have as many at once as all addresses together, so the
+# first uses of many keys from one machine at once (agents started together, a proxy) get in.
+AUTH_CHECKED_CLIENT_BURST = AUTH_GLOBAL_BURST
 # Clients tracked by the key-check budget; over it, the least recently seen are forgotten.
 AUTH_MAX_CLIENTS = 10_000
 # IPv6 clients are counted per /64: one host usually holds a whole /64.
