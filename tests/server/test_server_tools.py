@@ -23,6 +23,7 @@ from serverkit import BROKEN, GOLDEN_BUILD, GOLDEN_HASH, HANDBOOK_TOPICS
 pytestmark = pytest.mark.anyio
 
 TOOLS = {
+    "resolve_library",
     "list_libraries",
     "list_library_versions",
     "search_documents",
@@ -106,7 +107,8 @@ async def test_tools_are_read_only_with_output_schemas(catalog: Catalog) -> None
             "documentId",
             "chunkId",
         ]
-        assert tools["get_document"].input_schema["required"] == ["libraryId"]
+        assert tools["get_document"].input_schema["required"] == ["libraryId", "id"]
+        assert tools["search_documents"].input_schema["required"] == ["query"]
         assert "hits" in (tools["search_documents"].output_schema or {})["properties"]
 
 

@@ -39,6 +39,8 @@ from .errors import (
     MAX_CATEGORY_CHARS,
     MAX_CURSOR_CHARS,
     MAX_DOCUMENT_ID_CHARS,
+    MAX_ECHO_CHARS,
+    MAX_ECHO_ITEMS,
     MAX_KEYWORDS,
     MAX_LIBRARY_ID_CHARS,
     MAX_SECTION_CHARS,
@@ -69,6 +71,8 @@ from .models import (
     DocumentList,
     DocumentPage,
     LibraryList,
+    LibraryMatch,
+    LibraryMatches,
     LibrarySummary,
     NotIndexed,
     SearchHit,
@@ -90,6 +94,7 @@ from .render import (
     search_head,
     toc_line,
 )
+from .resolve import Resolver
 
 # The logger keeps the name it had before the module split: it is part of every log line.
 log = logging.getLogger("docbundle.server.service")
@@ -244,6 +249,7 @@ class Docs:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
+        self.resolver = Resolver(catalog)
 
     # -- catalogue ----------------------------------------------------------------------------------
 
@@ -289,6 +295,38 @@ class Docs:
             categories=categories,
             message=message,
         )
+
+    def resolve_library(self, name: str, limit: int = DEFAULT_LIMIT) -> LibraryMatches:
+        """The libraries that match what a person calls one (``resolve``), best first, at most ``limit``."""
+        check_length("name", name, MAX_QUERY_CHARS, "Give the library's name in a few words.")
+        _check_range("limit", limit, 1, MAX_LIMIT)
+        if not name.strip():
+            raise BadRequestError("give name: what the library is called, e.g. 'react' or 'sapui5'")
+        found = self.resolver.resolve(name)
+        matches = [
+            LibraryMatch(
+                id=m.library.id,
+                name=m.library.name,
+                description=m.library.description,
+                versions=list(m.library.versions),
+                default_version=m.library.default_version,
+                languages=list(m.languages),
+                score=m.score,
+                why=m.why,
+            )
+            for m in found[:limit]
+        ]
+        message = None
+        if not matches:
+            ids = self.catalog.library_ids()
+            shown = ", ".join(ids[:MAX_ECHO_ITEMS]) + (", ..." if len(ids) > MAX_ECHO_ITEMS else "")
+            message = (
+                f"No library matches {echo(name)}. Installed: {shown or '(none)'}. "
+                "Call list_libraries to see them all with their descriptions."
+            )
+        elif len(found) > limit:
+            message = f"{len(found) - limit} more match(es) left out: raise limit to see them."
+        return LibraryMatches(query=clip(name, MAX_ECHO_CHARS), matches=matches, message=message)
 
     def list_versions(self, library_id: str) -> VersionList:
         """A library and every version of it, with lifecycle status and availability."""

@@ -90,6 +90,27 @@ class LibraryList(Model):
     message: str | None = None
 
 
+class LibraryMatch(Model):
+    """A library that matches what resolve_library was asked for."""
+
+    id: str
+    name: str
+    description: str
+    versions: list[str]
+    default_version: str
+    languages: list[str] = Field(description="Languages of its pages, by script: en, ko, ja, zh")
+    score: float = Field(description="How well it matches, 0-1")
+    why: str = Field(description="Which words matched where, in one line")
+
+
+class LibraryMatches(Model):
+    """Result of resolve_library."""
+
+    query: str = Field(description=f"The query (its first {MAX_ECHO_CHARS} characters)")
+    matches: list[LibraryMatch]
+    message: str | None = None
+
+
 class VersionSummary(Model):
     """One documentation version of a library."""
 

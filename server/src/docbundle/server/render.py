@@ -15,6 +15,7 @@ from .models import (
     DocumentList,
     DocumentPage,
     LibraryList,
+    LibraryMatches,
     SearchHit,
     SearchResult,
     Source,
@@ -183,6 +184,21 @@ def render_libraries(r: LibraryList) -> str:
         out.append(r.message)
     if r.categories:
         out.append(f"Categories: {', '.join(r.categories)}")
+    return "\n".join(out) + "\n"
+
+
+def render_matches(r: LibraryMatches) -> str:
+    """Markdown rendering of resolve_library's matches."""
+    out = [f"# Libraries matching {r.query!r} ({len(r.matches)})"]
+    for m in r.matches:
+        langs = f"; in {', '.join(m.languages)}" if m.languages else ""
+        out.append(
+            f"- **{m.id}** — {m.name}: {m.description}\n"
+            f"  versions: {', '.join(m.versions)} (default {m.default_version}){langs}; "
+            f"score {m.score:g}: {m.why}"
+        )
+    if r.message:
+        out.append(r.message)
     return "\n".join(out) + "\n"
 
 

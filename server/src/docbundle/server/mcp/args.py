@@ -22,23 +22,19 @@ from ..models import MAX_MAX_TOKENS, MIN_MAX_TOKENS
 
 LibraryIdArg = Annotated[
     str | None,
-    Field(description="Library id from list_libraries, e.g. 'react' (lowercase letters, digits, '-')"),
+    Field(description="From resolve_library or list_libraries"),
 ]
 OptLibraryIdArg = Annotated[
     str | None,
-    Field(description="Library id from list_libraries; omit to search every library"),
+    Field(description="From resolve_library; omit to search every library"),
 ]
 VersionArg = Annotated[
     str | None,
-    Field(description="Docs version (see list_library_versions); omit for the default (latest)"),
+    Field(description="From list_library_versions; omit for the default"),
 ]
 MaxTokensArg = Annotated[
     int,
-    Field(
-        ge=MIN_MAX_TOKENS,
-        le=MAX_MAX_TOKENS,
-        description=f"Budget for this response, in estimated tokens ({MIN_MAX_TOKENS}-{MAX_MAX_TOKENS})",
-    ),
+    Field(ge=MIN_MAX_TOKENS, le=MAX_MAX_TOKENS, description="Answer size budget, in tokens"),
 ]
 # Names models invent for the same arguments: accepted, but kept out of the published schema.
 Alias = SkipJsonSchema[str | None]

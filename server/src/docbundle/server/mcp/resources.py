@@ -1,4 +1,5 @@
-"""The two resource templates: ``docs://{libraryId}/{version}/{+path}`` (a page) and ``library://{libraryId}``."""
+"""The two resource templates, ``docs://{libraryId}/{version}/{+path}`` (a page) and ``library://{libraryId}``,
+and ``library_resources``: one concrete ``library://{id}`` per installed library, for resources/list."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.types import Resource
 
 from ..docs import Docs
 from ..errors import (
@@ -49,6 +51,22 @@ def add_resources(mcp: MCPServer[Any], docs: Docs) -> None:
         """A library's metadata and versions."""
         with _resource_errors():
             return docs.list_versions(libraryId).model_dump_json(by_alias=True, indent=2)
+
+
+def library_resources(docs: Docs) -> list[Resource]:
+    """``library://{id}`` for every library of the catalogue, as resources/list gives them."""
+    return [
+        Resource(
+            uri=f"library://{lib.id}",
+            name=lib.id,
+            title=lib.name,
+            description=f"{lib.description} (metadata and versions)"
+            if lib.description
+            else "Metadata and versions",
+            mime_type="application/json",
+        )
+        for lib in docs.catalog.libraries()
+    ]
 
 
 @contextmanager

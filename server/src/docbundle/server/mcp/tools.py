@@ -1,12 +1,12 @@
-"""The six tools: one function each, which builds the tool over a ``Docs``; ``TOOLS`` lists them in order.
+"""The seven tools: one function each, which builds the tool over a ``Docs``; ``TOOLS`` lists them in order.
 
 Tools are coroutines that run their work in a worker thread (``_in_thread``) with a ``Deadline`` as
 cancellation token: when the request is cancelled (the HTTP client disconnected, the client sent
 ``notifications/cancelled``, the stdio client went away) the coroutine stops waiting at once and
 cancels the token, and the search engine, which checks it between units of work, stops too, so no
-thread keeps burning CPU for a caller that is gone. ``list_libraries`` and ``list_library_versions``
-only read the in-memory catalogue and run on the event loop, so they never queue behind searches for
-a worker thread. Everything the threads touch is safe for that (the catalogue opens each bundle once
+thread keeps burning CPU for a caller that is gone. ``resolve_library``, ``list_libraries`` and
+``list_library_versions`` only read the in-memory catalogue and run on the event loop, so they never
+queue behind searches for a worker thread. Everything the threads touch is safe for that (the catalogue opens each bundle once
 behind a per-version lock, the searcher opens a whoosh reader per call, the document store reads from
 a read-only memory map).
 
@@ -34,6 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
 from ..docs import Docs, check_ids, check_search_input
 from ..errors import check_length
@@ -47,6 +48,7 @@ from ..models import (
     DocumentList,
     DocumentPage,
     LibraryList,
+    LibraryMatches,
     SearchResult,
     VersionList,
 )
@@ -55,6 +57,7 @@ from ..render import (
     render_document,
     render_documents,
     render_libraries,
+    render_matches,
     render_search,
     render_versions,
 )
@@ -72,14 +75,14 @@ from .args import (
     result,
     tool_errors,
 )
+from .schemas import tidy_input, tidy_output
 
 # The logger keeps the name it had before the package split: it is part of every log line.
 log = logging.getLogger("docbundle.server.app")
 T = TypeVar("T")
 
-_READ_ONLY = ToolAnnotations(
-    read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False
-)
+# destructiveHint is left out: the spec gives it meaning only when readOnlyHint is false.
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
 def _tool(
@@ -91,6 +94,9 @@ def _tool(
         fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=_READ_ONLY
     )
     require(t.parameters, required)
+    t.parameters = tidy_input(t.parameters)
+    if t.fn_metadata.output_schema is not None:
+        t.fn_metadata.output_schema = tidy_output(t.fn_metadata.output_schema)
     return t
 
 
@@ -128,18 +134,44 @@ def list_libraries_tool(docs: Docs) -> Tool:
     async def list_libraries(
         category: Annotated[str | None, Field(description="Only libraries of this category")] = None,
     ) -> Annotated[CallToolResult, LibraryList]:
-        """List the documentation libraries this server holds.
+        """List every documentation library this server holds.
 
-        Returns each library's id (pass it as libraryId to the other tools), name, description,
-        category, versions, default version, document count, build time, buildId, content hash and
-        status: "available" (opened and verified on first use), "ready", or "failed" with the reason.
-        Call this first when you do not know the libraryId.
+        Each has its id (the libraryId of the other tools), name, description, category, versions,
+        document count, buildId and status (available, ready, or failed with a reason).
         """
         with tool_errors():
             r = docs.list_libraries(category)
         return result(r, render_libraries(r))
 
     return _tool(list_libraries, "List libraries")
+
+
+def resolve_library_tool(docs: Docs) -> Tool:
+    """The ``resolve_library`` tool over ``docs``."""
+
+    async def resolve_library(
+        name: Annotated[
+            str | None,
+            Field(description="What the library is called, e.g. 'sapui5' or 'react docs in Korean'"),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Matches to return")] = DEFAULT_LIMIT,
+        query: Alias = None,
+        libraryName: Alias = None,
+        library: Alias = None,
+    ) -> Annotated[CallToolResult, LibraryMatches]:
+        """Find a library's libraryId from its name: call this first when you do not know the id.
+
+        Matches words against ids, names, descriptions, categories and page languages, allowing
+        prefixes and typos. Each match has its id, versions, a score (0-1) and why it matched.
+        """
+        with tool_errors():
+            text = pick("name", name, query, libraryName, library)
+            if text is None:
+                raise ToolError("give name: what the library is called, e.g. 'react' or 'sapui5'")
+            r = docs.resolve_library(text, limit)
+        return result(r, render_matches(r))
+
+    return _tool(resolve_library, "Resolve a library", required=("name",))
 
 
 def list_library_versions_tool(docs: Docs) -> Tool:
@@ -153,9 +185,8 @@ def list_library_versions_tool(docs: Docs) -> Tool:
     ) -> Annotated[CallToolResult, VersionList]:
         """List the documentation versions of one library.
 
-        Returns each version with its lifecycle status (active / deprecated / eol), whether it is the
-        latest or an LTS version, which one is served by default, its buildId, content hash and
-        availability. Pass a version name as `version` to the other tools.
+        Each has its status (active, deprecated, eol), whether it is latest, LTS or the default, its
+        buildId and availability. Pass a version name as `version` to other tools.
         """
         with tool_errors():
             r = docs.list_versions(need_library(libraryId, library, libraryID, library_id))
@@ -170,29 +201,17 @@ def search_documents_tool(docs: Docs) -> Tool:
     async def search_documents(
         query: Annotated[
             str | None,
-            Field(
-                description="What to find: words, an identifier (useEffect, sap.m.Table) or a question. "
-                'Quote "exact phrases".'
-            ),
+            Field(description='Words, an identifier (useEffect, sap.m.Table) or a question; "quote phrases"'),
         ] = None,
         keywords: Annotated[
-            list[str] | str | None,
-            Field(
-                description="Alternative (or addition) to query: a list of terms (or one comma-separated string)"
-            ),
+            list[str] | SkipJsonSchema[str] | None, Field(description="More terms to match")
         ] = None,
         libraryId: OptLibraryIdArg = None,
         version: VersionArg = None,
         mode: Annotated[
-            Mode,
-            Field(
-                description="balanced (default): most words should match; broad: any word may match "
-                "(more results); precise: every word must match"
-            ),
+            Mode, Field(description="balanced: most words match; broad: any word; precise: every word")
         ] = "balanced",
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_LIMIT, description=f"Hits to return (1-{MAX_LIMIT})")
-        ] = DEFAULT_LIMIT,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Hits to return")] = DEFAULT_LIMIT,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
         question: Alias = None,
         q: Alias = None,
@@ -201,15 +220,12 @@ def search_documents_tool(docs: Docs) -> Tool:
         library_id: Alias = None,
         max_tokens: IntAlias = None,
     ) -> Annotated[CallToolResult, SearchResult]:
-        """Search documentation and return the best-matching sections as markdown.
+        """Search documentation; returns the best-matching sections as markdown.
 
-        Each hit gives libraryId, version, buildId, documentId, chunkId, title, heading path, URL,
-        score and the section's text. Without libraryId every library is searched and the hits are
-        merged by score. At most 2 hits come from one document. The whole answer fits maxTokens
-        (default 5000); a hit cut to fit has truncated=true. To read more, call
-        get_chunk_with_context(libraryId, documentId, chunkId) or get_document(libraryId, id).
-        No results is a normal answer with suggestions: try mode="broad", fewer words, or
-        list_documents. Query text is matched literally: no wildcards or query syntax.
+        Each hit has libraryId, documentId, chunkId, title, URL and the section's text (cut to fit
+        maxTokens); at most 2 hits per document. Read more with get_chunk_with_context or
+        get_document. No hits comes with suggestions (mode="broad", fewer words). The query is
+        matched literally: no wildcards or query syntax.
         """
         with tool_errors():
             text = pick("query", query, question, q)
@@ -237,7 +253,7 @@ def search_documents_tool(docs: Docs) -> Tool:
 
         return await _in_thread(work, "search_documents")
 
-    return _tool(search_documents, "Search documentation")
+    return _tool(search_documents, "Search documentation", required=("query",))
 
 
 def get_document_tool(docs: Docs) -> Tool:
@@ -246,14 +262,12 @@ def get_document_tool(docs: Docs) -> Tool:
     async def get_document(
         libraryId: LibraryIdArg = None,
         id: Annotated[
-            str | None, Field(description="Document id (documentId of a search hit, or from list_documents)")
+            str | None, Field(description="documentId of a search hit, or an id from list_documents")
         ] = None,
-        path: Annotated[str | None, Field(description="Same as id (the document's path)")] = None,
+        path: Alias = None,
         version: VersionArg = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
-        cursor: Annotated[
-            str | None, Field(description="nextCursor from the previous page of this document")
-        ] = None,
+        cursor: Annotated[str | None, Field(description="nextCursor of the previous page")] = None,
         documentId: Alias = None,
         document_id: Alias = None,
         library: Alias = None,
@@ -263,10 +277,8 @@ def get_document_tool(docs: Docs) -> Tool:
     ) -> Annotated[CallToolResult, DocumentPage]:
         """Return a whole document's markdown, in pages that fit maxTokens.
 
-        When the document is longer than maxTokens (default 5000) the result holds the first page,
-        truncated=true and a nextCursor: call get_document again with the same libraryId and id plus
-        cursor=nextCursor for the next page. Pages end at section boundaries where possible, and
-        concatenated they give the document exactly. Find ids with search_documents or list_documents.
+        A longer document comes with truncated=true and nextCursor: call again with the same
+        arguments plus cursor=nextCursor for the next page. Pages end at section boundaries.
         """
         with tool_errors():
             lib = need_library(libraryId, library, libraryID, library_id)
@@ -283,7 +295,7 @@ def get_document_tool(docs: Docs) -> Tool:
 
         return await _in_thread(work, "get_document")
 
-    return _tool(get_document, "Get a document", required=("libraryId",))
+    return _tool(get_document, "Get a document", required=("libraryId", "id"))
 
 
 def list_documents_tool(docs: Docs) -> Tool:
@@ -292,9 +304,7 @@ def list_documents_tool(docs: Docs) -> Tool:
     async def list_documents(
         libraryId: LibraryIdArg = None,
         version: VersionArg = None,
-        section: Annotated[
-            str | None, Field(description="Only this llms.txt section (case-insensitive)")
-        ] = None,
+        section: Annotated[str | None, Field(description="Only this llms.txt section")] = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
         library: Alias = None,
         libraryID: Alias = None,
@@ -302,10 +312,9 @@ def list_documents_tool(docs: Docs) -> Tool:
     ) -> Annotated[CallToolResult, DocumentList]:
         """Return a library's table of contents as its llms.txt gives it.
 
-        Sections in order, each with its documents: id (pass to get_document), title, URL,
-        description and whether it is in the llms.txt "Optional" section. Pages the llms.txt listed
-        but the bundle could not index are listed with the reason. A long table is cut to fit
-        maxTokens and says which sections to ask for with `section`.
+        Sections in order, each with its documents (id for get_document, title, URL, description).
+        Pages that could not be indexed are listed with why. A long table is cut to fit maxTokens
+        and names the sections to ask for with `section`.
         """
         with tool_errors():
             lib = need_library(libraryId, library, libraryID, library_id)
@@ -329,7 +338,7 @@ def get_chunk_with_context_tool(docs: Docs) -> Tool:
         documentId: Annotated[str | None, Field(description="documentId of a search hit")] = None,
         chunkId: Annotated[int | None, Field(ge=0, description="chunkId of a search hit")] = None,
         windowSize: Annotated[
-            int, Field(ge=0, le=MAX_WINDOW, description=f"Chunks to add on each side (0-{MAX_WINDOW})")
+            int, Field(ge=0, le=MAX_WINDOW, description="Chunks to add on each side")
         ] = DEFAULT_WINDOW,
         version: VersionArg = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
@@ -340,11 +349,10 @@ def get_chunk_with_context_tool(docs: Docs) -> Tool:
         libraryID: Alias = None,
         library_id: Alias = None,
     ) -> Annotated[CallToolResult, ChunkContext]:
-        """Return one section (chunk) of a document with its neighbouring sections.
+        """Return one section (chunk) of a document with the sections around it, in page order.
 
-        Use it after search_documents to read around a hit: pass the hit's libraryId, documentId and
-        chunkId. windowSize (default 1, max 5) chunks before and after are included in page order;
-        the requested chunk is kept whole first when maxTokens is tight.
+        Pass a search hit's libraryId, documentId and chunkId to read around it. The requested
+        chunk is kept whole first when maxTokens is tight.
         """
         with tool_errors():
             lib = need_library(libraryId, library, libraryID, library_id)
@@ -370,6 +378,7 @@ def get_chunk_with_context_tool(docs: Docs) -> Tool:
 
 # In the order list_tools gives them.
 TOOLS: tuple[Callable[[Docs], Tool], ...] = (
+    resolve_library_tool,
     list_libraries_tool,
     list_library_versions_tool,
     search_documents_tool,

@@ -1,0 +1,118 @@
+"""``completion/complete``: argument completions for the prompts and resource templates.
+
+MCP completes arguments of prompts and resource templates (there is no completion reference for a
+tool's arguments), so the values a tool call needs are offered where those arguments appear:
+
+- ``libraryId`` (both prompts, both templates): installed ids that start with what was typed, then
+  ids that contain it, then close matches (``resolve.complete_ids``: typos, names, languages);
+- ``version`` (``docs://``): the versions of the ``libraryId`` given in the context (every installed
+  version when none is), plus ``latest``;
+- ``path`` (``docs://``): the document ids of that library version, the ids ``get_document`` takes,
+  read from the manifest (no bundle is opened);
+- ``query`` / ``topic`` (the prompts): titles of the library's pages (of every library when none is
+  given) that start with or contain what was typed.
+
+Matching ignores case. At most ``MAX_VALUES`` values come back, with ``total`` and ``hasMore``. An
+argument, prompt or template this server does not know completes to nothing (an empty list, not an
+error, as clients probing for completions expect).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.types import (
+    CompleteRequestParams,
+    CompleteResult,
+    Completion,
+    PromptReference,
+    ResourceTemplateReference,
+)
+
+from ..catalog import LibraryEntry
+from ..docs import Docs
+from ..errors import MAX_DOCUMENT_ID_CHARS, MAX_LIBRARY_ID_CHARS, ServerError
+from ..resolve import complete_ids
+
+MAX_VALUES = 100  # the protocol's cap on values in one completion
+DOCS_TEMPLATE = "docs://{libraryId}/{version}/{+path}"
+LIBRARY_TEMPLATE = "library://{libraryId}"
+PROMPTS = ("search-docs", "explain-with-docs")
+
+
+def add_completions(mcp: MCPServer[Any], docs: Docs) -> None:
+    """Register the ``completion/complete`` handler on ``mcp`` (which then declares the capability)."""
+
+    async def complete(ctx: ServerRequestContext[Any], params: CompleteRequestParams) -> CompleteResult:
+        given = dict(params.context.arguments or {}) if params.context else {}
+        values = candidates(docs, params.ref, params.argument.name, params.argument.value, given)
+        return CompleteResult(
+            completion=Completion(
+                values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES
+            )
+        )
+
+    mcp._lowlevel_server.add_request_handler("completion/complete", CompleteRequestParams, complete)
+
+
+def candidates(
+    docs: Docs,
+    ref: PromptReference | ResourceTemplateReference,
+    name: str,
+    value: str,
+    given: dict[str, str],
+) -> list[str]:
+    """Every value for argument ``name`` of ``ref`` that matches ``value``, best first."""
+    known = (
+        ref.name in PROMPTS
+        if isinstance(ref, PromptReference)
+        else ref.uri in (DOCS_TEMPLATE, LIBRARY_TEMPLATE)
+    )
+    if not known or len(value) > MAX_DOCUMENT_ID_CHARS:
+        return []
+    if name == "libraryId":
+        return complete_ids(docs.resolver, value) if len(value) <= MAX_LIBRARY_ID_CHARS else []
+    lib = _library(docs, given.get("libraryId"))
+    if isinstance(ref, ResourceTemplateReference) and ref.uri == DOCS_TEMPLATE:
+        if name == "version":
+            libs = [lib] if lib else docs.catalog.libraries()
+            versions = list(dict.fromkeys(v for entry in libs for v in entry.versions))
+            return _matching([*versions, *(["latest"] if "latest" not in versions else [])], value)
+        if name == "path" and lib is not None:
+            return _matching(_document_ids(lib, given.get("version")), value)
+    if isinstance(ref, PromptReference) and name in ("query", "topic"):
+        libs = [lib] if lib else docs.catalog.libraries()
+        titles = [d.title for entry in libs for d in _documents(entry, None) if d.title]
+        return _matching(list(dict.fromkeys(titles)), value)
+    return []
+
+
+def _library(docs: Docs, library_id: str | None) -> LibraryEntry | None:
+    if not library_id or len(library_id) > MAX_LIBRARY_ID_CHARS:
+        return None
+    try:
+        return docs.catalog.library(library_id)
+    except ServerError:
+        return None
+
+
+def _documents(lib: LibraryEntry, version: str | None) -> list[Any]:
+    """The indexed documents of a library version, from its manifest (the default version if unknown)."""
+    entry = lib.versions.get(version or "") or lib.default
+    if entry.manifest is None:
+        return []
+    return [d for d in entry.manifest.documents if d.chunks > 0 and d.error is None]
+
+
+def _document_ids(lib: LibraryEntry, version: str | None) -> list[str]:
+    return [d.path for d in _documents(lib, version)]
+
+
+def _matching(values: list[str], typed: str) -> list[str]:
+    """``values`` that start with ``typed``, then those that contain it (case ignored)."""
+    t = typed.strip().lower()
+    first = [v for v in values if v.lower().startswith(t)]
+    inside = [v for v in values if t in v.lower() and not v.lower().startswith(t)]
+    return first + inside
