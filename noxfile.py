@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -9,6 +10,25 @@ from pathlib import Path
 import nox
 
 nox.options.default_venv_backend = "virtualenv"
+
+
+def _no_uv_probe() -> None:
+    """Without uv on this machine, tell nox so, instead of letting it probe and log "uv binary not
+    found." in every session (nox reads these module attributes when they are set)."""
+    import importlib.util
+
+    if os.environ.get("UV") or shutil.which("uv") or importlib.util.find_spec("uv") is not None:
+        return
+    try:
+        from nox import virtualenv
+        from packaging.version import Version
+
+        virtualenv.HAS_UV, virtualenv.UV, virtualenv.UV_VERSION = False, "uv", Version("0")
+    except ImportError:  # another nox layout: the probe (and its log line) stays
+        pass
+
+
+_no_uv_probe()
 nox.options.sessions = ["lint", "typecheck", "actionlint", "tests"]
 nox.options.reuse_existing_virtualenvs = False
 
@@ -63,22 +83,48 @@ def bundles(session: nox.Session) -> None:
     session.run("docbundle-index", "build", *args)
 
 
-@nox.session(python="3.11")
+@nox.session(python="3.11", reuse_venv=True)
 def serve(session: nox.Session) -> None:
     """Serve the demo library (this project's docs) over MCP: nox -s serve [-- docbundle serve options].
 
-    Builds the demo bundle first when there is none. Defaults to streamable HTTP on 127.0.0.1:8000
-    (a stdio server would sit waiting for a client on the terminal); pass options to change it, e.g.
-    nox -s serve -- --transport stdio.
+    Builds the demo bundle into the default bundles folder (unchanged docs: nothing is rebuilt), then
+    serves that folder over streamable HTTP on 127.0.0.1:8000 without keys (a stdio server would sit
+    waiting for a client on the terminal). Options after -- are added to these defaults: -- --port 9000
+    serves on another port; -- --transport stdio serves stdio instead; -- --keys FILE uses API keys.
+    The virtualenv is reused, and packages are installed only when it is new or a pyproject changed.
     """
+    _install_once(session)
+    session.run("docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle")
+    session.run("docbundle", "serve", *serve_args(session.posargs))
+
+
+def serve_args(posargs: list[str]) -> list[str]:
+    """``docbundle serve`` arguments: the demo's defaults (HTTP on loopback, no keys), then ``posargs``,
+    which win where they repeat an option. ``--transport stdio`` drops the HTTP defaults (stdio refuses
+    them) and ``--keys`` drops ``--no-auth`` (they exclude each other)."""
+    args = list(posargs)
+    transport = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--transport"]
+    transport += [a.removeprefix("--transport=") for a in args if a.startswith("--transport=")]
+    if transport and transport[-1] == "stdio":
+        return args
+    defaults = ["--transport", "http"]
+    if not any(a == "--keys" or a.startswith("--keys=") for a in args):
+        defaults.append("--no-auth")  # the demo serves this machine only (docs/deployment.md for more)
+    return defaults + args
+
+
+def _install_once(session: nox.Session) -> None:
+    """Install both packages (editable) unless this virtualenv already has them from the same pyprojects:
+    code changes need no reinstall, a dependency change does."""
+    stamp = Path(session.virtualenv.location) / ".docbundle-installed"
+    digest = hashlib.sha256(
+        b"".join((ROOT / d / "pyproject.toml").read_bytes() for d in ("server", "indexer"))
+    ).hexdigest()
+    if stamp.is_file() and stamp.read_text(encoding="ascii") == digest:
+        session.log("packages already installed in the reused virtualenv")
+        return
     session.install(*PACKAGES)
-    if not (ROOT / "bundles" / "docbundle" / "latest" / "CURRENT").is_file():
-        session.run(
-            "docbundle-index", "build", "--config", "bundles/libraries.toml", "--library", "docbundle"
-        )
-    # The demo serves this machine only, without API keys (docs/deployment.md for a shared server).
-    args = session.posargs or ["--transport", "http", "--host", "127.0.0.1", "--port", "8000", "--no-auth"]
-    session.run("docbundle", "serve", "--bundles", "bundles", *args)
+    stamp.write_text(digest, encoding="ascii")
 
 
 @nox.session(python="3.11")

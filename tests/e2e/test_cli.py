@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -183,3 +184,106 @@ def test_regress_audit_and_package_commands(tmp_path: Path) -> None:
 
     r = _cli("regress", str(tmp_path / "nowhere"))
     assert r.returncode == 1 and "cannot run the golden queries" in r.stderr
+
+
+# -- issue 14: one default folder, progress, a failed first build, shell conventions ----------------
+
+
+def _docbundle(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "docbundle.server", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_first_search_after_a_build_needs_no_bundles_flag(site: Site, tmp_path: Path) -> None:
+    """build and search from unrelated folders meet in the per-user default (a private one here)."""
+    publish_site(site)
+    (tmp_path / "elsewhere").mkdir()
+    config = write_config(tmp_path / "elsewhere", site.url("/llms.txt"))
+    r = _cli("build", "--config", str(config), "--quiet")
+    assert r.returncode == 0, r.stderr
+    default = Path(os.environ["XDG_DATA_HOME"]) / "docbundle" / "bundles"
+    assert read_current(default / "demo" / "latest") is not None and f"in {default}" in r.stdout
+    assert not (config.parent / "demo").exists()
+    r = _docbundle("search", "demo", TOPICS[0][1])
+    assert r.returncode == 0 and "demo@latest (build " in r.stdout and "1. " in r.stdout, r.stderr
+    r = _docbundle("info")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].startswith("demo "), r.stdout
+
+
+def test_every_phase_shows_progress_with_rate_and_eta_in_plain_lines(site: Site, tmp_path: Path) -> None:
+    publish_site(site)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"))  # stderr is a pipe: lines
+    assert r.returncode == 0, r.stderr
+    n = len(TOPICS)
+    lines = r.stderr.splitlines()
+    crawled = [x for x in lines if x.startswith(f"docbundle: demo@latest: crawled {n}/{n} pages")]
+    indexed = [x for x in lines if x.startswith(f"docbundle: demo@latest: indexed {n}/{n} pages")]
+    wrote = [x for x in lines if x.startswith("docbundle: demo@latest: wrote ")]
+    assert crawled and indexed, r.stderr
+    # Each phase ends with its final count, rate and time (a phase this short prints nothing else).
+    assert wrote[-1].startswith("docbundle: demo@latest: wrote 3/3 parts (manifest, files hashed), ")
+    assert all(re.search(r", [\d.]+/s, \d+ s$", x) for x in (crawled[-1], indexed[-1], wrote[-1])), r.stderr
+    assert "\r" not in r.stderr  # no bar redrawn in a log
+    r = _cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    assert r.returncode == 0 and r.stderr == ""
+
+
+def test_a_failed_first_build_leaves_no_skeleton(site: Site, tmp_path: Path) -> None:
+    site.fault("/llms.txt", "status", code=404)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    out = tmp_path / "out"
+    r = _cli("build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet")
+    assert r.returncode == 1 and "404" in r.stdout
+    assert not (out / "demo").exists(), list(out.rglob("*"))
+    r = _docbundle("info", "--bundles", str(out))
+    assert r.returncode == 0 and "no libraries installed" in r.stdout, r.stdout + r.stderr
+    # A library that built once keeps its version folder (and its lock file) when a later build fails.
+    site.clear_fault("/llms.txt")
+    publish_site(site)
+    assert _cli("build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet").returncode == 0
+    site.fault("/llms.txt", "status", code=404)
+    assert _cli("build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet").returncode == 1
+    assert read_current(out / "demo" / "latest") is not None
+    r = _docbundle("verify", str(out))
+    assert r.returncode == 0, r.stdout
+
+
+def test_version_and_a_closed_pipe(site: Site, tmp_path: Path) -> None:
+    from importlib.metadata import version
+
+    r = _cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"docbundle-index {version('docbundle-indexer')}"
+    publish_site(site)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has already gone
+    with os.fdopen(write, "wb") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config),
+             "--out", str(tmp_path / "out"), "--json", "--quiet"],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert proc.returncode == 141 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_config_errors_are_all_reported_with_did_you_mean(tmp_path: Path) -> None:
+    bad = tmp_path / "libraries.toml"
+    bad.write_text(
+        '[[library]]\nid = "one"\nllms_tx = "a/llms.txt"\nmax_page = 3\n'
+        '[[library]]\nid = "Two"\nllms_txt = "b/llms.txt"\n'
+        '[[library]]\nid = "three"\nllms_txt = "c/llms.txt"\ncrawl = { retrys = 2 }\n',
+        encoding="utf-8",
+    )
+    r = _cli("build", "--config", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}: 4 problems:" in r.stderr, r.stderr
+    assert "library 'one': key 'llms_tx': unknown key; did you mean 'llms_txt'?" in r.stderr
+    assert "library 'one': key 'max_page': unknown key; did you mean 'max_pages'?" in r.stderr
+    assert "library 'Two': key 'id': must match" in r.stderr
+    assert "library 'three': crawl.retrys: unknown key; did you mean 'retries'?" in r.stderr

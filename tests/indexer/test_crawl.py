@@ -18,7 +18,13 @@ import pytest
 from docbundle.indexer.errors import FetchError
 from docbundle.indexer.pipeline.cache import CrawlCache
 from docbundle.indexer.pipeline.crawl import ERROR_KINDS, CrawlOptions, FetchResult, crawl, fetch_one, md_twin
-from docbundle.indexer.pipeline.progress import LinesProgress, QuietProgress, TqdmProgress, make_progress
+from docbundle.indexer.pipeline.progress import (
+    LinesProgress,
+    QuietProgress,
+    TqdmProgress,
+    duration,
+    make_progress,
+)
 from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy
 from hypothesis import given
 from hypothesis import strategies as st
@@ -592,16 +598,26 @@ class _Clock:
 
 
 def test_plain_progress_prints_each_tenth_and_a_final_line() -> None:
-    out = io.StringIO()
-    progress = LinesProgress(250, "demo@latest", out, clock=_Clock())
+    out, clock = io.StringIO(), _Clock()
+    progress = LinesProgress(250, "demo@latest", out, clock=clock)
     for i in range(250):
+        clock.now += 0.125
         progress.update(_result(ok=i % 50 != 0))
     progress.close()
     progress.close()
     lines = out.getvalue().splitlines()
     assert len(lines) == 10
-    assert lines[0] == "docbundle: demo@latest: crawled 25/250 (1 failed)"
-    assert lines[-1] == "docbundle: demo@latest: crawled 250/250 (5 failed)"
+    assert lines[0] == "docbundle: demo@latest: crawled 25/250 pages (1 failed), 8.0/s, ETA 28 s"
+    assert lines[-1] == "docbundle: demo@latest: crawled 250/250 pages (5 failed), 8.0/s, 31 s"
+
+
+def test_plain_progress_of_a_short_phase_is_its_final_line() -> None:
+    out = io.StringIO()
+    progress = LinesProgress(15, "demo@latest", out, clock=_Clock())  # a clock that never moves
+    for _ in range(15):
+        progress.update(_result(ok=True))
+    progress.close()
+    assert out.getvalue() == "docbundle: demo@latest: crawled 15/15 pages (0 failed)\n"
 
 
 def test_plain_progress_prints_on_time_between_tenths_and_closes_with_the_final_count() -> None:
@@ -610,10 +626,30 @@ def test_plain_progress_prints_on_time_between_tenths_and_closes_with_the_final_
     for _ in range(5):
         clock.now += 1.0
         progress.update(_result(ok=True))
-    assert out.getvalue() == "docbundle: demo: crawled 5/1000 (0 failed)\n"
+    assert out.getvalue() == "docbundle: demo: crawled 5/1000 pages (0 failed), 1.0/s, ETA 16 min 35 s\n"
     progress.update(_result(ok=False))
     progress.close()
-    assert out.getvalue().splitlines()[-1] == "docbundle: demo: crawled 6/1000 (1 failed)"
+    assert (
+        out.getvalue().splitlines()[-1]
+        == "docbundle: demo: crawled 6/1000 pages (1 failed), 1.2/s, ETA 13 min 48 s"
+    )
+
+
+def test_plain_progress_of_a_phase_shows_rate_eta_and_what_was_done() -> None:
+    out, clock = io.StringIO(), _Clock()
+    progress = LinesProgress(3, "demo@latest", out, verb="wrote", unit="parts", min_gap=0.0, clock=clock)
+    clock.now += 2.0
+    progress.advance(note="search index")
+    clock.now += 1.0
+    progress.advance(note="document store")
+    progress.advance(note="manifest")
+    progress.close()
+    assert out.getvalue().splitlines() == [
+        "docbundle: demo@latest: wrote 1/3 parts (search index), 0.5/s, ETA 4 s",
+        "docbundle: demo@latest: wrote 2/3 parts (document store), 0.7/s, ETA 2 s",
+        "docbundle: demo@latest: wrote 3/3 parts (manifest), 1.0/s, 3 s",
+    ]
+    assert duration(3725) == "1 h 02 min" and duration(65) == "1 min 05 s"
 
 
 class _Tty(io.StringIO):

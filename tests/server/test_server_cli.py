@@ -40,7 +40,7 @@ def test_search_for_humans_and_scripts(capsys: pytest.CaptureFixture[str], bundl
     code, out, _ = run(capsys, "search", "cjk", "数据库", "--limit", "1", "--bundles", str(bundles_root))
     assert code == 0 and "zh/database.md" in out
     code, out, _ = run(capsys, "search", "golden", "kubernetes", "--bundles", str(bundles_root))
-    assert code == 0 and "No results" in out and "mode='broad'" in out
+    assert code == 0 and "No results" in out and "--mode broad" in out
 
 
 def test_search_errors_and_exit_codes(
@@ -65,7 +65,8 @@ def test_info(
     monkeypatch.setenv("DOCBUNDLE_BUNDLES", str(bundles_root))  # the default bundles directory
     code, out, _ = run(capsys, "info")
     assert code == 0
-    assert [line.split()[0] for line in out.splitlines()] == ["cjk", "demo", "golden"]
+    assert out.splitlines()[0] == f"3 libraries in {bundles_root} (from $DOCBUNDLE_BUNDLES)"
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["cjk", "demo", "golden"]
     assert f"3 docs, build {GOLDEN_BUILD}" in out
     code, out, _ = run(capsys, "info", "demo")
     assert code == 0 and "2.x: active (default, latest)" in out and "1.x: deprecated (lts)" in out

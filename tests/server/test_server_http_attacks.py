@@ -357,7 +357,7 @@ def test_a_bad_trusted_proxy_is_refused(
 
 def test_trusted_proxy_needs_http(capsys: pytest.CaptureFixture[str], bundles_root: Path) -> None:
     assert main(["serve", "--bundles", str(bundles_root), "--trusted-proxy", "127.0.0.1"]) == 2
-    assert "--trusted-proxy only apply to --transport http" in capsys.readouterr().err
+    assert "--trusted-proxy applies only to --transport http" in capsys.readouterr().err
 
 
 # -- item 11: answers instead of tracebacks ---------------------------------------------------------

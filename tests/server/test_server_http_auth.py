@@ -369,7 +369,7 @@ def test_http_needs_keys_unless_no_auth_is_explicit(
     assert main([*serve, "--transport", "http", "--keys", str(tmp_path / "absent.toml")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main([*serve, "--keys", "k.toml", "--rate", "5/s"]) == 2
-    assert "--keys, --rate only apply to --transport http" in capsys.readouterr().err
+    assert "--keys, --rate apply only to --transport http" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*serve, "--transport", "http", "--rate", "fast"])
     assert "give N/s, N/m or N/h" in capsys.readouterr().err

@@ -5,8 +5,10 @@ Every command is registered once, below, with its arguments and its handler side
 (``@command(...)`` on the handler); ``main`` dispatches through the registry. The commands, with their
 exit codes:
 
-``build``: build bundles for the libraries in a config. 0 every library was built or unchanged; 1 at
-least one library failed (the others were still built); 2 usage or configuration error.
+``build``: build bundles for the libraries in a config, into the bundles folder every ``docbundle``
+command reads by default (``--out``, else ``$DOCBUNDLE_BUNDLES``, else the per-user data folder). 0 every
+library was built or unchanged; 1 at least one library failed (the others were still built); 2 usage or
+configuration error.
 
 ``add``: look at a site's llms.txt (title, sections, links, markdown vs HTML pages) and append a
 validated ``[[library]]`` entry to the config, keeping its comments and layout; ``--build`` builds it.
@@ -33,6 +35,8 @@ found.
 library built or unchanged and passed its checks; 1 a library failed or regressed; 2 a configuration
 error. ``--shards N`` prints the CI matrix, ``--merge DIR ...`` merges the shards' release folders,
 ``--roll DIR --previous FILE`` updates the rolling release (``bundles-latest``) that ``docbundle pull`` reads.
+
+Any command whose reader closes stdout early (``| head``) stops quietly with 141 (128 + SIGPIPE).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +56,7 @@ from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package, roll
+from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
 
 from . import add
 from .config import load_config
@@ -65,6 +71,7 @@ from .release.export import FORMATS, export_bundle
 from .release.regress import load_golden, regress, render_regress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader closed the pipe
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -96,11 +103,22 @@ def command(
     return register
 
 
+def _version() -> str:
+    """The installed distribution's version: its metadata (from pyproject) is the one source."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("docbundle-indexer")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="docbundle-index",
         description="Crawl llms.txt documentation into versioned, content-hashed search bundles.",
     )
+    p.add_argument("--version", action="version", version=f"docbundle-index {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for c in COMMANDS.values():
         c.arguments(sub.add_parser(c.name, help=c.help, description=c.description))
@@ -130,7 +148,12 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)"
     )
-    b.add_argument("--out", type=Path, help="bundles directory (default: the config file's folder)")
+    b.add_argument(
+        "--out",
+        type=Path,
+        help=f"bundles directory (default: ${ENV_BUNDLES}, else the per-user data folder every docbundle "
+        "command reads)",
+    )
     b.add_argument(
         "--library", action="append", default=[], metavar="ID", help="build only this library (repeat)"
     )
@@ -144,7 +167,7 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
 def _summary(report: Report) -> str:
     lines = [
         f"docbundle-index: {len(report.libraries)} library version(s): {report.built} built, "
-        f"{report.unchanged} unchanged, {report.failed} failed ({report.seconds:.1f} s)"
+        f"{report.unchanged} unchanged, {report.failed} failed ({report.seconds:.1f} s), in {report.out}"
     ]
     for o in report.libraries:
         name = f"{o.library}@{o.version}"
@@ -178,9 +201,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     """Run ``build``."""
     catalogue = load_config(args.config)
     libraries = [catalogue.get(i) for i in args.library] if args.library else catalogue.libraries
-    out = args.out if args.out is not None else args.config.parent
+    out = args.out if args.out is not None else default_bundles()
     cache = None if args.no_cache else CrawlCache(args.cache or out / ".crawl-cache")
-    progress = None if args.quiet else (lambda total, label: make_progress(total, label))
+    progress = None if args.quiet else make_progress
     t0 = time.perf_counter()
     outcomes: list[Outcome] = []
     for lib in libraries:
@@ -554,7 +577,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command].run(args)
+        code = COMMANDS[args.command].run(args)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here as often as in print
+        return code
+    except BrokenPipeError:
+        # `docbundle-index ... --json | head`: stop quietly; stdout pointed at /dev/null keeps the
+        # interpreter's own flush at exit from printing a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE
     except ConfigError as exc:
         print(f"docbundle-index: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE

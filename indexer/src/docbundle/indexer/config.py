@@ -6,6 +6,7 @@ the key, not a silently ignored setting. See ``docs/configuration.md`` for every
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
@@ -92,6 +93,7 @@ class LibraryConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     allow_hosts: list[str] = []
     local_root: str | None = None
     follow: FollowConfig | None = None
+    site_url: str | None = None  # a local source's public address: documents get absolute URLs under it
 
     @property
     def display_name(self) -> str:
@@ -185,8 +187,29 @@ def _key_of(message: str) -> tuple[str, str]:
     if msg.startswith("Object contains unknown field"):
         field = msg.split("`")[1] if "`" in msg else "?"
         key = f"{key}.{field}" if key else field
-        msg = "unknown key (check the spelling against docs/configuration.md)"
+        msg = _unknown(field)
     return msg, key
+
+
+def _known_keys() -> list[str]:
+    """Every key a config table can hold (the vocabulary of "did you mean")."""
+    tables = (_File, Defaults, LibraryConfig, VersionConfig, ChunkingConfig, FollowConfig, CrawlOptions)
+    return sorted({f.encode_name for t in tables for f in msgspec.structs.fields(t)})
+
+
+def _unknown(key: str) -> str:
+    """The message for an unknown key, with the closest known key when one is close."""
+    close = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+    if close:
+        return f"unknown key; did you mean {close[0]!r}?"
+    return "unknown key (check the spelling against docs/configuration.md)"
+
+
+def _problems(path: Path, problems: list[str]) -> ConfigError:
+    """One error reporting every problem found (one per line when several)."""
+    if len(problems) == 1:
+        return ConfigError(problems[0])
+    return ConfigError(f"{path}: {len(problems)} problems:\n  " + "\n  ".join(problems))
 
 
 def _resolve(config: Path, source: str) -> str:
@@ -233,6 +256,12 @@ def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> 
     if (lib.llms_txt is None) == (not lib.version):
         raise ConfigError(f"{where}: give either 'llms_txt' or one or more [[library.version]] tables")
     sources = [lib.llms_txt] if lib.llms_txt is not None else [v.llms_txt for v in lib.version]
+    if lib.site_url is not None:
+        site = urlsplit(lib.site_url)
+        if site.scheme not in ("http", "https") or not site.netloc or site.query or site.fragment:
+            raise ConfigError(f"{where}: key 'site_url': {lib.site_url!r} must be an http(s) URL of a folder")
+        if any(urlsplit(src).scheme.lower() in ("http", "https") for src in sources):
+            raise ConfigError(f"{where}: key 'site_url': a remote llms.txt's pages have their own URLs")
     for src in sources:
         try:
             scheme = urlsplit(src).scheme.lower()
@@ -293,19 +322,37 @@ def load_config(path: Path) -> Catalogue:
     except msgspec.ValidationError as exc:
         msg, key = _key_of(str(exc))
         raise ConfigError(f"{path}: {msg}" + (f" (key {key!r})" if key else "")) from exc
+    # Every problem is collected and reported at once: a first run of a new config shows them all.
+    problems: list[str] = []
     if top.defaults.keep < 1:
-        raise ConfigError(f"{path}: [defaults] key 'keep': must be at least 1")
+        problems.append(f"{path}: [defaults] key 'keep': must be at least 1")
     libraries: list[LibraryConfig] = []
     seen: set[str] = set()
+    known = {f.encode_name for f in msgspec.structs.fields(LibraryConfig)}
     for i, entry in enumerate(top.library):
+        where = _where(path, i, entry.get("id"))
+        unknown = [f"{where}: key {k!r}: {_unknown(k)}" for k in entry if k not in known]
+        if unknown:
+            problems += unknown
+            continue
         try:
             lib = msgspec.convert(entry, LibraryConfig)
         except msgspec.ValidationError as exc:
             msg, key = _key_of(str(exc))
-            raise ConfigError(f"{_where(path, i, entry.get('id'))}: key {key!r}: {msg}") from exc
-        _check_library(path, i, lib, seen)
+            problems.append(f"{where}: key {key!r}: {msg}")
+            continue
+        try:
+            _check_library(path, i, lib, seen)
+        except ConfigError as exc:
+            problems.append(str(exc))
+            continue
         libraries.append(lib)
     catalogue = Catalogue(path, top.defaults, libraries)
     for lib in libraries:
-        catalogue.targets(lib)  # validates the crawl options early
+        try:
+            catalogue.targets(lib)  # validates the crawl options early
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise _problems(path, problems)
     return catalogue

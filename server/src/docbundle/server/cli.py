@@ -1,12 +1,18 @@
 """``docbundle``: serve documentation bundles over MCP, and search, inspect or verify them from a shell.
 
-Commands: ``serve`` (stdio or streamable HTTP), ``search``, ``info``, ``verify``, ``keys`` (API keys
-for the HTTP transport: ``create``, ``list``, ``revoke``).
+Commands: ``serve`` (stdio or streamable HTTP), ``search``, ``info``, ``verify``, ``install``, ``pull``,
+``keys`` (API keys for the HTTP transport: ``create``, ``list``, ``revoke``). Each is registered in
+``COMMANDS`` (at the end of the module): the ``_add_<command>`` function adding its parser, and its handler.
+
+Every command reads one bundles folder: ``--bundles DIR``, else ``$DOCBUNDLE_BUNDLES``, else the per-user
+data folder that ``docbundle-index build`` writes to as well (``docbundle.bundle.userdirs``). The keys
+file is ``--keys FILE``, else ``$DOCBUNDLE_KEYS``, else the per-user ``keys.toml``, for ``keys`` and
+``serve`` alike. Messages speak to a shell user (``shellwords``): no MCP tool names.
 
 Exit codes: 0 success; 1 something failed (a bundle did not verify, a library could not be opened, the
 HTTP port could not be bound); 2 usage or configuration error (bad arguments, unknown library, missing
 bundles directory, malformed lock file, missing or malformed keys file, HTTP with neither keys nor
-``--no-auth``, unknown key id).
+``--no-auth``, unknown key id); 141 (128 + SIGPIPE) when the reader of stdout went away (``| head``).
 
 Only ``serve`` imports the MCP SDK, so the other commands start quickly. Logs go to stderr (JSON lines
 when serving HTTP); in stdio mode stdout belongs to MCP.
@@ -15,12 +21,13 @@ when serving HTTP); in stdio mode stdout belongs to MCP.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,10 +35,12 @@ from typing import TYPE_CHECKING, Any
 from docbundle.bundle.errors import BundleError, BundleNotFoundError
 from docbundle.bundle.layout import CURRENT, resolve_bundle
 from docbundle.bundle.query import MODES
+from docbundle.bundle.userdirs import ENV_BUNDLES, ENV_KEYS, bundles_origin, default_bundles, default_keys
 
-from .catalog import Catalog
-from .errors import LibraryUnavailableError, LockFileError, ServerError
+from .catalog import Catalog, VersionEntry
+from .errors import LibraryUnavailableError, LockFileError, ServerError, UnknownLibraryError
 from .lockfile import find_lock
+from .shellwords import plural, shell_suggestions, shell_words, unavailable_for_shell
 
 if TYPE_CHECKING:
     from .http.app import HttpApp, HttpOptions
@@ -40,13 +49,14 @@ if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-ENV_BUNDLES = "DOCBUNDLE_BUNDLES"
-ENV_KEYS = "DOCBUNDLE_KEYS"
-DEFAULT_KEYS_FILE = "docbundle-keys.toml"
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader closed the pipe
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # serve options that only mean something over HTTP (argparse dest names, all defaulting to None).
 HTTP_ONLY = (
+    "host",
+    "port",
     "keys",
     "no_auth",
     "allowed_host",
@@ -63,7 +73,21 @@ log = logging.getLogger("docbundle.server")
 
 
 def _default_bundles() -> Path:
-    return Path(os.environ.get(ENV_BUNDLES) or "bundles")
+    return default_bundles()
+
+
+def _version() -> str:
+    """The installed distribution's version: its metadata (from pyproject) is the one source."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("docbundle-server")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
+def _bundles_help() -> str:
+    return f"bundles directory (default: ${ENV_BUNDLES}, else the per-user data folder: see `docbundle info`)"
 
 
 def _rate(text: str) -> float:
@@ -112,7 +136,7 @@ def _proxy(text: str) -> str:
 
 
 def _default_keys() -> Path:
-    return Path(os.environ.get(ENV_KEYS) or DEFAULT_KEYS_FILE)
+    return default_keys()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -120,9 +144,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="docbundle",
         description="Serve prebuilt documentation bundles to AI assistants over MCP (read-only, no network).",
     )
+    p.add_argument("--version", action="version", version=f"docbundle {_version()}")
     p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (stderr)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_add_serve, _add_search, _add_info, _add_verify, _add_install, _add_pull, _add_keys):
+    for add, _run in COMMANDS.values():
         add(sub)
     return p
 
@@ -134,7 +159,7 @@ def _common(sp: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help=f"bundles directory (default: ${ENV_BUNDLES}, else ./bundles)",
+        help=_bundles_help(),
     )
     sp.add_argument(
         "--lock",
@@ -149,8 +174,6 @@ def _add_serve(sub: Subparsers) -> None:
     s = sub.add_parser("serve", help="run the MCP server", description="Run the read-only MCP server.")
     _common(s)
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
-    s.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1)")
-    s.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000; 0 picks a free one)")
     _add_http_options(s.add_argument_group("HTTP transport"))
     s.add_argument(
         "--log-level",
@@ -162,12 +185,17 @@ def _add_serve(sub: Subparsers) -> None:
 
 def _add_http_options(h: argparse._ArgumentGroup) -> None:
     """The options of ``serve`` that apply to HTTP only (``HTTP_ONLY``)."""
+    h.add_argument("--host", default=None, help=f"bind address (default: {DEFAULT_HOST})")
+    h.add_argument(
+        "--port", type=int, default=None, help=f"port (default: {DEFAULT_PORT}; 0 picks a free one)"
+    )
     h.add_argument(
         "--keys",
         type=Path,
         default=None,
         metavar="FILE",
-        help=f"API keys file (default: ${ENV_KEYS}); HTTP refuses to start without one unless --no-auth",
+        help=f"API keys file (default: ${ENV_KEYS}, else the per-user keys.toml `docbundle keys create` "
+        "writes, when it exists); HTTP refuses to start without one unless --no-auth",
     )
     h.add_argument(
         "--no-auth",
@@ -247,11 +275,16 @@ def _add_search(sub: Subparsers) -> None:
     q.add_argument("--mode", choices=MODES, default="balanced")
     q.add_argument("--limit", type=int, default=5, help="hits (1-20, default 5)")
     q.add_argument("--max-tokens", type=int, default=5000, help="budget for the hits' text (500-50000)")
-    q.add_argument("--json", action="store_true", help="print the search_documents result as JSON")
+    q.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
 def _add_info(sub: Subparsers) -> None:
-    i = sub.add_parser("info", help="describe libraries", description="Describe the installed libraries.")
+    i = sub.add_parser(
+        "info",
+        help="describe libraries",
+        description="Describe the installed libraries, and say where they were looked for. Each bundle's "
+        "file sizes are checked against its manifest; with LIBRARY, every file's sha256 too.",
+    )
     _common(i)
     i.add_argument("library", metavar="LIBRARY", nargs="?", help="one library's versions and details")
     i.add_argument("--json", action="store_true", help="print JSON")
@@ -268,6 +301,7 @@ def _add_verify(sub: Subparsers) -> None:
     v.add_argument(
         "--lock", type=Path, default=None, metavar="FILE", help="also check content hashes against it"
     )
+    v.add_argument("--json", action="store_true", help="print a JSON list, one object per bundle")
 
 
 def _add_install(sub: Subparsers) -> None:
@@ -277,13 +311,15 @@ def _add_install(sub: Subparsers) -> None:
         description="Check a release archive against SHA256SUMS, unpack it safely, verify it against its "
         "manifest and the lock file, then point CURRENT at it. Needs no network.",
     )
-    n.add_argument("archive", metavar="ARCHIVE", type=Path, help="<libraryId>-<version>-<buildId>.tar.gz")
+    n.add_argument(
+        "archive", metavar="ARCHIVE", type=Path, nargs="+", help="<libraryId>-<version>-<buildId>.tar.gz ..."
+    )
     n.add_argument(
         "--bundles",
         type=Path,
         default=None,
         metavar="DIR",
-        help="bundles directory (default: $DOCBUNDLE_BUNDLES, else ./bundles)",
+        help=_bundles_help(),
     )
     n.add_argument(
         "--sums", type=Path, default=None, metavar="FILE", help="SHA256SUMS (default: beside the archive)"
@@ -316,7 +352,7 @@ def _add_pull(sub: Subparsers) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="bundles directory (default: $DOCBUNDLE_BUNDLES, else ./bundles)",
+        help=_bundles_help(),
     )
     n.add_argument(
         "--lock", type=Path, default=None, metavar="FILE", help="lock file (default: DIR/bundles.lock)"
@@ -362,7 +398,7 @@ def _keys_file(sp: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help=f"keys file (default: ${ENV_KEYS}, else ./{DEFAULT_KEYS_FILE})",
+        help=f"keys file (default: ${ENV_KEYS}, else the per-user keys.toml: {_default_keys()})",
     )
 
 
@@ -377,48 +413,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="docbundle: %(levelname)s %(name)s: %(message)s",
     )
     try:
-        if args.command == "serve":
-            return _serve(args)
-        if args.command == "search":
-            return _search(args)
-        if args.command == "info":
-            return _info(args)
-        if args.command == "keys":
-            return _keys(args)
-        if args.command == "install":
-            return _install(args)
-        if args.command == "pull":
-            return _pull(args)
-        return _verify(args)
+        code = COMMANDS[args.command][1](args)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here as often as in print
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
+    except UnknownLibraryError as exc:
+        _err(shell_words(str(exc)) + (_where_to_get(args) if not exc.available else ""))
+        return EXIT_USAGE
     except LibraryUnavailableError as exc:
-        _err(str(exc))
+        _err(unavailable_for_shell(exc))
         return EXIT_FAILED
     except (ServerError, FileNotFoundError, NotADirectoryError) as exc:
-        _err(str(exc))
+        _err(shell_words(str(exc)))
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_FAILED
 
 
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe (``docbundle search ... --json | head``): stop quietly.
+
+    Python would print a traceback when it flushes stdout at exit; pointing stdout at /dev/null first
+    makes that flush silent.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return EXIT_PIPE
+
+
 def _install(args: argparse.Namespace) -> int:
+    """Install each archive in turn; one that fails does not stop the others (exit 1 if any failed)."""
     from .errors import InstallError
     from .install import install  # whoosh and tarfile only for this command
 
     bundles: Path = args.bundles or _default_bundles()
-    if not args.archive.is_file():
-        _err(f"{args.archive} not found")
-        return EXIT_FAILED
-    try:
-        done = install(args.archive, bundles, sums=args.sums, lock=args.lock)
-    except InstallError as exc:
-        _err(str(exc))
-        return EXIT_FAILED
-    note = " (already present; CURRENT points at it)" if done.already_present else ""
-    print(
-        f"installed {done.library}@{done.version} build {done.build_id} (content {done.content_hash[:12]}){note}"
-    )
-    print("restart a running server to serve it", file=sys.stderr)
-    return EXIT_OK
+    if args.sums is not None and len(args.archive) > 1:
+        sums_dirs = {a.parent.resolve() for a in args.archive}
+        if len(sums_dirs) > 1:
+            _err(
+                "--sums names one SHA256SUMS: give archives of one release folder, or install them one by one"
+            )
+            return EXIT_USAGE
+    failed = 0
+    for archive in args.archive:
+        if not archive.is_file():
+            _err(f"{archive} not found")
+            failed += 1
+            continue
+        try:
+            done = install(archive, bundles, sums=args.sums, lock=args.lock)
+        except InstallError as exc:
+            _err(str(exc))
+            failed += 1
+            continue
+        note = " (already present; CURRENT points at it)" if done.already_present else ""
+        print(
+            f"installed {done.library}@{done.version} build {done.build_id} "
+            f"(content {done.content_hash[:12]}){note} in {bundles}"
+        )
+    if failed < len(args.archive):
+        print("restart a running server to serve what was installed", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def _pull(args: argparse.Namespace) -> int:
@@ -460,9 +519,41 @@ def _err(message: str) -> None:
     print(f"docbundle: error: {message}", file=sys.stderr)
 
 
+def _root(args: argparse.Namespace) -> Path:
+    """The bundles folder a command reads: ``--bundles``, else the default (created when missing)."""
+    if args.bundles is not None:
+        return Path(args.bundles)
+    root = _default_bundles()
+    # The default folder is this program's own: an absent one is an empty one, not a usage error.
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 def _load(args: argparse.Namespace) -> Catalog:
-    root: Path = args.bundles or _default_bundles()
+    root = _root(args)
     return Catalog.load(root, lock=find_lock(root, args.lock))
+
+
+def _where(root: Path, args: argparse.Namespace) -> str:
+    """``/path (the per-user default)``: a bundles folder and why it is the one used."""
+    why = "--bundles" if getattr(args, "bundles", None) is not None else bundles_origin()
+    return f"{root} ({why})"
+
+
+def _where_to_get(args: argparse.Namespace) -> str:
+    """Where the bundles were looked for, and the commands that put a library there."""
+    root = args.bundles if getattr(args, "bundles", None) is not None else _default_bundles()
+    lines = [
+        f". Looked in {_where(root, args)}; --bundles DIR or ${ENV_BUNDLES} look elsewhere.",
+        "Get a library:",
+    ]
+    if "pull" in COMMANDS:
+        lines.append("  docbundle pull --list                      what the project's release offers")
+    lines += [
+        "  docbundle install ARCHIVE                  a release archive you have (offline)",
+        "  docbundle-index build --config FILE        build from a catalogue (it writes to this folder)",
+    ]
+    return "\n".join(lines)
 
 
 # -- serve ------------------------------------------------------------------------------------------
@@ -472,17 +563,35 @@ def _serve(args: argparse.Namespace) -> int:
     if args.transport != "http":
         given = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name) is not None]
         if given:
-            _err(f"{', '.join(given)} only apply to --transport http")
+            verb = "applies" if len(given) == 1 else "apply"
+            _err(
+                f"{', '.join(given)} {verb} only to --transport http, and this command would serve stdio "
+                f"(the default transport): add --transport http, or drop {', '.join(given)}"
+            )
             return EXIT_USAGE
         return _serve_stdio(args)
+    args.host = args.host if args.host is not None else DEFAULT_HOST
+    args.port = args.port if args.port is not None else DEFAULT_PORT
     return _serve_http(args)
+
+
+def _no_libraries_warning(catalog: Catalog, args: argparse.Namespace) -> None:
+    """Said once at start-up when there is nothing to serve: the server still runs, and lists nothing."""
+    ways = ["docbundle install ARCHIVE", "docbundle-index build --config FILE"]
+    if "pull" in COMMANDS:
+        ways.insert(0, "docbundle pull LIBRARY")
+    log.warning(
+        "serving no library: none is installed in %s; get one with %s",
+        _where(catalog.root, args),
+        ", ".join(f"`{w}`" for w in ways[:-1]) + f" or `{ways[-1]}`",
+    )
 
 
 def _serve_stdio(args: argparse.Namespace) -> int:
     catalog = _load(args)
     n = len(catalog.library_ids())
     if n == 0:
-        log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
+        _no_libraries_warning(catalog, args)
     import anyio
 
     from .mcp.server import create_server
@@ -490,7 +599,11 @@ def _serve_stdio(args: argparse.Namespace) -> int:
 
     server = create_server(catalog)
     try:
-        print(f"docbundle: serving {n} libraries from {catalog.root} over stdio", file=sys.stderr, flush=True)
+        print(
+            f"docbundle: serving {plural(n, 'library', 'libraries')} from {catalog.root} over stdio",
+            file=sys.stderr,
+            flush=True,
+        )
         # Returns when the client leaves (end of stdin, or the parent process died), after a bounded drain.
         anyio.run(serve_stdio, server)
     except KeyboardInterrupt:
@@ -503,7 +616,9 @@ def _serve_stdio(args: argparse.Namespace) -> int:
 
 
 def _serve_http(args: argparse.Namespace) -> int:
-    keys_path: Path | None = args.keys or (Path(os.environ[ENV_KEYS]) if os.environ.get(ENV_KEYS) else None)
+    # The keys file `docbundle keys create` writes by default is the one serve reads by default.
+    default = _default_keys()
+    keys_path: Path | None = args.keys or (default if os.environ.get(ENV_KEYS) or default.is_file() else None)
     if args.no_auth and args.keys is not None:
         _err("--keys and --no-auth exclude each other")
         return EXIT_USAGE
@@ -511,9 +626,9 @@ def _serve_http(args: argparse.Namespace) -> int:
         keys_path = None
     elif keys_path is None:
         _err(
-            "the HTTP transport needs API keys: create one with "
-            f"`docbundle keys create --name NAME --keys FILE` and pass --keys FILE (or set ${ENV_KEYS}); "
-            "or pass --no-auth to serve without authentication on 127.0.0.1"
+            f"the HTTP transport needs API keys, and there is no keys file at {default}: create a key with "
+            "`docbundle keys create --name NAME` (it writes that file, which serve then reads; --keys FILE "
+            f"or ${ENV_KEYS} name another), or pass --no-auth to serve without authentication on 127.0.0.1"
         )
         return EXIT_USAGE
     from . import logs
@@ -540,7 +655,7 @@ def _run_http(
 
     n = len(catalog.library_ids())
     if n == 0:
-        log.warning("no library bundles under %s; build some with docbundle-index build", catalog.root)
+        _no_libraries_warning(catalog, args)
     host: str = args.host
     app = HttpApp(create_server(catalog), catalog, keys, _http_options(args))
     try:
@@ -607,8 +722,8 @@ def _announce(handler: logging.Handler, app: HttpApp, url: str, libraries: int, 
                 "name": log.name,
                 "levelno": logging.INFO,
                 "levelname": "INFO",
-                "msg": f"docbundle: serving {libraries} libraries from {app.catalog.root} over streamable HTTP "
-                f"at {url} ({auth})",
+                "msg": f"docbundle: serving {plural(libraries, 'library', 'libraries')} from "
+                f"{app.catalog.root} over streamable HTTP at {url} ({auth})",
                 "fields": {
                     "event": "listening",
                     "url": url,
@@ -661,8 +776,8 @@ def _search(args: argparse.Namespace) -> int:
         print(f"   {h.document_id} chunk {h.chunk_id} · {h.url}")
         print(f"   {_snippet(h.text)}")
     if result.message:
-        print(f"\n{result.message}")
-        for s in result.suggestions:
+        print(f"\n{shell_words(result.message)}")
+        for s in shell_suggestions(result.suggestions):
             print(f"  - {s}")
     return EXIT_OK
 
@@ -671,40 +786,127 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
+    catalog = _load(args)
+    # The reasons are printed below, in the user's terms; the catalogue's own log line would repeat them.
+    logging.getLogger("docbundle.server.catalog").setLevel(logging.CRITICAL)
+    try:
+        return _info_library(args, catalog) if args.library else _info_all(args, catalog)
+    finally:
+        catalog.close()
+
+
+def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
+    """Every library, its default version checked by size (a stat per file: cheap)."""
     from .docs import Docs
 
-    catalog = _load(args)
-    docs = Docs(catalog)
-    if args.library:
-        versions = docs.list_versions(args.library)
-        if args.json:
-            print(versions.model_dump_json(by_alias=True, indent=2))
-            return EXIT_OK
-        lib = versions.library
-        print(f"{lib.id}: {lib.name}" + (f" [{lib.category}]" if lib.category else ""))
-        if lib.description:
-            print(f"  {lib.description}")
-        for v in versions.versions:
-            flags = ", ".join(
-                f for f, on in (("default", v.default), ("latest", v.latest), ("lts", v.lts)) if on
-            )
-            print(f"  {v.version}: {v.status or '?'}" + (f" ({flags})" if flags else ""))
-            if v.availability == "failed":
-                print(f"    FAILED: {v.reason}")
-                continue
-            print(f"    build {v.build_id}, built {v.built_at}, {v.documents} documents")
-            print(f"    content hash {v.content_hash}")
-        return EXIT_OK
-    libraries = docs.list_libraries()
+    listed = Docs(catalog).list_libraries()
+    by_id = {lib.id: lib for lib in catalog.libraries()}
+    summaries = []
+    for s in listed.libraries:
+        problem = _size_problem(by_id[s.id].default) if s.status != "failed" else None
+        summaries.append(s.model_copy(update={"status": "failed", "reason": problem}) if problem else s)
     if args.json:
-        print(libraries.model_dump_json(by_alias=True, indent=2))
+        print(listed.model_copy(update={"libraries": summaries}).model_dump_json(by_alias=True, indent=2))
         return EXIT_OK
-    if not libraries.libraries:
-        print(f"no libraries under {catalog.root}")
-    for s in libraries.libraries:
-        state = f"FAILED: {s.reason}" if s.status == "failed" else f"{s.documents} docs, build {s.build_id}"
+    if not summaries:
+        print("no libraries installed" + _where_to_get(args))
+        return EXIT_OK
+    print(f"{plural(len(summaries), 'library', 'libraries')} in {_where(catalog.root, args)}")
+    for s in summaries:
+        if s.status == "failed":
+            state = _problem_text(s.reason or "")
+        else:
+            state = f"{s.documents} docs, build {s.build_id}"
+            if s.safety_findings:
+                state += f"; {plural(s.safety_findings, 'safety finding', 'safety findings')} "
+                state += f"({', '.join(s.safety_kinds)}): see `docbundle info {s.id}`"
         print(f"{s.id:<20} {s.default_version:<10} {state}")
     return EXIT_OK
+
+
+def _info_library(args: argparse.Namespace, catalog: Catalog) -> int:
+    """One library: every version opened, which checks each file's size and sha256 first."""
+    from .docs import Docs
+
+    lib_entry = catalog.library(args.library)
+    for entry in lib_entry.versions.values():
+        problem = _size_problem(entry)
+        if problem is not None:
+            catalog.mark_failed(entry, problem)
+            continue
+        with contextlib.suppress(LibraryUnavailableError):  # recorded; list_versions reports it
+            catalog.open_entry(entry)
+    versions = Docs(catalog).list_versions(args.library)
+    if args.json:
+        print(versions.model_dump_json(by_alias=True, indent=2))
+        return EXIT_OK
+    lib = versions.library
+    print(f"{lib.id}: {lib.name}" + (f" [{lib.category}]" if lib.category else ""))
+    if lib.description:
+        print(f"  {lib.description}")
+    for v in versions.versions:
+        flags = ", ".join(f for f, on in (("default", v.default), ("latest", v.latest), ("lts", v.lts)) if on)
+        print(f"  {v.version}: {v.status or '?'}" + (f" ({flags})" if flags else ""))
+        if v.availability == "failed":
+            print(f"    {_problem_text(v.reason or '')}")
+            continue
+        print(f"    build {v.build_id}, built {v.built_at}, {v.documents} documents (files verified)")
+        print(f"    content hash {v.content_hash}")
+        _print_safety(lib_entry.versions[v.version])
+    print(f"  from {_where(catalog.root, args)}")
+    return EXIT_OK
+
+
+def _print_safety(entry: VersionEntry, shown: int = 5) -> None:
+    """The content-safety findings the build recorded: text a model must read as data."""
+    findings = entry.manifest.safety if entry.manifest else []
+    if not findings:
+        return
+    kinds = sorted({f.kind for f in findings})
+    print(
+        f"    {plural(len(findings), 'safety finding', 'safety findings')} ({', '.join(kinds)}): "
+        "documentation text that may try to steer an AI assistant; it is served as data"
+    )
+    for f in findings[:shown]:
+        where = f"{f.path}" + (f" chunk {f.chunk}" if f.chunk is not None else "")
+        print(f"      {f.kind} in {where}: {f.detail}")
+    if len(findings) > shown:
+        print(f"      ... and {len(findings) - shown} more (`docbundle-index audit` lists them all)")
+
+
+def _size_problem(entry: VersionEntry) -> str | None:
+    """Why a bundle's files do not match its manifest by size (a stat each), or None."""
+    if entry.problem or entry.manifest is None or entry.bundle_path is None:
+        return None
+    for f in entry.manifest.files:
+        try:
+            size = (entry.bundle_path / f.path).stat().st_size
+        except OSError:
+            return f"corrupt: {f.path} is missing; rebuild or reinstall"
+        if size != f.size:
+            return f"corrupt: {f.path} size differs from the manifest; rebuild or reinstall"
+    return None
+
+
+_CORRUPT = (
+    (re.compile(r"(\S+) is \d+ bytes, the manifest says \d+"), "size differs from the manifest"),
+    (
+        re.compile(r"(\S+) does not match its sha256 in the manifest"),
+        "content differs from its sha256 in the manifest",
+    ),
+    (re.compile(r"missing file listed in the manifest: (\S+)"), "is missing"),
+)
+
+
+def _problem_text(reason: str) -> str:
+    """A version's problem as a line: ``corrupt: FILE ...; rebuild or reinstall`` when a file is damaged."""
+    if reason.startswith("corrupt: "):
+        return reason
+    for pattern, what in _CORRUPT:
+        m = pattern.search(reason)
+        if m:
+            return f"corrupt: {m[1]} {what}; rebuild or reinstall"
+    return f"FAILED: {shell_words(reason)}"
 
 
 # -- keys -------------------------------------------------------------------------------------------
@@ -762,23 +964,42 @@ def _verify(args: argparse.Namespace) -> int:
     from docbundle.bundle.reader import check_bundle
 
     target: Path = args.dir or _default_bundles()
+    results: list[dict[str, Any]] = []
     try:
         single = _one_bundle(target)
     except BundleError as exc:
-        print(f"FAIL {target}: {exc}")
-        return EXIT_FAILED
+        results.append(_verified(str(target), error=str(exc)))
+        return _report_verify(args, results)
     if single is None:
-        return _verify_all(target, args.lock)
+        return _verify_all(args, target, results)
     if args.lock is not None:
         _err("--lock applies to a bundles directory, not to one bundle")
         return EXIT_USAGE
     try:
         m = check_bundle(single)
     except BundleError as exc:
-        print(f"FAIL {single}: {exc}")
-        return EXIT_FAILED
-    print(f"OK   {m.library.id}/{m.version.name}/{m.build.build_id} ({len(m.files)} files verified)")
-    return EXIT_OK
+        results.append(_verified(str(single), error=str(exc)))
+    else:
+        results.append(_verified(f"{m.library.id}/{m.version.name}", m.build.build_id, len(m.files)))
+    return _report_verify(args, results)
+
+
+def _verified(
+    name: str, build_id: str | None = None, files: int = 0, error: str | None = None
+) -> dict[str, Any]:
+    """One line of ``verify``'s report (one object of ``verify --json``)."""
+    return {"bundle": name, "ok": error is None, "buildId": build_id, "files": files, "error": error}
+
+
+def _report_verify(args: argparse.Namespace, results: list[dict[str, Any]]) -> int:
+    if args.json:
+        print(json.dumps(results, indent=2, ensure_ascii=False))
+    for r in [] if args.json else results:
+        if r["ok"]:
+            print(f"OK   {r['bundle']}/{r['buildId']} ({r['files']} files verified)")
+        else:
+            print(f"FAIL {r['bundle']}: {r['error']}")
+    return EXIT_OK if results and all(r["ok"] for r in results) else EXIT_FAILED
 
 
 def _one_bundle(target: Path) -> Path | None:
@@ -791,29 +1012,44 @@ def _one_bundle(target: Path) -> Path | None:
         return None
 
 
-def _verify_all(target: Path, lock: Path | None) -> int:
+def _verify_all(args: argparse.Namespace, target: Path, results: list[dict[str, Any]]) -> int:
     """Verify every bundle a CURRENT names under the bundles directory ``target``."""
+    if args.dir is None and not target.exists():
+        target.mkdir(parents=True, exist_ok=True)  # the default folder: absent means empty
     try:
-        catalog = Catalog.load(target, lock=find_lock(target, lock))
+        catalog = Catalog.load(target, lock=find_lock(target, args.lock))
     except LockFileError as exc:
         _err(str(exc))
         return EXIT_USAGE
-    failed = 0
+    logging.getLogger("docbundle.server.catalog").setLevel(logging.CRITICAL)  # reported below
     try:
         entries = catalog.entries()
         if not entries:
-            print(f"FAIL {target}: no bundles found (expected <libraryId>/<version>/CURRENT)")
-            return EXIT_FAILED
+            results.append(
+                _verified(str(target), error="no bundles found (expected <libraryId>/<version>/CURRENT)")
+            )
         for entry in entries:
             name = f"{entry.library_id}/{entry.version}"
             try:
                 opened = catalog.open_entry(entry)
             except LibraryUnavailableError as exc:
-                failed += 1
-                print(f"FAIL {name}: {exc.reason}")
+                results.append(_verified(name, entry.build_id, error=exc.reason))
                 continue
             m = opened.manifest
-            print(f"OK   {name}/{m.build.build_id} ({len(m.files)} files verified)")
+            results.append(_verified(name, m.build.build_id, len(m.files)))
     finally:
         catalog.close()
-    return EXIT_FAILED if failed else EXIT_OK
+    return _report_verify(args, results)
+
+
+#: The commands, in the order ``--help`` lists them: the function adding each one's parser, and its
+#: handler (which returns the exit code). A command is added here and nowhere else.
+COMMANDS: dict[str, tuple[Callable[[Subparsers], None], Callable[[argparse.Namespace], int]]] = {
+    "serve": (_add_serve, _serve),
+    "search": (_add_search, _search),
+    "info": (_add_info, _info),
+    "verify": (_add_verify, _verify),
+    "install": (_add_install, _install),
+    "pull": (_add_pull, _pull),
+    "keys": (_add_keys, _keys),
+}

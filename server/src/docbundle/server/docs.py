@@ -35,6 +35,7 @@ from docbundle.bundle.store import DocRecord
 
 from .budget import estimate_tokens, fit_text, page_end, share
 from .catalog import Catalog, LibraryEntry, OpenedLibrary, VersionEntry
+from .comments import without_html_comments
 from .errors import (
     MAX_CATEGORY_CHARS,
     MAX_CURSOR_CHARS,
@@ -511,7 +512,7 @@ class Docs:
                     url=doc.url,
                     uri=doc_uri(lib.entry.library_id, lib.entry.version, doc.id),
                     score=round(score, 4),
-                    text=chunk.text,
+                    text=without_html_comments(chunk.text),
                     truncated=False,
                 )
             )

@@ -14,19 +14,21 @@ refresh to a page also listed).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import hashlib
 import os
 import posixpath
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as pkg_version
 from pathlib import Path, PurePosixPath
 from typing import Literal, NamedTuple
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
+from urllib.request import url2pathname
 
 import msgspec
 from docbundle.bundle import layout
@@ -56,13 +58,12 @@ from .follow import FOLLOWED_SECTION, Origin, RobotsRules, fetch_robots, origin,
 from .html import CONVERTER_ID
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
-from .progress import Progress
+from .progress import Progress, ProgressFactory
 from .safety import scan_document
 from .scope import CrawlScope
 
 Status = Literal["built", "unchanged", "failed"]
 PAGE_SUFFIXES = (".md", ".mdx", ".markdown", ".txt")
-ProgressFactory = Callable[[int, str], Progress]
 
 
 class PageFailure(msgspec.Struct, frozen=True):
@@ -133,10 +134,19 @@ def _base_url(source: str, result: FetchResult | None) -> str:
 def _display_url(url: str, target: Target, base_url: str) -> str:
     """The URL recorded for a document: for local sources, a path relative to the config as written.
 
-    Bundles travel; a ``file:`` URL would carry the build machine's absolute paths into them.
+    Bundles travel; a ``file:`` URL would carry the build machine's absolute paths into them. With the
+    library's ``site_url``, the URL is absolute instead: ``site_url`` plus the path below ``local_root``
+    (else below the source's folder), so a model can cite it.
     """
     if urlsplit(target.source).scheme.lower() in ("http", "https") or not url.startswith("file:"):
         return url
+    site = target.library.site_url
+    if site:
+        source = Path(target.source)
+        root = Path(target.local_root) if target.local_root else source if source.is_dir() else source.parent
+        path = Path(url2pathname(urlsplit(url).path))
+        if path.is_relative_to(root):
+            return urljoin(site.rstrip("/") + "/", quote(path.relative_to(root).as_posix()))
     label = (target.label or Path(target.source).name).rstrip("/")
     folder = label if Path(target.source).is_dir() else posixpath.dirname(label)
     rel = doc_path(url, base_url)
@@ -213,7 +223,10 @@ def _directory_listing(root: Path) -> LlmsTxt:
             lines += ["", f"## {section}", ""]
             current = section
         lines.append(f"- [{rel.stem}]({rel.as_posix()})")
-    return parse_llms_txt("\n".join(lines) + "\n", base_url=root.resolve().as_uri() + "/")
+    listing = parse_llms_txt("\n".join(lines) + "\n", base_url=root.resolve().as_uri() + "/")
+    # The listing is docbundle's own, not the library's: its deviations from the spec (relative links, no
+    # summary) say nothing about the source, and would be reported on every build of the folder.
+    return msgspec.structs.replace(listing, issues=[])
 
 
 class _Page(msgspec.Struct):
@@ -362,6 +375,8 @@ def input_hash(target: Target, kind: str, pages: list[_Page]) -> str:
                 kind,
                 target.label,
                 CONVERTER_ID,
+                # Only when set, so the input hash of every library without one stays as it was.
+                *([["site_url", lib.site_url]] if lib.site_url else []),
             ]
         )
     )
@@ -417,14 +432,32 @@ def build_target(
     try:
         with layout.version_lock(vdir):
             layout.remove_stale_temps(vdir)
-            _build_locked(target, vdir, outcome, cache, progress)
+            try:
+                _build_locked(target, vdir, outcome, cache, progress)
+            except BaseException:
+                _unlock_skeleton(vdir)
+                raise
     except (IndexerError, VersionLockedError) as exc:
         outcome.status = "failed"
         outcome.message = str(exc)
     except OSError as exc:
         outcome.status = "failed"
         outcome.message = f"cannot write under {vdir}: {exc}"
+    if outcome.status == "failed":
+        # A failed first build leaves no empty version folder behind: readers would list a library
+        # with "no bundle built yet" and `docbundle verify` would fail for the whole folder.
+        with contextlib.suppress(OSError):
+            vdir.rmdir()
+            vdir.parent.rmdir()
     return outcome
+
+
+def _unlock_skeleton(vdir: Path) -> None:
+    """After a failed build, with the version lock still held: when the version folder holds nothing but
+    its lock file (no bundle was ever published), remove the lock file so the folder can go."""
+    with contextlib.suppress(OSError):
+        if [p.name for p in vdir.iterdir()] == [layout.LOCK_NAME]:
+            (vdir / layout.LOCK_NAME).unlink()
 
 
 def _build_locked(
@@ -455,7 +488,7 @@ def _build_locked(
     if current is not None and current.build.input_hash == ihash:
         _unchanged(outcome, vdir, current, t1)
         return
-    built = _write_bundle(target, vdir, src, pages, kind, ihash, current, started, outcome)
+    built = _write_bundle(target, vdir, src, pages, kind, ihash, current, started, outcome, progress)
     if built is None:
         assert current is not None
         _unchanged(outcome, vdir, current, t1)
@@ -641,6 +674,7 @@ def _write_bundle(
     current: Manifest | None,
     started: datetime,
     outcome: Outcome,
+    progress: ProgressFactory | None = None,
 ) -> tuple[str, Path, _Assembled] | None:
     """Index, store and publish the pages as a new bundle: its buildId, folder and contents, or None
     (nothing written) when its content hash equals the current bundle's."""
@@ -648,23 +682,40 @@ def _write_bundle(
     jobs = _jobs(pages, ids, target, src.result is None, src.base_url)
     build_id_date = _iso(started)
     tmp = layout.new_temp_dir(vdir, f"{build_id_date[:10].replace('-', '')}-pending")
+    bar: Progress | None = None
     try:
-        asm = _index_pages(tmp, pages, ids, jobs, target, src.base_url, ihash, current, outcome)
-        if asm is None:
+        indexed = _index_pages(tmp, pages, ids, jobs, target, src.base_url, ihash, current, outcome, progress)
+        if indexed is None:
             shutil.rmtree(tmp)
             return None
+        asm, bar = indexed  # the search index is written: the first of the bundle's three parts
         chash = outcome.content_hash
         assert chash is not None
         build_id = make_build_id(build_id_date, chash)
         (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
         write_store(tmp, asm.docs)
+        if bar:
+            bar.advance(note="document store")
         manifest = _manifest(target, src, kind, started, build_id, chash, ihash, asm)
         write.finish_manifest(tmp, manifest)
+        if bar:
+            bar.advance(note="manifest, files hashed")
         final, _ = layout.publish(vdir, tmp, build_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if bar:
+            bar.close()
     return build_id, final, asm
+
+
+def _counted(prepared: Iterator[Prepared], bar: Progress | None) -> Iterator[Prepared]:
+    """``prepared``, advancing ``bar`` by one page as each arrives (parsed and analysed)."""
+    for item in prepared:
+        if bar:
+            bar.advance()
+        yield item
 
 
 def _index_pages(
@@ -677,13 +728,20 @@ def _index_pages(
     ihash: str,
     current: Manifest | None,
     outcome: Outcome,
-) -> _Assembled | None:
-    """Prepare every page into the index under ``tmp`` and hash the content (into ``outcome``); None,
-    with the index cancelled, when the content equals the current bundle's."""
+    progress: ProgressFactory | None = None,
+) -> tuple[_Assembled, Progress | None] | None:
+    """Prepare every page into the index under ``tmp``, hash the content (into ``outcome``) and write the
+    index; None, with the index cancelled, when the content equals the current bundle's. With the
+    assembled pages comes the display of the writing phase, its first part (the index) done."""
     lib = target.library
     index = write.IndexWriter(tmp, seed=ihash)
+    bar = progress(len(jobs), f"{lib.id}@{target.version.name}", verb="indexed") if progress else None
     try:
-        asm = _assemble(pages, ids, prepare_all(jobs), target, base_url, index)
+        try:
+            asm = _assemble(pages, ids, _counted(prepare_all(jobs), bar), target, base_url, index)
+        finally:
+            if bar:
+                bar.close()
         outcome.obtained = obtained_mix(asm.sources)
         if not asm.docs:
             raise FetchError(target.source, _nothing_indexed(asm.sources), kind="empty")
@@ -694,11 +752,16 @@ def _index_pages(
         if current is not None and current.build.content_hash == chash:
             index.cancel()
             return None
+        writing = (
+            progress(3, f"{lib.id}@{target.version.name}", verb="wrote", unit="parts") if progress else None
+        )
         index.commit()
+        if writing:
+            writing.advance(note="search index")
     except BaseException:
         index.cancel()
         raise
-    return asm
+    return asm, writing
 
 
 def _manifest(

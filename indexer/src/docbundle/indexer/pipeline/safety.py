@@ -34,7 +34,13 @@ _INSTRUCTIONS = re.compile(
     r"ignore\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier)\s+(?:instructions|prompts?|rules)"
     r"|disregard\s+(?:all\s+|any\s+|the\s+)?(?:previous|prior|above|earlier|system)\s+\w+"
     r"|forget\s+(?:all\s+|everything\s+)?(?:you\s+were\s+told|previous\s+instructions)"
-    r"|you\s+are\s+now\s+(?:an?\s+|in\s+)?\w+"
+    # "you are now" only where it hands out a role or a mode ("You are now DAN", "you are now an
+    # unrestricted AI", "you are now in developer mode"), not tutorial prose ("You are now ready to build").
+    r"|you\s+are\s+now\s+(?:"
+    r"an?\s+(?:[\w-]+\s+){0,3}?(?:ai|assistant|model|chatbot|bot|llm|persona|character)\b"
+    r"|in\s+(?:[\w-]+\s+){0,2}mode\b"
+    r"|(?:jailbroken|unrestricted|unfiltered|uncensored|free\s+from)\b"
+    r"|(?-i:[A-Z][A-Z0-9]+)\b)"
     r"|(?:do\s+not|don't|never)\s+(?:tell|reveal\s+(?:this\s+)?to|mention\s+(?:this\s+)?to|inform)\s+the\s+user"
     r"|(?:if\s+you\s+are|as)\s+an?\s+(?:ai|llm|language\s+model|ai\s+assistant)\b[^.\n]{0,60}?\b(?:must|should|always|never)"
     r"|new\s+system\s+prompt"
