@@ -287,3 +287,16 @@ def test_config_errors_are_all_reported_with_did_you_mean(tmp_path: Path) -> Non
     assert "library 'one': key 'max_page': unknown key; did you mean 'max_pages'?" in r.stderr
     assert "library 'Two': key 'id': must match" in r.stderr
     assert "library 'three': crawl.retrys: unknown key; did you mean 'retries'?" in r.stderr
+
+
+def test_the_nightly_job_logs_progress_too(site: Site, tmp_path: Path) -> None:
+    publish_site(site)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    r = _cli(
+        "nightly", "--config", str(config), "--out", str(tmp_path / "out"), "--dist", str(tmp_path / "dist"),
+        "--golden", str(tmp_path / "no-golden"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = len(TOPICS)
+    for phase in (f"crawled {n}/{n} pages", f"indexed {n}/{n} pages", "wrote 3/3 parts"):
+        assert f"docbundle: demo@latest: {phase}" in r.stderr, r.stderr

@@ -561,7 +561,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             print(f"nightly: {len(merged)} bundle(s) in {args.dist}")
             return EXIT_OK
         ids = [i for group in args.library for i in group.split(",") if i]
-        entries = nightly.run(args.config, args.out, args.dist, ids, args.golden)
+        # Progress on stderr (plain lines in a CI log), so the job's log shows each long phase.
+        entries = nightly.run(args.config, args.out, args.dist, ids, args.golden, progress=make_progress)
     except ConfigError as exc:
         print(f"nightly: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE

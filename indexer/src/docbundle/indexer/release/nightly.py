@@ -29,6 +29,7 @@ from docbundle.bundle.release import package
 from ..config import load_config
 from ..pipeline.build import build_target
 from ..pipeline.cache import CrawlCache
+from ..pipeline.progress import ProgressFactory
 from .regress import load_golden, regress, render_regress
 
 
@@ -51,8 +52,16 @@ def shards(config: Path, count: int) -> list[str]:
     return [",".join(ids[i::n]) for i in range(n) if ids[i::n]]
 
 
-def run(config: Path, out: Path, dist: Path, libraries: list[str], golden_dir: Path) -> list[NightlyEntry]:
-    """Build, check and package the given libraries (all when empty)."""
+def run(
+    config: Path,
+    out: Path,
+    dist: Path,
+    libraries: list[str],
+    golden_dir: Path,
+    progress: ProgressFactory | None = None,
+) -> list[NightlyEntry]:
+    """Build, check and package the given libraries (all when empty), showing each build's phases with
+    ``progress`` when given."""
     catalogue = load_config(config)
     chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
     cache = CrawlCache(out / ".crawl-cache")
@@ -66,7 +75,7 @@ def run(config: Path, out: Path, dist: Path, libraries: list[str], golden_dir: P
                 previous: Path | None = current_bundle(vdir)
             except BundleError:
                 previous = None
-            outcome = build_target(target, out, cache=cache)
+            outcome = build_target(target, out, cache=cache, progress=progress)
             entry = NightlyEntry(
                 library=lib.id,
                 version=target.version.name,
