@@ -56,6 +56,7 @@ def test_the_default_bundles_folder_is_per_user_and_info_says_how_to_fill_it() -
     # search from any folder reads the same place, and says the same.
     r = docbundle("search", "golden", "hooks")
     assert r.returncode == 2 and f"Looked in {folder}" in r.stderr and "docbundle install ARCHIVE" in r.stderr
+    assert r.stderr.startswith("docbundle: error: unknown library 'golden': no library is installed. Looked")
     assert not TOOL_NAMES.search(r.stderr), r.stderr
 
 

@@ -419,7 +419,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_gone()
     except UnknownLibraryError as exc:
-        _err(shell_words(str(exc)) + (_where_to_get(args) if not exc.available else ""))
+        if exc.available:
+            _err(shell_words(str(exc)))
+        else:  # nothing installed: say where we looked and how to get a library, not "see docbundle info"
+            _err(f"unknown library {exc.library_id!r}: no library is installed" + _where_to_get(args))
         return EXIT_USAGE
     except LibraryUnavailableError as exc:
         _err(unavailable_for_shell(exc))
