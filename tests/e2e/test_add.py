@@ -142,3 +142,22 @@ def test_add_refuses_what_it_cannot_use(site: Site, tmp_path: Path) -> None:
         assert "Traceback" not in r.stderr
     assert config.read_text(encoding="utf-8") == CATALOGUE
     assert sorted(p.name for p in tmp_path.iterdir()) == ["libraries.toml"]  # no temporary file left
+
+
+def test_every_add_option_is_documented() -> None:
+    import argparse
+    import re
+
+    from docbundle.indexer.cli import _parser
+
+    (sub,) = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    options = [o for a in sub.choices["add"]._actions for o in a.option_strings if o.startswith("--")]
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert len(options) >= 9
+    for option in set(options) - {"--help"}:
+        mentioned = re.compile(rf"(?<![\w-]){re.escape(option)}(?![\w-])")
+        assert mentioned.search(docs), option
+        if option != "--out":
+            assert mentioned.search(readme), option

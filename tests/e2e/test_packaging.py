@@ -1,5 +1,5 @@
 """Both distributions as a user gets them: sdists and wheels built, their metadata checked, installed into
-a clean virtual environment and run (a build, a search from the shell and over MCP).
+a clean virtual environment and run (``--version``, a build, a search over MCP).
 
 The build runs the project's own backend (hatchling) without isolation, and the wheel is built from the
 unpacked sdist, as an installer does, so a file the sdist forgets fails here. The install is offline: the
@@ -153,7 +153,10 @@ def test_installed_into_a_clean_venv_it_runs_the_demo(
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
     }
+    version = built["docbundle-server"][1].name.split("-")[1]
     bin_dir = venv / "bin"
+    assert _run(bin_dir / "docbundle", "--version", env=env).strip() == f"docbundle {version}"
+    assert _run(bin_dir / "docbundle-index", "--version", env=env).strip() == f"docbundle-index {version}"
 
     bundles = tmp_path / "bundles"
     config = ROOT / "bundles" / "libraries.toml"
