@@ -248,8 +248,11 @@ def conformance(session: nox.Session) -> None:
     log = tmp / "conformance-serve.log"
     docbundle = str(Path(session.bin) / "docbundle")
     serve = [docbundle, "serve", "--bundles", str(bundles), "--transport", "http", "--port", "0", "--no-auth"]
+    # The suite's tools-call-* scenarios call its reference server's fixture tools by name; docbundle
+    # serves them only with this variable (server/mcp/fixtures.py), so unknown tools stay -32602.
+    serve_env = {**os.environ, "DOCBUNDLE_CONFORMANCE_FIXTURES": "1"}
     with log.open("w") as err:
-        server = subprocess.Popen(serve, stderr=err)
+        server = subprocess.Popen(serve, stderr=err, env=serve_env)
     try:
         url = ""
         deadline = time.monotonic() + 60
