@@ -49,6 +49,8 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 def test_the_default_bundles_folder_is_per_user_and_info_says_how_to_fill_it() -> None:
     folder = default_bundles()
     assert folder.parts[-2:] == ("docbundle", "bundles") and os.environ["XDG_DATA_HOME"] in str(folder)
+    r = docbundle("verify")
+    assert r.returncode == 1 and "in the default folder (the per-user default); get one with" in r.stdout
     r = docbundle("info")
     assert r.returncode == 0, r.stderr
     assert f"no libraries installed. Looked in {folder} (the per-user default)" in r.stdout

@@ -27,7 +27,7 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -580,14 +580,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _no_libraries_warning(catalog: Catalog, args: argparse.Namespace) -> None:
     """Said once at start-up when there is nothing to serve: the server still runs, and lists nothing."""
+    log.warning("serving no library: none is installed in %s; %s", _where(catalog.root, args), _ways())
+
+
+def _ways() -> str:
+    """``get one with `docbundle pull LIBRARY`, ... or `docbundle-index build --config FILE```."""
     ways = ["docbundle install ARCHIVE", "docbundle-index build --config FILE"]
     if "pull" in COMMANDS:
         ways.insert(0, "docbundle pull LIBRARY")
-    log.warning(
-        "serving no library: none is installed in %s; get one with %s",
-        _where(catalog.root, args),
-        ", ".join(f"`{w}`" for w in ways[:-1]) + f" or `{ways[-1]}`",
-    )
+    return "get one with " + ", ".join(f"`{w}`" for w in ways[:-1]) + f" or `{ways[-1]}`"
 
 
 def _serve_stdio(args: argparse.Namespace) -> int:
@@ -790,12 +791,24 @@ def _search(args: argparse.Namespace) -> int:
 
 def _info(args: argparse.Namespace) -> int:
     catalog = _load(args)
-    # The reasons are printed below, in the user's terms; the catalogue's own log line would repeat them.
-    logging.getLogger("docbundle.server.catalog").setLevel(logging.CRITICAL)
     try:
-        return _info_library(args, catalog) if args.library else _info_all(args, catalog)
+        with _catalog_quiet():
+            return _info_library(args, catalog) if args.library else _info_all(args, catalog)
     finally:
         catalog.close()
+
+
+@contextlib.contextmanager
+def _catalog_quiet() -> Iterator[None]:
+    """Silence the catalogue's log lines about bundles that fail to open: the command prints the reasons
+    itself, in the user's terms (the level is restored afterwards)."""
+    logger = logging.getLogger("docbundle.server.catalog")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
@@ -1024,17 +1037,20 @@ def _verify_all(args: argparse.Namespace, target: Path, results: list[dict[str, 
     except LockFileError as exc:
         _err(str(exc))
         return EXIT_USAGE
-    logging.getLogger("docbundle.server.catalog").setLevel(logging.CRITICAL)  # reported below
     try:
         entries = catalog.entries()
         if not entries:
+            how = "" if args.dir is not None else f" in the default folder ({bundles_origin()}); " + _ways()
             results.append(
-                _verified(str(target), error="no bundles found (expected <libraryId>/<version>/CURRENT)")
+                _verified(
+                    str(target), error=f"no bundles found (expected <libraryId>/<version>/CURRENT){how}"
+                )
             )
         for entry in entries:
             name = f"{entry.library_id}/{entry.version}"
             try:
-                opened = catalog.open_entry(entry)
+                with _catalog_quiet():
+                    opened = catalog.open_entry(entry)
             except LibraryUnavailableError as exc:
                 results.append(_verified(name, entry.build_id, error=exc.reason))
                 continue
