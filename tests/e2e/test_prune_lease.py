@@ -37,8 +37,10 @@ def test_pruning_keeps_what_a_running_server_holds(site: Site, tmp_path: Path) -
     first = _build(config, out)["build_id"]
 
     async def serve_while_rebuilding() -> None:
+        # Live reload off: this test holds the first build across rebuilds (test_live_reload covers reload).
         params = StdioServerParameters(
-            command=sys.executable, args=["-m", "docbundle.server", "serve", "--bundles", str(out)]
+            command=sys.executable,
+            args=["-m", "docbundle.server", "serve", "--bundles", str(out), "--reload-interval", "0"],
         )
         with anyio.fail_after(120):
             async with Client(params) as client:

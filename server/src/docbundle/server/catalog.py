@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 State = Literal["available", "ready", "failed"]
 RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long for requests in flight
+DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-interval; 0 = never)
 T = TypeVar("T")
 
 

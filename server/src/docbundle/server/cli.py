@@ -29,6 +29,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ from docbundle.bundle.layout import CURRENT, resolve_bundle
 from docbundle.bundle.query import MODES
 from docbundle.bundle.userdirs import ENV_BUNDLES, ENV_KEYS, bundles_origin, default_bundles, default_keys
 
-from .catalog import Catalog, VersionEntry
+from .catalog import DEFAULT_RELOAD_SECONDS, Catalog, VersionEntry
 from .errors import LibraryUnavailableError, LockFileError, ServerError, UnknownLibraryError
 from .lockfile import find_lock
 from .shellwords import plural, shell_suggestions, shell_words, unavailable_for_shell
@@ -170,10 +171,28 @@ def _common(sp: argparse.ArgumentParser) -> None:
     )
 
 
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 (never) or a positive number of seconds")
+    return value
+
+
 def _add_serve(sub: Subparsers) -> None:
     s = sub.add_parser("serve", help="run the MCP server", description="Run the read-only MCP server.")
     _common(s)
     s.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="default: stdio")
+    s.add_argument(
+        "--reload-interval",
+        type=_non_negative_seconds,
+        default=DEFAULT_RELOAD_SECONDS,
+        metavar="SECONDS",
+        help=f"look for new builds, libraries and removals this often and serve them without a restart "
+        f"(0: never; default: {DEFAULT_RELOAD_SECONDS:g})",
+    )
     _add_http_options(s.add_argument_group("HTTP transport"))
     s.add_argument(
         "--log-level",
@@ -602,6 +621,12 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from .stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
+    background = None
+    if args.reload_interval > 0:
+        from .reload import watch_bundles
+
+        server.announce_resource_changes()
+        background = partial(watch_bundles, catalog, args.reload_interval)
     try:
         print(
             f"docbundle: serving {plural(n, 'library', 'libraries')} from {catalog.root} over stdio",
@@ -609,7 +634,7 @@ def _serve_stdio(args: argparse.Namespace) -> int:
             flush=True,
         )
         # Returns when the client leaves (end of stdin, or the parent process died), after a bounded drain.
-        anyio.run(serve_stdio, server)
+        anyio.run(partial(serve_stdio, server, background=background))
     except KeyboardInterrupt:
         # Ctrl-C (or SIGINT from a supervisor) is how a server is meant to stop.
         pass
@@ -694,6 +719,7 @@ def _http_options(args: argparse.Namespace) -> HttpOptions:
         body_timeout=args.body_timeout or DEFAULT_BODY_TIMEOUT,
         trusted_proxies=tuple(args.trusted_proxy or ()),
         workers=args.workers or 1,
+        reload_interval=args.reload_interval,
     )
 
 

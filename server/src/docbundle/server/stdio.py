@@ -30,7 +30,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -138,20 +138,36 @@ def _claim_stdin() -> int:
     return private
 
 
+Background = Callable[[Callable[[str], Awaitable[None]]], Coroutine[Any, Any, None]]
+
+
 async def serve_stdio(
-    server: MCPServer[Any], *, stdin_fd: int | None = None, stdout_fd: int | None = None
+    server: MCPServer[Any],
+    *,
+    stdin_fd: int | None = None,
+    stdout_fd: int | None = None,
+    background: Background | None = None,
 ) -> None:
-    """Serve ``server`` over stdin/stdout until the client leaves, then drain and return."""
+    """Serve ``server`` over stdin/stdout until the client leaves, then drain and return.
+
+    ``background(notify)`` runs beside the session (cancelled when it ends); ``notify(method)`` sends
+    the client a notification without params once it has initialised (live reload uses it).
+    """
     in_fd = stdin_fd if stdin_fd is not None else _claim_stdin()
     out_fd = stdout_fd if stdout_fd is not None else _claim_stdout()
-    await _Session(server, in_fd, out_fd).run()
+    await _Session(server, in_fd, out_fd, background).run()
 
 
 class _Session:
     """One client on stdio: a reader thread feeds the server, replies go out in order, then a drain."""
 
-    def __init__(self, server: MCPServer[Any], in_fd: int, out_fd: int) -> None:
+    def __init__(
+        self, server: MCPServer[Any], in_fd: int, out_fd: int, background: Background | None = None
+    ) -> None:
         self.lowlevel = server._lowlevel_server
+        self.notification_options = getattr(server, "notification_options", None)
+        self.background = background
+        self.initialized = False  # the client sent notifications/initialized
         self.in_fd = in_fd
         self.to_server: MemoryObjectSendStream[SessionMessage | Exception]
         self.from_client: MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -186,6 +202,8 @@ class _Session:
             tg.start_soon(self.watch_parent, os.getppid())
             if threading.current_thread() is threading.main_thread():
                 tg.start_soon(self.watch_sigterm)
+            if self.background is not None:
+                tg.start_soon(self.background, self.notify)
             reader.start()
             with anyio.CancelScope() as waiting:
                 tg.start_soon(_cancel_when, self.served, waiting)
@@ -211,7 +229,9 @@ class _Session:
         """The MCP server's own loop over the two streams."""
         try:
             await self.lowlevel.run(
-                self.from_client, self.to_client, self.lowlevel.create_initialization_options()
+                self.from_client,
+                self.to_client,
+                self.lowlevel.create_initialization_options(self.notification_options),
             )
         finally:
             self.served.set()
@@ -237,6 +257,11 @@ class _Session:
                 self.out_broken = True  # nothing more can be answered: no drain either
                 self.idle.set()
                 self.client_gone.set()
+
+    async def notify(self, method: str) -> None:
+        """Send the client a notification (no params), once it has initialised and while it is here."""
+        if self.initialized and not self.client_gone.is_set():
+            await self.emit(json.dumps({"jsonrpc": "2.0", "method": method}).encode("ascii") + b"\n")
 
     async def pump_out(self) -> None:
         """The server's messages, one JSON line each."""
@@ -293,6 +318,11 @@ class _Session:
             message = item.message
             if isinstance(message, types.JSONRPCRequest):
                 self.started(message.id)
+            elif (
+                isinstance(message, types.JSONRPCNotification)
+                and message.method == "notifications/initialized"
+            ):
+                self.initialized = True
             elif (
                 isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled"
             ):

@@ -39,6 +39,7 @@ import math
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
-from ..catalog import Catalog
+from ..catalog import DEFAULT_RELOAD_SECONDS, Catalog
 from ..jsonrpc import (
     INVALID_REQUEST,
     MAX_JSON_DEPTH,
@@ -96,6 +97,8 @@ class HttpOptions:
     trusted_proxies: tuple[str, ...] = ()
     # Processes serving the port (``--workers``); above 1 the budgets live in shared memory.
     workers: int = 1
+    # Seconds between looks for new builds (``--reload-interval``; 0: never); each worker reloads its own.
+    reload_interval: float = DEFAULT_RELOAD_SECONDS
 
 
 class HttpApp:
@@ -107,6 +110,7 @@ class HttpApp:
         self.catalog = catalog
         self.keys = keys
         self.options = options
+        self._stop_watch: Callable[[], None] | None = None
         self.policy = HostPolicy(options.host, options.allowed_hosts, options.allowed_origins)
         self.inner = mcp.streamable_http_app(
             stateless_http=True,
@@ -154,8 +158,14 @@ class HttpApp:
         async def relay(message: Message) -> None:
             if message["type"] == "lifespan.startup.complete":
                 self.ready = True
+                # Live reload, in this process (a worker forked after start-up watches for itself).
+                if self.options.reload_interval > 0 and self._stop_watch is None:
+                    self._stop_watch = self.catalog.watch(self.options.reload_interval)
             elif message["type"].startswith("lifespan.shutdown"):
                 self.ready = False
+                if self._stop_watch is not None:
+                    self._stop_watch()
+                    self._stop_watch = None
             await send(message)
 
         return relay

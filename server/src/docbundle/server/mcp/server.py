@@ -7,8 +7,11 @@ error quotes back more than ``MAX_ECHO_CHARS`` characters of what was sent.
 
 Capabilities have one source: ``Server.get_capabilities()`` over the handlers registered here, which
 ``initialize`` answers with and ``server/discover`` (protocol 2026-07-28) answers with too
-(``_discover``): tools, resources, prompts, logging and completions, with ``listChanged`` and
-``subscribe`` false (nothing here announces changes, and ``subscriptions/listen`` is not served).
+(``_discover``): tools, resources, prompts, logging and completions, with ``subscribe`` false and
+``listChanged`` false, except ``resources.listChanged`` for handshake-era clients of a stdio server with
+live reload (``announce_resource_changes``; ``reload``), which sends them
+``notifications/resources/list_changed``; from 2026-07-28 such changes travel only on
+``subscriptions/listen``, which is not served, so ``server/discover`` never claims them.
 
 Logging: the server sends ``notifications/message`` about each tool call (``_log_call``: what it
 answered at ``info``, the words searched at ``debug``, skipped libraries and time-budget stops at
@@ -28,6 +31,7 @@ from typing import Any, get_args
 from docbundle.bundle.query import MAX_QUERY_CHARS
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -89,22 +93,34 @@ class DocbundleMCP(MCPServer[Any]):
         # subscriptions=False: subscriptions/listen is not served, so no era advertises listChanged.
         super().__init__(subscriptions=False, **settings)
         self.docs = docs
+        # Which list_changed notifications this server sends (live reload turns resources on, see
+        # announce_resource_changes); initialize and server/discover both read it.
+        self.notification_options = NotificationOptions()
         low = self._lowlevel_server
         low.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
         low.add_request_handler("server/discover", RequestParams, self._discover)
 
-    def capabilities(self) -> ServerCapabilities:
+    def capabilities(self, protocol_version: str | None = None) -> ServerCapabilities:
         """What this server supports: the one answer of ``initialize`` and ``server/discover``.
 
         ``initialize`` answers with ``create_initialization_options()``, which calls the same
         ``get_capabilities`` (passing the empty extension map, which the 2025 wire leaves out).
         """
-        return self._lowlevel_server.get_capabilities()
+        # From 2026-07-28 list changes travel only on subscriptions/listen streams (not served), so the
+        # SDK derives listChanged from that for those versions: stdio live reload announces resource
+        # changes to handshake-era clients, and claims nothing it cannot deliver to later ones.
+        return self._lowlevel_server.get_capabilities(
+            self.notification_options, protocol_version=protocol_version
+        )
+
+    def announce_resource_changes(self) -> None:
+        """Advertise ``resources.listChanged``: the transport sends the notification when libraries change."""
+        self.notification_options.resources_changed = True
 
     async def _discover(self, ctx: ServerRequestContext[Any], params: RequestParams) -> DiscoverResult:
         return DiscoverResult(
             supported_versions=list(MODERN_PROTOCOL_VERSIONS),
-            capabilities=self.capabilities(),
+            capabilities=self.capabilities(max(MODERN_PROTOCOL_VERSIONS)),
             instructions=self.instructions,
         )
 
