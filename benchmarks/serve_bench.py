@@ -379,6 +379,16 @@ def bench_stdio(cmd: list[str], runs: int, query: str) -> tuple[list[float], lis
     return inits, times
 
 
+def bench_bare_import(runs: int) -> list[float]:
+    """Seconds a fresh interpreter takes to import the MCP SDK's server (what any SDK server pays)."""
+    out: list[float] = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], check=True)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def bench_server_rss(cmd: list[str], queries: dict[str, list[str]], searches: int) -> None:
     """RSS of the stdio server after searching every library ``searches`` times in all."""
     server = StdioServer(cmd)
@@ -613,6 +623,12 @@ def main() -> int:
             print(
                 f"  of which start → initialize answered (imports, catalog): median {statistics.median(inits):.3f} s; "
                 f"the first search itself (open + verify + search): {statistics.median(times) - statistics.median(inits):.3f} s"
+            )
+            bare = bench_bare_import(args.runs)
+            ratio = statistics.median(times) / statistics.median(bare)
+            print(
+                f"  bare `python -c 'import mcp.server.mcpserver'` in the same run: median {statistics.median(bare):.3f} s; "
+                f"start → first answer is {ratio:.2f}× it (issue 13's goal: ≤ 1.15×)"
             )
     if "first" not in skip:
         bench_first_search(args.bundles, max(args.runs, 5) + 1, first_query)
