@@ -6,45 +6,19 @@ MCP SDK's own client, sees a library appear and a new build of another without a
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import mcp.types as types
-from docbundle.bundle.layout import BUILD_ID_RE, read_current
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from mcp import Client, StdioServerParameters
-
-
-def _build(root: Path, work: Path, library: str, word: str) -> str:
-    """Build a one-page library about ``word`` (keep = 1: the prune wants older builds gone)."""
-    site = work / library
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "page.md").write_text(
-        f"# Guide to {word}\n\nThis page explains {word} in detail, with {word} examples.\n", encoding="utf-8"
-    )
-    (site / "llms.txt").write_text(
-        f"# {library}\n\n## Docs\n\n- [Guide to {word}](page.md)\n", encoding="utf-8"
-    )
-    config = work / f"{library}.toml"
-    config.write_text(
-        f'[[library]]\nid = "{library}"\nllms_txt = "{library}/llms.txt"\nkeep = 1\n'
-        "[library.chunking]\nmin_words = 3\n",
-        encoding="utf-8",
-    )
-    catalogue = load_config(config)
-    (target,) = catalogue.targets(catalogue.libraries[0])
-    outcome = build_target(target, root)
-    assert outcome.status == "built", outcome.message
-    build = read_current(root / library / "latest")
-    assert build is not None
-    return build
+from onepage import build_one_page, builds
 
 
 def test_a_running_stdio_server_serves_new_builds_and_libraries(tmp_path: Path) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
-    first = _build(root, work, "alpha", "aardvarks")
+    first = build_one_page(root, work, "alpha", "aardvarks", keep=1)
     changed = anyio.Event()
 
     async def on_message(message: object) -> None:
@@ -67,7 +41,7 @@ def test_a_running_stdio_server_serves_new_builds_and_libraries(tmp_path: Path) 
                 assert (hit.structured_content or {})["buildId"] == first
 
                 # A new library appears: announced, listed, searchable.
-                await anyio.to_thread.run_sync(_build, root, work, "beta", "beetles")
+                await anyio.to_thread.run_sync(partial(build_one_page, root, work, "beta", "beetles", keep=1))
                 await changed.wait()
                 listed = await client.call_tool("list_libraries", {})
                 ids = [lib["id"] for lib in (listed.structured_content or {})["libraries"]]
@@ -77,14 +51,15 @@ def test_a_running_stdio_server_serves_new_builds_and_libraries(tmp_path: Path) 
 
                 # A new build of alpha (keep = 1): served at once, the old one kept while leased.
                 changed = anyio.Event()
-                second = await anyio.to_thread.run_sync(_build, root, work, "alpha", "zebras")
+                second = await anyio.to_thread.run_sync(
+                    partial(build_one_page, root, work, "alpha", "zebras", keep=1)
+                )
                 await changed.wait()
                 hit = await client.call_tool("search_documents", {"query": "zebras", "libraryId": "alpha"})
                 data = hit.structured_content or {}
                 assert data["buildId"] == second and data["hits"], data
-                builds = {
-                    p.name for p in (root / "alpha" / "latest").iterdir() if BUILD_ID_RE.fullmatch(p.name)
-                }
-                assert first in builds, "the replaced build was pruned while the server still leased it"
+                assert first in builds(root / "alpha" / "latest"), (
+                    "the replaced build was pruned while the server still leased it"
+                )
 
     anyio.run(scenario)
