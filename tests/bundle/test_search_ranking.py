@@ -238,3 +238,15 @@ def test_a_fresh_searcher_over_a_copied_bundle_ranks_the_same(bundle: Bundle, tm
         assert BundleSearcher(other).search("routing table") == BundleSearcher(bundle).search("routing table")
     finally:
         other.close()
+
+
+def test_warming_caches_the_commonest_terms_and_changes_no_answer(bundle: Bundle) -> None:
+    import threading
+
+    cold, warmed = BundleSearcher(bundle), BundleSearcher(bundle)
+    assert warmed.warm(5) == 5 and len(warmed._cache) == 5
+    for query in ("routing table", "useEffect cleanup", "결제위젯 연동", "sap.m.Table rows"):
+        assert warmed.search(query, limit=10).hits == cold.search(query, limit=10).hits
+    stop = threading.Event()
+    stop.set()
+    assert BundleSearcher(bundle).warm(5, stop) == 0  # a closing bundle stops the warm-up at once

@@ -118,3 +118,22 @@ def test_the_watcher_reloads_on_its_own_and_reports_the_change(tmp_path: Path) -
     finally:
         stop()
         catalog.close()
+
+
+def test_a_server_catalog_warms_each_bundle_it_opens_in_the_background(tmp_path: Path) -> None:
+    import time
+
+    root, work = tmp_path / "bundles", tmp_path / "work"
+    build_one_page(root, work, "alpha", "aardvarks")
+    plain, server = Catalog.load(root), Catalog.load(root)
+    server.warm_terms = 1000
+    try:
+        assert len(plain.open("alpha").searcher._cache) == 0  # one-shot commands read on demand
+        searcher = server.open("alpha").searcher
+        deadline = time.monotonic() + 30
+        while len(searcher._cache) == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(searcher._cache) > 0, "the server's catalogue never warmed the bundle it opened"
+    finally:
+        plain.close()
+        server.close()

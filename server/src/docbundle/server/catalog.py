@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 State = Literal["available", "ready", "failed"]
 RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long for requests in flight
 DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-interval; 0 = never)
+WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
 T = TypeVar("T")
 
 
@@ -127,6 +128,13 @@ class OpenedLibrary:
     searcher: BundleSearcher
     _cache: dict[str, object] = field(default_factory=dict, repr=False)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Set when the bundle closes: a background warm-up of the searcher's caches stops at its next term.
+    closing: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def close(self) -> None:
+        """Stop any warm-up, then close the bundle's files."""
+        self.closing.set()
+        self.bundle.close()
 
     @property
     def manifest(self) -> Manifest:
@@ -367,6 +375,9 @@ class Catalog:
         # so requests in flight finish on the build they started with.
         self._expiring: list[tuple[float, OpenedLibrary | None, int | None]] = []
         self.retire_after = retire_after
+        # Terms whose postings a newly opened bundle caches in a background thread (0: none). A server
+        # sets it (``docbundle serve``); one-shot commands leave it at 0.
+        self.warm_terms = 0
         self._guard = threading.Lock()
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._closed = False
@@ -512,7 +523,12 @@ class Catalog:
         except BaseException:
             bundle.close()
             raise
-        return OpenedLibrary(entry, bundle, searcher)
+        opened = OpenedLibrary(entry, bundle, searcher)
+        if self.warm_terms > 0:
+            threading.Thread(
+                target=_warm, args=(opened, self.warm_terms), name="docbundle-warm", daemon=True
+            ).start()
+        return opened
 
     def _reason(self, entry: VersionEntry, exc: Exception) -> str:
         if isinstance(exc, BundleError):
@@ -535,7 +551,7 @@ class Catalog:
                     leases.append(fd)
             self._expiring = []
         for lib in opened:
-            lib.bundle.close()
+            lib.close()
         for fd in leases:
             os.close(fd)
 
@@ -610,7 +626,7 @@ class Catalog:
             self._expiring = [item for item in self._expiring if item[0] > now]
         for _, lib, fd in due:
             if lib is not None:
-                lib.bundle.close()
+                lib.close()
             if fd is not None:
                 os.close(fd)
         return len(due)
@@ -645,6 +661,24 @@ class Catalog:
             thread.join(timeout=5)
 
         return cancel
+
+
+def _warm(opened: OpenedLibrary, terms: int) -> None:
+    """Cache the commonest terms' postings of a just-opened bundle (a background thread)."""
+    started = time.monotonic()
+    try:
+        done = opened.searcher.warm(terms, opened.closing)
+    except Exception as exc:  # the bundle closed under it, or a read failed: searches read on demand
+        if not opened.closing.is_set():
+            log.debug("warming %s/%s stopped: %s", opened.entry.library_id, opened.entry.version, exc)
+        return
+    log.debug(
+        "%s/%s: %d terms' postings cached in %.2f s",
+        opened.entry.library_id,
+        opened.entry.version,
+        done,
+        time.monotonic() - started,
+    )
 
 
 def _key(entry: VersionEntry) -> tuple[str, str, str]:

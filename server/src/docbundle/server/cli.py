@@ -38,7 +38,7 @@ from docbundle.bundle.layout import CURRENT, resolve_bundle
 from docbundle.bundle.query import MODES
 from docbundle.bundle.userdirs import ENV_BUNDLES, ENV_KEYS, bundles_origin, default_bundles, default_keys
 
-from .catalog import DEFAULT_RELOAD_SECONDS, Catalog, VersionEntry
+from .catalog import DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog, VersionEntry
 from .errors import LibraryUnavailableError, LockFileError, ServerError, UnknownLibraryError
 from .lockfile import find_lock
 from .shellwords import plural, shell_suggestions, shell_words, unavailable_for_shell
@@ -612,6 +612,7 @@ def _ways() -> str:
 
 def _serve_stdio(args: argparse.Namespace) -> int:
     catalog = _load(args)
+    catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
@@ -667,6 +668,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     # From here on every line on stderr is JSON (the catalogue's warnings included).
     handler = logs.configure(args.log_level or "info")
     catalog = _load(args)
+    catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     try:
         return _run_http(args, catalog, keys, handler)
     except KeyboardInterrupt:
