@@ -50,6 +50,7 @@ import itertools
 import math
 import re
 import threading
+import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -454,13 +455,14 @@ class BundleSearcher:
             self._cache.put(term, found, _ENTRY_BYTES + 8 * df + 2 * len(term))
         return found
 
-    def warm(self, terms: int, stop: threading.Event | None = None) -> int:
+    def warm(self, terms: int, stop: threading.Event | None = None, pause: float = 0.0) -> int:
         """Read and cache the postings of the ``terms`` most frequent body terms; returns how many.
 
         A question's first sight of its words costs whoosh's posting-block decoding, which the common
         words dominate (large-en, 8-9 word questions: p50 14 ms CPU cold, 2-3 ms once the 500-2,000
         commonest terms are cached). The server calls this in a background thread when it opens a
-        bundle (``server.catalog.WARM_TERMS``); ``stop`` ends it early (the bundle is closing). The
+        bundle (``server.catalog.WARM_TERMS``); ``stop`` ends it early (the bundle is closing), and
+        ``pause`` seconds between terms leave the interpreter to the searches running meanwhile. The
         cache's bounds still hold.
         """
         reader = self._ix.reader()
@@ -471,8 +473,10 @@ class BundleSearcher:
         done = 0
         try:
             for term in top:
-                if stop is not None and stop.is_set():
+                if stop is not None and (stop.wait(pause) if pause > 0 else stop.is_set()):
                     break
+                if stop is None and pause > 0:
+                    time.sleep(pause)
                 self._postings(term)
                 done += 1
         finally:

@@ -55,6 +55,8 @@ State = Literal["available", "ready", "failed"]
 RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long for requests in flight
 DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-interval; 0 = never)
 WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
+WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
+WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
 T = TypeVar("T")
 
 
@@ -665,9 +667,11 @@ class Catalog:
 
 def _warm(opened: OpenedLibrary, terms: int) -> None:
     """Cache the commonest terms' postings of a just-opened bundle (a background thread)."""
+    if opened.closing.wait(WARM_DELAY_SECONDS):  # the first answer first: it opened this bundle
+        return
     started = time.monotonic()
     try:
-        done = opened.searcher.warm(terms, opened.closing)
+        done = opened.searcher.warm(terms, opened.closing, pause=WARM_PAUSE_SECONDS)
     except Exception as exc:  # the bundle closed under it, or a read failed: searches read on demand
         if not opened.closing.is_set():
             log.debug("warming %s/%s stopped: %s", opened.entry.library_id, opened.entry.version, exc)
