@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -9,6 +11,7 @@ import pytest
 from docbundle.indexer.config import load_config
 from docbundle.indexer.pipeline.build import Outcome, build_target
 from docbundle.indexer.pipeline.cache import CrawlCache
+from docsite import index_cli
 
 Build = Callable[..., Outcome]  # the same as docsite.Build, typed
 
@@ -24,3 +27,18 @@ def build(tmp_path: Path) -> Build:
         return build_target(target, out or tmp_path / "bundles", cache=crawl_cache)
 
     return run
+
+
+GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A release folder written by ``docbundle-index package`` from the golden bundle."""
+    base = tmp_path_factory.mktemp("release")
+    build_id = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]
+    shutil.copytree(GOLDEN, base / "built" / "golden" / "latest" / build_id)
+    (base / "built" / "golden" / "latest" / "CURRENT").write_text(build_id + "\n")
+    r = index_cli("package", str(base / "built"), "--out", str(base / "dist"))
+    assert r.returncode == 0, r.stderr
+    return base / "dist"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+from docbundle.bundle.release import INDEX, PackagedBundle
 from sitesrv import Site
 
 TOPICS = [
@@ -102,6 +105,20 @@ def index_cli(
     )
 
 
+def server_cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``docbundle ARGS`` in a fresh process (``python -m docbundle.server``), output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "docbundle.server", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
 def build_reproducibly(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:
     """``docbundle-index build`` in a fresh process with a fixed hash seed, worker count and epoch."""
     env = {
@@ -123,3 +140,9 @@ def tree_digests(root: Path) -> dict[str, str]:
         for p in sorted(root.rglob("*"))
         if p.is_file() and p.name != ".lock"
     }
+
+
+def packaged_entry(release: Path) -> PackagedBundle:
+    """The one bundle a release folder's ``index.json`` lists."""
+    (raw,) = json.loads((release / INDEX).read_text())["bundles"]
+    return msgspec.convert(raw, PackagedBundle)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
 from docbundle.bundle.reader import verify_bundle
-from docsite import TOPICS, index_cli, page_markdown, publish_site, write_config
+from docsite import TOPICS, index_cli, page_markdown, publish_site, server_cli, write_config
 from sitesrv import Site
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,16 +189,6 @@ def test_regress_audit_and_package_commands(tmp_path: Path) -> None:
 # -- issue 14: one default folder, progress, a failed first build, shell conventions ----------------
 
 
-def _docbundle(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_the_first_search_after_a_build_needs_no_bundles_flag(site: Site, tmp_path: Path) -> None:
     """build and search from unrelated folders meet in the per-user default (a private one here)."""
     publish_site(site)
@@ -209,9 +199,9 @@ def test_the_first_search_after_a_build_needs_no_bundles_flag(site: Site, tmp_pa
     default = Path(os.environ["XDG_DATA_HOME"]) / "docbundle" / "bundles"
     assert read_current(default / "demo" / "latest") is not None and f"in {default}" in r.stdout
     assert not (config.parent / "demo").exists()
-    r = _docbundle("search", "demo", TOPICS[0][1])
+    r = server_cli("search", "demo", TOPICS[0][1])
     assert r.returncode == 0 and "demo@latest (build " in r.stdout and "1. " in r.stdout, r.stderr
-    r = _docbundle("info")
+    r = server_cli("info")
     assert r.returncode == 0 and r.stdout.splitlines()[1].startswith("demo "), r.stdout
 
 
@@ -241,7 +231,7 @@ def test_a_failed_first_build_leaves_no_skeleton(site: Site, tmp_path: Path) -> 
     r = _cli("build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet")
     assert r.returncode == 1 and "404" in r.stdout
     assert not (out / "demo").exists(), list(out.rglob("*"))
-    r = _docbundle("info", "--bundles", str(out))
+    r = server_cli("info", "--bundles", str(out))
     assert r.returncode == 0 and "no libraries installed" in r.stdout, r.stdout + r.stderr
     # A library that built once keeps its version folder (and its lock file) when a later build fails.
     site.clear_fault("/llms.txt")
@@ -250,7 +240,7 @@ def test_a_failed_first_build_leaves_no_skeleton(site: Site, tmp_path: Path) -> 
     site.fault("/llms.txt", "status", code=404)
     assert _cli("build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet").returncode == 1
     assert read_current(out / "demo" / "latest") is not None
-    r = _docbundle("verify", str(out))
+    r = server_cli("verify", str(out))
     assert r.returncode == 0, r.stdout
 
 

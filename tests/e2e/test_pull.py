@@ -12,18 +12,14 @@ import sys
 import tarfile
 from pathlib import Path
 
-import msgspec
 import pytest
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import INDEX, SUMS, PackagedBundle, render_sums
 from docbundle.server.errors import PullError
 from docbundle.server.pull import MAX_INDEX_BYTES, Spec, choose, parse_spec
-from docsite import index_cli
+from docsite import packaged_entry, server_cli
 from sitesrv import Site
-
-ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "tests" / "bundle" / "golden" / "v1"
 
 
 def docbundle(*args: str, tmp: Path, releases: str = "") -> subprocess.CompletedProcess[str]:
@@ -39,31 +35,7 @@ def docbundle(*args: str, tmp: Path, releases: str = "") -> subprocess.Completed
     elif "--from" not in args:
         env["DOCBUNDLE_RELEASES"] = "http://127.0.0.1:9/unreachable/"  # the discard port: refused at once
     env["TMPDIR"] = str(tmp)
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A release folder written by ``docbundle-index package`` from the golden bundle."""
-    base = tmp_path_factory.mktemp("release")
-    build_id = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]
-    shutil.copytree(GOLDEN, base / "built" / "golden" / "latest" / build_id)
-    (base / "built" / "golden" / "latest" / "CURRENT").write_text(build_id + "\n")
-    r = index_cli("package", str(base / "built"), "--out", str(base / "dist"))
-    assert r.returncode == 0, r.stderr
-    return base / "dist"
-
-
-def _entry(release: Path) -> PackagedBundle:
-    (raw,) = json.loads((release / INDEX).read_text())["bundles"]
-    return msgspec.convert(raw, PackagedBundle)
+    return server_cli(*args, env=env)
 
 
 def _copy(release: Path, to: Path) -> Path:
@@ -101,12 +73,12 @@ def test_list_then_pull_installs_a_bundle_that_searches(site: Site, release: Pat
     r = docbundle("pull", "--list", "--json", "--from", base + INDEX, tmp=tmp)
     assert r.returncode == 0, r.stderr
     listed = json.loads(r.stdout)
-    assert listed["release"] == base and listed["bundles"][0]["archive"] == _entry(release).archive
+    assert listed["release"] == base and listed["bundles"][0]["archive"] == packaged_entry(release).archive
     assert not bundles.exists()  # --list installs nothing
 
     r = docbundle("pull", "golden", "--from", base, "--bundles", str(bundles), tmp=tmp)
     assert r.returncode == 0, r.stderr
-    entry = _entry(release)
+    entry = packaged_entry(release)
     assert r.stdout.strip().startswith(f"installed golden@latest build {entry.build_id}")
     assert read_current(bundles / "golden" / "latest") == entry.build_id
     assert (
@@ -137,7 +109,7 @@ def test_a_tampered_release_is_refused_and_nothing_is_lost(
     before = {p: p.read_bytes() for p in sorted(vdir.rglob("*")) if p.is_file()}
 
     bad = _copy(release, tmp_path / "bad")
-    entry = _entry(bad)
+    entry = packaged_entry(bad)
     archive = bad / entry.archive
     if tamper == "everything":
         _rewrite_member(archive, "docs.bin")  # a well-formed archive whose docs.bin is not the manifest's
@@ -179,7 +151,7 @@ def test_sizes_are_bounded(site: Site, release: Path, tmp_path: Path) -> None:
     assert r.returncode == 1 and "index.json says" in r.stderr, r.stderr
     assert not bundles.exists() and _leftovers(bundles, tmp) == []
 
-    entry = _entry(release)
+    entry = packaged_entry(release)
     for name, kind, params, message in [
         ("cut", "oversized", {"size": 100, "declared": entry.size}, "is 100 bytes; index.json says"),
         ("reset", "reset", {}, "cannot fetch"),

@@ -4,39 +4,20 @@ reads it by default (``--from``, else ``$DOCBUNDLE_RELEASES``, else the project'
 from __future__ import annotations
 
 import json
-import shutil
 import tomllib
 from pathlib import Path
 
 import msgspec
 import pytest
 from docbundle.bundle.layout import read_current
-from docbundle.bundle.release import INDEX, SUMS, PackagedBundle
+from docbundle.bundle.release import INDEX, SUMS
 from docbundle.server import pull as pull_module
 from docbundle.server.errors import PullError
 from docbundle.server.pull import parse_spec, pull, release_base
-from docsite import index_cli
+from docsite import index_cli, packaged_entry
 from sitesrv import Site
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "tests" / "bundle" / "golden" / "v1"
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A release folder written by ``docbundle-index package`` from the golden bundle."""
-    base = tmp_path_factory.mktemp("release")
-    build_id = json.loads((GOLDEN / "manifest.json").read_text())["build"]["build_id"]
-    shutil.copytree(GOLDEN, base / "built" / "golden" / "latest" / build_id)
-    (base / "built" / "golden" / "latest" / "CURRENT").write_text(build_id + "\n")
-    r = index_cli("package", str(base / "built"), "--out", str(base / "dist"))
-    assert r.returncode == 0, r.stderr
-    return base / "dist"
-
-
-def _entry(release: Path) -> PackagedBundle:
-    (raw,) = json.loads((release / INDEX).read_text())["bundles"]
-    return msgspec.convert(raw, PackagedBundle)
 
 
 def test_the_default_release_is_the_projects_rolling_release(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,7 +38,7 @@ def test_the_rolling_release_keeps_every_librarys_newest_bundle(
     site: Site, release: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """nightly --roll: tonight's bundles replace the same library versions; the others stay listed."""
-    entry = _entry(release)
+    entry = packaged_entry(release)
     old_golden = msgspec.structs.replace(
         entry, build_id="20250101-" + "b" * 12, built_at="2025-01-01T00:00:00Z"
     )
