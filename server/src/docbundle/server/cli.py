@@ -153,22 +153,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _common(sp: argparse.ArgumentParser) -> None:
+def _common(
+    sp: argparse.ArgumentParser,
+    lock_help: str = "lock file pinning content hashes (default: DIR/bundles.lock when it exists)",
+) -> None:
     """Options every command reading a bundles directory takes."""
-    sp.add_argument(
-        "--bundles",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=_bundles_help(),
-    )
-    sp.add_argument(
-        "--lock",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="lock file pinning content hashes (default: DIR/bundles.lock when it exists)",
-    )
+    sp.add_argument("--bundles", type=Path, default=None, metavar="DIR", help=_bundles_help())
+    sp.add_argument("--lock", type=Path, default=None, metavar="FILE", help=lock_help)
 
 
 def _non_negative_seconds(text: str) -> float:
@@ -333,18 +324,9 @@ def _add_install(sub: Subparsers) -> None:
     n.add_argument(
         "archive", metavar="ARCHIVE", type=Path, nargs="+", help="<libraryId>-<version>-<buildId>.tar.gz ..."
     )
-    n.add_argument(
-        "--bundles",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=_bundles_help(),
-    )
+    _common(n, "lock file (default: DIR/bundles.lock)")
     n.add_argument(
         "--sums", type=Path, default=None, metavar="FILE", help="SHA256SUMS (default: beside the archive)"
-    )
-    n.add_argument(
-        "--lock", type=Path, default=None, metavar="FILE", help="lock file (default: DIR/bundles.lock)"
     )
 
 
@@ -366,16 +348,7 @@ def _add_pull(sub: Subparsers) -> None:
     )
     n.add_argument("--list", action="store_true", help="list what the release offers and install nothing")
     n.add_argument("--json", action="store_true", help="with --list: print the release's entries as JSON")
-    n.add_argument(
-        "--bundles",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help=_bundles_help(),
-    )
-    n.add_argument(
-        "--lock", type=Path, default=None, metavar="FILE", help="lock file (default: DIR/bundles.lock)"
-    )
+    _common(n, "lock file (default: DIR/bundles.lock)")
 
 
 def _add_keys(sub: Subparsers) -> None:
