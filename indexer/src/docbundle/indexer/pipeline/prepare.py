@@ -62,6 +62,9 @@ _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PAGE_CPU_SECONDS = 60.0
 #: The error kind of a page that failed in preparation (over its budget, or its worker died).
 FAILURE_KIND = "budget"
+#: How long a new worker may take to start (import its modules) before it is taken for hung.
+WORKER_START_SECONDS = 120.0
+_READY = "ready"
 _TEXT_FIELDS = ("title", "headings", "body", "code", "section")
 
 
@@ -319,6 +322,7 @@ def _serve(conn: Connection, indexer_pid: int, budget: float) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a worker killed over its budget dumps no core
     except (ImportError, ValueError, OSError):
         resource = None  # type: ignore[assignment]
+    conn.send(_READY)  # imports done: the indexer starts this worker's page clock now
     while True:
         try:
             job = conn.recv()
@@ -352,6 +356,7 @@ class _Worker:
     conn: Connection
     job: int = -1  # the index of the job it holds, -1 when idle
     deadline: float = 0.0
+    ready: bool = False  # it has started (its first message), so its page clock runs
 
     def stop(self) -> None:
         """End the process now (it may be stuck in native code) and reap it."""
@@ -417,7 +422,8 @@ class _Pool:
                     except (OSError, ValueError):
                         self._replace(worker)  # died while idle: the job goes to a fresh one
                         continue
-                    worker.job, worker.deadline = sent, time.monotonic() + deadline
+                    worker.job = sent
+                    worker.deadline = time.monotonic() + (deadline if worker.ready else WORKER_START_SECONDS)
                     busy.append(worker)
                     sent += 1
                 soonest = min(w.deadline for w in busy)
@@ -425,10 +431,14 @@ class _Pool:
                 for worker in busy:
                     if worker.conn in ready:
                         try:
-                            result: Prepared = worker.conn.recv()
+                            result: Prepared | str = worker.conn.recv()
                         except (EOFError, OSError):
                             result = _failed(self._death(worker))
                             self._replace(worker)
+                        if isinstance(result, str):  # _READY: its page's clock starts now
+                            worker.ready = True
+                            worker.deadline = time.monotonic() + deadline
+                            continue
                         done[worker.job] = result
                         worker.job = -1
                     elif time.monotonic() >= worker.deadline:
