@@ -32,7 +32,9 @@ def _publish(site: Site) -> None:
     site.add("/llms.txt", "\n".join(lines) + "\n", content_type="text/plain; charset=utf-8")
 
 
-def test_a_page_over_its_budget_fails_alone_and_the_build_indexes_the_rest(site: Site, tmp_path: Path) -> None:
+def test_a_page_over_its_budget_fails_alone_and_the_build_indexes_the_rest(
+    site: Site, tmp_path: Path
+) -> None:
     _publish(site)
     config = tmp_path / "libraries.toml"
     config.write_text(
@@ -43,7 +45,9 @@ def test_a_page_over_its_budget_fails_alone_and_the_build_indexes_the_rest(site:
     out = tmp_path / "bundles"
     env = {**os.environ, "DOCBUNDLE_PAGE_SECONDS": "2", "DOCBUNDLE_WORKERS": "2"}
     # Before the budget this build ran for minutes: the bounded wait is the failure then.
-    r = index_cli("build", "--config", str(config), "--out", str(out), "--no-cache", "--json", timeout=150, env=env)
+    r = index_cli(
+        "build", "--config", str(config), "--out", str(out), "--no-cache", "--json", timeout=150, env=env
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     (lib,) = json.loads(r.stdout)["libraries"]
     assert lib["status"] == "built"

@@ -12,7 +12,9 @@ from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_pag
 
 
 def _job(text: str, *, html: bool = False) -> PageJob:
-    return PageJob(text, False, "", "x.md", "", False, 3, 5, 500, html, "http://127.0.0.1/x.html" if html else "")
+    return PageJob(
+        text, False, "", "x.md", "", False, 3, 5, 500, html, "http://127.0.0.1/x.html" if html else ""
+    )
 
 
 def _deep(depth: int = 100_000) -> PageJob:
@@ -22,9 +24,11 @@ def _deep(depth: int = 100_000) -> PageJob:
 GOOD = [_job(f"# Page {i}\n\nSome words about the widget number {i}, enough to index.\n") for i in range(6)]
 
 
-def test_a_page_over_its_cpu_budget_fails_and_the_next_pages_are_prepared(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_page_over_its_cpu_budget_fails_and_the_next_pages_are_prepared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setenv("DOCBUNDLE_PAGE_SECONDS", "1")
-    jobs = GOOD[:3] + [_deep()] + GOOD[3:]
+    jobs = [*GOOD[:3], _deep(), *GOOD[3:]]
     results = list(prepare_all(jobs, workers=1))
     assert results[3].failure == "over its CPU budget of 1 s (its worker process was ended)"
     assert results[3].chunks == []

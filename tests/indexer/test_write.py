@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema

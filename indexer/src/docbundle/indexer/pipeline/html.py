@@ -181,6 +181,12 @@ _WS_RUN = re.compile(r"[ \t\n\f\r]*")
 _TIME_RUN = re.compile(r"[0-9.]*")
 
 
+def _skip(run: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run of ``run``'s characters starting at ``pos`` ends (``pos`` when there is none)."""
+    match = run.match(text, pos)
+    return match.end() if match else pos
+
+
 def refresh_url(content: str) -> str | None:
     """The URL in a refresh ``content`` value: ``""`` for a plain reload, ``None`` when it is not one.
 
@@ -190,23 +196,23 @@ def refresh_url(content: str) -> str | None:
     quote. Leading and trailing spaces of the URL go too.
     """
     n = len(content)
-    start = _WS_RUN.match(content).end()
+    start = _skip(_WS_RUN, content, 0)
     if start >= n or not (content[start].isascii() and (content[start].isdigit() or content[start] == ".")):
         return None  # no time: not a refresh (as browsers read it)
-    pos = _TIME_RUN.match(content, start).end()
+    pos = _skip(_TIME_RUN, content, start)
     if pos >= n:
         return ""
     if content[pos] not in ";," + _WS:
         return None
-    pos = _WS_RUN.match(content, pos).end()
+    pos = _skip(_WS_RUN, content, pos)
     if pos < n and content[pos] in ";,":
-        pos = _WS_RUN.match(content, pos + 1).end()
+        pos = _skip(_WS_RUN, content, pos + 1)
     if pos >= n:
         return ""
     if content[pos : pos + 3].lower() == "url":
-        after = _WS_RUN.match(content, pos + 3).end()
+        after = _skip(_WS_RUN, content, pos + 3)
         if after < n and content[after] == "=":
-            pos = _WS_RUN.match(content, after + 1).end()
+            pos = _skip(_WS_RUN, content, after + 1)
     url = content[pos:]
     if url[:1] in ("'", '"'):
         end = url.find(url[0], 1)

@@ -20,6 +20,7 @@ with worker processes can never be held by one page longer than its deadline.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import math
@@ -448,10 +449,8 @@ class _Pool:
                         self._replace(worker)
         finally:
             for worker in self.workers:
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     worker.conn.send(None)
-                except (OSError, ValueError):
-                    pass
             for worker in self.workers:
                 worker.process.join(1 if worker.job < 0 else 0)
                 worker.stop()
