@@ -169,12 +169,16 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- quality|serve|http only that benchmark
     nox -s bench -- long               warm latency of 7-9 word questions on large-en (issue 12's target)
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
+    nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
     """
     session.install(*PACKAGES)
     if session.posargs[:1] == ["limits"]:
         session.run("python", "benchmarks/search_limits.py", *session.posargs[1:])
+        return
+    if session.posargs[:1] == ["hostile"]:
+        session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
         return
     corpora = SHARED / "corpora"
     if not corpora.is_dir():

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -79,21 +77,6 @@ def test_analysed_writer_is_byte_identical_to_whoosh_add_document(tmp_path: Path
 T = TypeVar("T")
 
 
-class _RecordingPool(ProcessPoolExecutor):
-    """The pool ``prepare_all`` starts, recording the tasks handed to it and its workers' pids."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.tasks = 0
-        self.pids: set[int] = set()
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
-        future = super().submit(fn, *args, **kwargs)
-        self.tasks += 1
-        self.pids.update(self._processes)  # the worker processes started so far, by pid
-        return future
-
-
 def _not_in_this_process(values: dict[str, str]) -> prepare.Analysed:
     raise AssertionError("a page was prepared in the test process, not in a worker")
 
@@ -102,19 +85,21 @@ def test_workers_give_the_same_result_as_one_process(monkeypatch: pytest.MonkeyP
     jobs = _jobs() * 6
     monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)
     serial = list(prepare_all(jobs, workers=0))
-    pools: list[_RecordingPool] = []
+    pids: list[int] = []
+    start = prepare._Pool._start
 
-    def start_pool(*args: Any, **kwargs: Any) -> _RecordingPool:
-        pools.append(_RecordingPool(*args, **kwargs))
-        return pools[-1]
+    def start_recorded(pool: prepare._Pool) -> prepare._Worker:
+        worker = start(pool)
+        assert worker.process.pid is not None
+        pids.append(worker.process.pid)
+        return worker
 
-    monkeypatch.setattr(prepare, "ProcessPoolExecutor", start_pool)
+    monkeypatch.setattr(prepare._Pool, "_start", start_recorded)
     # Workers import the module afresh (forkserver/spawn), so this patch binds only here: a page
     # prepared in this process fails, one prepared in a worker does not.
     monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)
     parallel = list(prepare_all(jobs, workers=2))
-    (pool,) = pools
-    assert pool.tasks > 0 and 1 <= len(pool.pids) <= 2 and os.getpid() not in pool.pids
+    assert 1 <= len(pids) <= 2 and os.getpid() not in pids
     assert parallel == serial
     assert [bool(p.chunks) for p in serial] == [True, True, True, False] * 6
 

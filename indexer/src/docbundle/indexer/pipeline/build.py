@@ -57,7 +57,7 @@ from .crawl import OBTAINED, FetchResult, crawl, fetch_one
 from .follow import FOLLOWED_SECTION, Origin, RobotsRules, fetch_robots, origin, page_links
 from .html import CONVERTER_ID
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
-from .prepare import CHUNKER_ID, PageJob, Prepared, prepare_all
+from .prepare import CHUNKER_ID, FAILURE_KIND, PageJob, Prepared, prepare_all
 from .progress import Progress, ProgressFactory
 from .safety import scan_document
 from .scope import CrawlScope
@@ -320,6 +320,9 @@ def _assemble(
             out.sources.append(err)
             continue
         prep = next(prepared)
+        if prep.failure is not None:  # over its budget (issue 19): recorded, and the build goes on
+            out.sources.append(msgspec.structs.replace(src, error=prep.failure, error_kind=FAILURE_KIND))
+            continue
         if not prep.chunks:
             empty = msgspec.structs.replace(
                 src, title=prep.title, error="page has no text", error_kind="empty"
@@ -743,6 +746,10 @@ def _index_pages(
             if bar:
                 bar.close()
         outcome.obtained = obtained_mix(asm.sources)
+        for s in asm.sources:
+            if s.error_kind == FAILURE_KIND:
+                outcome.pages_failed += 1
+                outcome.failures.append(PageFailure(s.url, s.error or "failed", s.error_kind))
         if not asm.docs:
             raise FetchError(target.source, _nothing_indexed(asm.sources), kind="empty")
         chash = content_hash(lib.info(), target.version, _chunking(target), lib.search(), asm.docs)

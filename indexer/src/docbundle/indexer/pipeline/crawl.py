@@ -30,7 +30,8 @@ markdown the host is marked as having twins and every later HTML page of it prob
 request each, falling back to its HTML); if not, the host is marked as having none and no other twin is
 requested from it during this crawl. So a host without twins costs exactly one extra request.
 A page whose HTML is a meta-refresh redirect is replaced by the page it points to (followed once, with
-the same bounds and scope as any request). With a ``CrawlCache``, known pages
+the same bounds and scope as any request); the tag is looked for in the page's first 16 KiB only, in a
+worker thread, so no parse of a page's whole HTML runs on this event loop. With a ``CrawlCache``, known pages
 are revalidated (``If-None-Match`` / ``If-Modified-Since``) and a 304 reuses the cached body
 (``not_modified=True``). Local sources (``file:`` URLs and plain paths) go through the same size,
 type and encoding rules without the network or the cache.
@@ -112,6 +113,8 @@ _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: How a page's text was obtained (see the module docstring), in the order reports list them.
 OBTAINED = ("markdown", "negotiated", "md-url", "html")
 _REFRESH_HINT = re.compile(rb"http-equiv\s*=\s*[\"']?refresh", re.IGNORECASE)
+_REFRESH_HINT_CHARS = 8192  # a refresh tag is looked for only this near the start of a page
+_REFRESH_SCAN_CHARS = 16384  # and parsed from this much of it (the hint window plus the tag's own length)
 # Object stores and bare static hosts often label markdown as one of these; trust them only when
 # the path says the file is text.
 _GENERIC_TYPES = frozenset({"", "application/octet-stream"})
@@ -280,7 +283,8 @@ class _Crawler:
             or urlsplit(url).scheme.lower() not in ("http", "https")
         ):
             return result, cause
-        target = _refresh_target(result)
+        # Off the event loop (lexbor parses without the GIL), and bounded: see _refresh_target.
+        target = await asyncio.to_thread(_refresh_target, result)
         if target is not None:
             # Followed once: a refresh page pointing at another refresh page is taken as it is.
             followed, cause = await self.fetch(target)
@@ -777,13 +781,18 @@ def md_twin(url: str) -> str | None:
 
 
 def _refresh_target(result: FetchResult) -> str | None:
-    """Where a meta-refresh page sends its reader (None when it is an ordinary page or points at itself)."""
+    """Where a meta-refresh page sends its reader (None when it is an ordinary page or points at itself).
+
+    Bounded work whatever the page: a byte-level test of its first ``_REFRESH_HINT_CHARS``, then a parse
+    of its first ``_REFRESH_SCAN_CHARS`` only (a tag cut there is dropped by the parser, so the page is
+    then taken as it is). The HTML parser is quadratic in nesting depth, so a whole hostile page could
+    hold this for minutes; 16 KiB holds about 3,000 levels, parsed in milliseconds.
+    """
     text = result.text or ""
-    # A cheap byte-level test first: a full parse of every page on the event loop would stall it.
-    head = text[:8192].encode("utf-8", "replace")
+    head = text[:_REFRESH_HINT_CHARS].encode("utf-8", "replace")
     if not _REFRESH_HINT.search(head):
         return None
-    target = html.meta_refresh_target(text, result.final_url)
+    target = html.meta_refresh_target(text[:_REFRESH_SCAN_CHARS], result.final_url)
     if target is None or urlsplit(target)._replace(fragment="") == urlsplit(result.final_url)._replace(
         fragment=""
     ):

@@ -173,15 +173,58 @@ def decode_html(body: bytes, content_type: str | None) -> str:
 # --------------------------------------------------------------------------------------------------
 # Meta refresh
 
-_REFRESH_URL_RE = re.compile(
-    r"""^\s*\d*(?:\.\d*)?\s*[;,]?\s*(?:url\s*=\s*)?(['"]?)(.*?)\1\s*$""", re.IGNORECASE | re.DOTALL
-)
+# Each of these matches one run of one kind of character from a given position: linear, with no
+# backtracking, whatever the content attribute holds (issue 19: a lazy ``(.*?)\1\s*$`` took seconds on
+# 20,000 spaces).
+_WS = " \t\n\f\r"
+_WS_RUN = re.compile(r"[ \t\n\f\r]*")
+_TIME_RUN = re.compile(r"[0-9.]*")
+
+
+def _skip(run: re.Pattern[str], text: str, pos: int) -> int:
+    """Where the run of ``run``'s characters starting at ``pos`` ends (``pos`` when there is none)."""
+    match = run.match(text, pos)
+    return match.end() if match else pos
+
+
+def refresh_url(content: str) -> str | None:
+    """The URL in a refresh ``content`` value: ``""`` for a plain reload, ``None`` when it is not one.
+
+    The WHATWG "shared declarative refresh steps", one pass over ``content`` (linear in its length): a
+    time (digits and dots), a ``;`` or ``,`` or spaces, then an optional
+    ``url =`` (any case), then the URL, whose surrounding quotes go; a quoted URL ends at its closing
+    quote. Leading and trailing spaces of the URL go too.
+    """
+    n = len(content)
+    start = _skip(_WS_RUN, content, 0)
+    if start >= n or not (content[start].isascii() and (content[start].isdigit() or content[start] == ".")):
+        return None  # no time: not a refresh (as browsers read it)
+    pos = _skip(_TIME_RUN, content, start)
+    if pos >= n:
+        return ""
+    if content[pos] not in ";," + _WS:
+        return None
+    pos = _skip(_WS_RUN, content, pos)
+    if pos < n and content[pos] in ";,":
+        pos = _skip(_WS_RUN, content, pos + 1)
+    if pos >= n:
+        return ""
+    if content[pos : pos + 3].lower() == "url":
+        after = _skip(_WS_RUN, content, pos + 3)
+        if after < n and content[after] == "=":
+            pos = _skip(_WS_RUN, content, after + 1)
+    url = content[pos:]
+    if url[:1] in ("'", '"'):
+        end = url.find(url[0], 1)
+        url = url[1:] if end < 0 else url[1:end]
+    return url.strip(_WS)
 
 
 def meta_refresh_target(html: str, url: str) -> str | None:
     """The absolute URL a ``<meta http-equiv="refresh" content="0; url=...">`` page redirects to.
 
-    ``None`` when the page has no such tag, or the tag names no URL (a plain reload).
+    ``None`` when the page has no such tag, or the tag names no URL (a plain reload). Linear in the
+    page's size (one parse, one pass over the attribute); the crawler runs it off its event loop.
     """
     if "refresh" not in html.lower():
         return None
@@ -189,11 +232,7 @@ def meta_refresh_target(html: str, url: str) -> str | None:
     for meta in tree.css("meta[http-equiv]"):
         if (meta.attributes.get("http-equiv") or "").strip().lower() != "refresh":
             continue
-        content = meta.attributes.get("content") or ""
-        match = _REFRESH_URL_RE.match(content)
-        if not match:
-            continue
-        target = str(match.group(2)).strip()
+        target = refresh_url(meta.attributes.get("content") or "")
         if not target:
             continue
         absolute = urljoin(_base_url(tree, url), target)
@@ -538,21 +577,54 @@ def _docbook_main(tree: LexborHTMLParser) -> LexborNode | None:
     return None
 
 
+def _text_lengths(root: LexborNode) -> tuple[dict[int, int], dict[int, int]]:
+    """Every node's ``_text_len`` and link-text length under ``root`` (by ``mem_id``), in one pass.
+
+    Computed bottom-up over the nodes in reverse document order, where each node comes after all its
+    descendants: linear in the size of the tree, however deep it is (``_text_len`` called per level of
+    a 100,000-deep page held a worker for over a minute, issue 19). The link-text length of a node is
+    the text length of the ``<a>`` elements inside it.
+    """
+    lengths: dict[int, int] = {}
+    linked: dict[int, int] = {}
+    root_id = root.mem_id
+    for node in reversed(list(root.traverse(include_text=True))):
+        key = node.mem_id
+        if node.tag == "-text":
+            length = len((node.text_content or "").strip())
+            link = 0
+        else:
+            length = lengths.get(key, 0)
+            link = length if node.tag == "a" else linked.get(key, 0)
+            lengths[key] = length
+            linked[key] = link
+        if key == root_id:
+            break
+        parent = node.parent
+        if parent is not None and (length or link):
+            pkey = parent.mem_id
+            lengths[pkey] = lengths.get(pkey, 0) + length
+            linked[pkey] = linked.get(pkey, 0) + link
+    return lengths, linked
+
+
 def _densest(body: LexborNode) -> LexborNode:
     """The block holding most of the page's text once chrome is gone (the text-density fallback).
 
-    Walks down from ``body`` while one child element holds at least 85% of the text of its parent.
+    Walks down from ``body`` while one child element holds at least 85% of the text of its parent. The
+    text lengths are computed once (``_text_lengths``), so the walk is linear in the page's size.
     """
+    lengths, _ = _text_lengths(body)
     node = body
     while True:
-        total = _text_len(node)
+        total = lengths.get(node.mem_id, 0)
         if total == 0:
             return node
         best: LexborNode | None = None
         for child in node.iter():
             if child.tag in ("p", "pre", "table", "ul", "ol", "dl", "h1", "h2", "h3", "blockquote"):
                 return node  # content sits at this level
-            if _text_len(child) >= 0.85 * total:
+            if lengths.get(child.mem_id, 0) >= 0.85 * total:
                 best = child
                 break
         if best is None:
@@ -578,15 +650,6 @@ def _select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
     return _densest(body)
 
 
-def _mostly_links(node: LexborNode) -> bool:
-    """Whether at least half of ``node``'s text is link text (or it has none): navigation, not prose."""
-    total = _text_len(node)
-    if total == 0:
-        return True
-    linked = sum(_text_len(anchor) for anchor in node.css("a"))
-    return linked * 2 >= total
-
-
 def _remove_chrome(main: LexborNode, generator: str) -> None:
     for node in main.css(_CHROME[generator]):
         node.decompose()
@@ -594,8 +657,19 @@ def _remove_chrome(main: LexborNode, generator: str) -> None:
         if node.css_first("h1, h2") is None:
             node.decompose()
     if generator != "sphinx":  # docutils writes sidebars, topics and footnotes as <aside>: content
-        for node in main.css("aside"):
-            if not _ADMONITION_CLASS_RE.search(node.attributes.get("class") or "") and _mostly_links(node):
+        asides = main.css("aside")
+        if asides:
+            # Lengths taken once for all of them (asides nest), each judged on the whole tree; then the
+            # removed ones go innermost first, so none is removed after an aside around it.
+            lengths, linked = _text_lengths(main)
+            removed: list[LexborNode] = []
+            for node in asides:
+                if _ADMONITION_CLASS_RE.search(node.attributes.get("class") or ""):
+                    continue
+                # Navigation, not prose: at least half of its text is link text (or it has none).
+                if linked.get(node.mem_id, 0) * 2 >= lengths.get(node.mem_id, 0):
+                    removed.append(node)
+            for node in reversed(removed):
                 node.decompose()
     # Heading anchors: a glyph link goes, a link around the heading's own text is unwrapped.
     for anchor in main.css("h1 a, h2 a, h3 a, h4 a, h5 a, h6 a, dt a[href^='#']"):

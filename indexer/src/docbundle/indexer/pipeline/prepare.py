@@ -4,15 +4,26 @@ An HTML page (``PageJob.html``) is first converted to markdown here (``html.conv
 conversion runs in the worker processes too, never in the crawler's event loop.
 
 This is the CPU-bound half of a build (markdown-it-py and whoosh analysis are pure Python), so it runs
-in worker processes when the job is big enough to repay starting them; the main process meanwhile
-feeds the analysed postings to the index writer. A page's output depends only on its inputs, so the
-result is the same whichever process computed it.
+in worker processes; the main process meanwhile feeds the analysed postings to the index writer. A
+page's output depends only on its inputs, so the result is the same whichever process computed it.
+
+Every page is untrusted input, so each one gets a budget (issue 19): ``PAGE_CPU_SECONDS`` of CPU time
+(``DOCBUNDLE_PAGE_SECONDS`` overrides) for its conversion, chunking and analysis. A worker sets its
+``RLIMIT_CPU`` to what it has used so far plus the budget before each page, so the kernel ends a worker
+that overruns it even inside native code (the HTML parser, the converter), and the indexer ends one
+that has not answered ``page_deadline(budget)`` seconds of wall-clock time after it took the page (a
+worker hung without using CPU). Either way the page comes back as ``Prepared.failure`` (the build
+records it as failed, with the reason, and goes on) and a fresh worker takes the next page. So a build
+with worker processes can never be held by one page longer than its deadline.
+``DOCBUNDLE_WORKERS=0`` prepares every page in the indexer's own process: no budget applies then.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
+import math
 import multiprocessing
 import os
 import pickle
@@ -20,9 +31,11 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from importlib.metadata import version
+from multiprocessing.connection import Connection, wait
 
 import msgspec
 from docbundle.bundle.analysis import iter_terms
@@ -45,6 +58,14 @@ PARALLEL_MIN_BYTES = 1_000_000
 #: tell it (no pidfd): a killed indexer's workers exit within about this long.
 PARENT_POLL_SECONDS = 0.5
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+#: CPU seconds one page may take to be converted, chunked and analysed (``DOCBUNDLE_PAGE_SECONDS``
+#: overrides). Real pages take milliseconds; the largest measured (a 5 MB page) about 10 s.
+PAGE_CPU_SECONDS = 60.0
+#: The error kind of a page that failed in preparation (over its budget, or its worker died).
+FAILURE_KIND = "budget"
+#: How long a new worker may take to start (import its modules) before it is taken for hung.
+WORKER_START_SECONDS = 120.0
+_READY = "ready"
 _TEXT_FIELDS = ("title", "headings", "body", "code", "section")
 
 
@@ -65,13 +86,19 @@ class PageJob(msgspec.Struct, frozen=True, array_like=True):
 
 
 class Prepared(msgspec.Struct, array_like=True):
-    """One prepared page; ``chunks`` is empty when the page has no text."""
+    """One prepared page; ``chunks`` is empty when the page has no text (or ``failure`` says why not)."""
 
     title: str
     description: str | None
     chunks: list[ChunkRecord]
     words: int
     analysed: list[Analysed]
+    failure: str | None = None
+    """Why the page could not be prepared (over its budget, its worker died); ``None`` when it was."""
+
+
+def _failed(reason: str) -> Prepared:
+    return Prepared("", None, [], 0, [], failure=reason)
 
 
 _schema = None
@@ -248,17 +275,183 @@ def worker_count() -> int:
     return min(os.cpu_count() or 1, 4)
 
 
+def page_budget() -> float:
+    """CPU seconds each page may take (``DOCBUNDLE_PAGE_SECONDS`` overrides ``PAGE_CPU_SECONDS``)."""
+    env = os.environ.get("DOCBUNDLE_PAGE_SECONDS", "").strip()
+    try:
+        value = float(env) if env else PAGE_CPU_SECONDS
+    except ValueError:
+        value = PAGE_CPU_SECONDS
+    return value if math.isfinite(value) and value > 0 else PAGE_CPU_SECONDS
+
+
+def page_deadline(budget: float) -> float:
+    """Wall-clock seconds after which a worker that has not answered for its page is killed.
+
+    Generous next to the CPU budget (which the kernel enforces): on a busy machine a page gets only a
+    share of a core, and this only has to catch a worker that hangs without using CPU.
+    """
+    return 4 * budget + 10
+
+
 def prepare_all(jobs: list[PageJob], workers: int | None = None) -> Iterator[Prepared]:
-    """Prepare every job, in order; in worker processes when the job is big enough."""
+    """Prepare every job, in order, in worker processes with a per-page budget (see the module docstring).
+
+    Small jobs use one worker (parallelism would not repay starting more); ``workers=0`` (or
+    ``DOCBUNDLE_WORKERS=0``) prepares them in this process, with no budget.
+    """
     n = worker_count() if workers is None else workers
-    size = sum(len(j.text) for j in jobs)
-    if n < 2 or size < PARALLEL_MIN_BYTES or len(jobs) < 2 * n:
+    if n < 1 or not jobs:
         yield from map(prepare_page, jobs)
         return
-    pool = ProcessPoolExecutor(
-        max_workers=n, mp_context=_context(), initializer=_worker_init, initargs=(os.getpid(),)
-    )
-    with pool:
-        chunksize = max(1, min(16, len(jobs) // (n * 8)))
-        results: Iterable[Prepared] = pool.map(prepare_page, jobs, chunksize=chunksize)
-        yield from results
+    size = sum(len(j.text) for j in jobs)
+    if size < PARALLEL_MIN_BYTES or len(jobs) < 2 * n:
+        n = 1
+    yield from _Pool(n, page_budget()).run(jobs)
+
+
+# --------------------------------------------------------------------------------------------------
+# The budgeted pool
+
+
+def _serve(conn: Connection, indexer_pid: int, budget: float) -> None:
+    """A worker's main loop: receive a job, prepare it within the CPU budget, send the result."""
+    _worker_init(indexer_pid)
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a worker killed over its budget dumps no core
+    except (ImportError, ValueError, OSError):
+        resource = None  # type: ignore[assignment]
+    conn.send(_READY)  # imports done: the indexer starts this worker's page clock now
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return  # the indexer is done (or gone)
+        if job is None:
+            return
+        if resource is not None:
+            usage = resource.getrusage(resource.RUSAGE_SELF)
+            used = usage.ru_utime + usage.ru_stime
+            # Whole seconds only: the kernel sends SIGXCPU (which ends the process) at the soft limit.
+            soft = math.ceil(used + budget)
+            _hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+            if _hard == resource.RLIM_INFINITY or soft < _hard:
+                resource.setrlimit(resource.RLIMIT_CPU, (soft, _hard))
+        try:
+            result = prepare_page(job)
+        except RecursionError:
+            result = _failed("its structure is nested too deeply to be parsed")
+        except Exception as exc:  # a page must not end the build: it is recorded as failed
+            result = _failed(f"could not be prepared: {type(exc).__name__}: {str(exc)[:200]}")
+        try:
+            conn.send(result)
+        except (OSError, ValueError):
+            return
+
+
+@dataclass
+class _Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    job: int = -1  # the index of the job it holds, -1 when idle
+    deadline: float = 0.0
+    ready: bool = False  # it has started (its first message), so its page clock runs
+
+    def stop(self) -> None:
+        """End the process now (it may be stuck in native code) and reap it."""
+        self.conn.close()
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+
+
+@dataclass
+class _Pool:
+    """``n`` worker processes; each page goes to an idle one, and a worker over budget is replaced."""
+
+    n: int
+    budget: float
+    workers: list[_Worker] = field(default_factory=list)
+
+    def _start(self) -> _Worker:
+        ctx = _context()
+        ours, theirs = ctx.Pipe(duplex=True)
+        process = ctx.Process(  # type: ignore[attr-defined]
+            target=_serve, args=(theirs, os.getpid(), self.budget), daemon=True, name="docbundle-prepare"
+        )
+        process.start()
+        theirs.close()  # only the worker holds its end now: its death reads as EOF here
+        worker = _Worker(process, ours)
+        self.workers.append(worker)
+        return worker
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.stop()
+        self.workers.remove(worker)
+
+    def _death(self, worker: _Worker) -> str:
+        worker.process.join(5)
+        code = worker.process.exitcode
+        if code is not None and code < 0:
+            sig = -code
+            if sig == getattr(signal, "SIGXCPU", -1) or sig == signal.SIGKILL:
+                return f"over its CPU budget of {self.budget:g} s (its worker process was ended)"
+            return f"its worker process died ({signal.Signals(sig).name})"
+        return f"its worker process exited (code {code})"
+
+    def run(self, jobs: list[PageJob]) -> Iterator[Prepared]:
+        done: dict[int, Prepared] = {}
+        sent = 0
+        out = 0
+        ahead = 8 * self.n  # results computed ahead of the consumer, at most
+        deadline = page_deadline(self.budget)
+        try:
+            while out < len(jobs):
+                while out in done:
+                    yield done.pop(out)
+                    out += 1
+                if out >= len(jobs):
+                    break
+                busy = [w for w in self.workers if w.job >= 0]
+                idle = [w for w in self.workers if w.job < 0]
+                while sent < len(jobs) and sent < out + ahead and len(busy) < self.n:
+                    worker = idle.pop() if idle else self._start()
+                    try:
+                        worker.conn.send(jobs[sent])
+                    except (OSError, ValueError):
+                        self._replace(worker)  # died while idle: the job goes to a fresh one
+                        continue
+                    worker.job = sent
+                    worker.deadline = time.monotonic() + (deadline if worker.ready else WORKER_START_SECONDS)
+                    busy.append(worker)
+                    sent += 1
+                soonest = min(w.deadline for w in busy)
+                ready = wait([w.conn for w in busy], timeout=max(0.0, soonest - time.monotonic()))
+                for worker in busy:
+                    if worker.conn in ready:
+                        try:
+                            result: Prepared | str = worker.conn.recv()
+                        except (EOFError, OSError):
+                            result = _failed(self._death(worker))
+                            self._replace(worker)
+                        if isinstance(result, str):  # _READY: its page's clock starts now
+                            worker.ready = True
+                            worker.deadline = time.monotonic() + deadline
+                            continue
+                        done[worker.job] = result
+                        worker.job = -1
+                    elif time.monotonic() >= worker.deadline:
+                        done[worker.job] = _failed(
+                            f"no answer within {deadline:g} s (its worker process was ended)"
+                        )
+                        self._replace(worker)
+        finally:
+            for worker in self.workers:
+                with contextlib.suppress(OSError, ValueError):
+                    worker.conn.send(None)
+            for worker in self.workers:
+                worker.process.join(1 if worker.job < 0 else 0)
+                worker.stop()
+            self.workers.clear()

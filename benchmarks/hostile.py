@@ -1,0 +1,173 @@
+"""Hostile pages: the slowest adversarial input of each parser entry point, at sizes doubling to the cap.
+
+Usage::
+
+    python benchmarks/hostile.py [--max-bytes N] [--start-bytes N] [--give-up SECONDS]
+
+For each entry point (meta refresh, HTML decode, HTML parse, main-content selection, HTML conversion,
+llms.txt parsing, markdown links, front matter, chunking) it builds every adversarial shape below
+(long runs of one character or token, deep nesting, many attributes) at sizes doubling from
+``--start-bytes`` up to ``--max-bytes`` (default: the crawler's page-size cap), times the call once per
+shape and prints, per size, the slowest shape, its time, and the ratio to the previous size. Linear
+code shows ratios near 2 (at most about 2 when the size doubles); a ratio near 4 is quadratic. A
+shape whose call takes longer than ``--give-up`` seconds is not grown further and is marked ``over``.
+Main-content selection is timed on an already parsed tree (the parse is its own row: lexbor's
+tree building grows with the square of the nesting depth, which the per-page budget bounds).
+
+It prints figures and asserts nothing (issue 19).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from docbundle.indexer.pipeline import html, llmstxt
+from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
+from docbundle.indexer.pipeline.crawl import CrawlOptions
+from selectolax.lexbor import LexborHTMLParser
+
+URL = "http://127.0.0.1:8765/docs/page.html"
+
+
+def _fill(unit: str, size: int, head: str = "", tail: str = "") -> str:
+    return head + unit * max(0, (size - len(head) - len(tail)) // len(unit)) + tail
+
+
+def _nested(open_: str, close: str, size: int, inner: str = "text") -> str:
+    n = max(1, size // (len(open_) + len(close)))
+    return "<html><body>" + open_ * n + inner + close * n + "</body></html>"
+
+
+_REFRESH = '<meta http-equiv="refresh" content="'
+HTML_SHAPES: dict[str, Callable[[int], str]] = {
+    "nested <div>": lambda n: _nested("<div>", "</div>", n),
+    "nested <aside><a>": lambda n: _nested("<aside><a href=#>x</a>", "</aside>", n),
+    "nested <header>": lambda n: _nested("<header>", "</header>", n),
+    "flat <p>": lambda n: _fill("<p>word word</p>", n, "<html><body><main>"),
+    "many attributes": lambda n: _fill(' a="b"', n, "<html><body><main><div", ">text</div></main>"),
+    "<a> in <h2>": lambda n: _fill("<h2><a href='#'>x</a></h2>", n, "<html><body><main>"),
+    "<pre> run": lambda n: _fill("<pre>x ", n, "<html><body><main>"),
+    "< run": lambda n: _fill("<", n, "<html><body>"),
+    "space run": lambda n: _fill(" ", n, "<html><body>", "x"),
+}
+REFRESH_SHAPES: dict[str, Callable[[int], str]] = {
+    "spaces in url": lambda n: _fill(" ", n, _REFRESH + "0; url=x", 'x">'),
+    "quotes in url": lambda n: _fill("'", n, _REFRESH + "0; url=x", 'x">'),
+    "digits and dots": lambda n: _fill("0.", n, _REFRESH, '">'),
+    "url= repeated": lambda n: _fill("url=", n, _REFRESH + "0;", '">'),
+    "many metas": lambda n: _fill('<meta http-equiv="refresh">', n),
+}
+DECODE_SHAPES: dict[str, Callable[[int], bytes]] = {
+    "<meta run": lambda n: _fill("<meta ", n).encode(),
+    "charset= run": lambda n: _fill("charset=", n, "<meta ").encode(),
+    "<?xml spaces": lambda n: _fill(" ", n, "<?xml").encode(),
+    "invalid bytes": lambda n: b"\xff" * n,
+}
+TEXT_SHAPES: dict[str, Callable[[int], str]] = {
+    "[ run": lambda n: _fill("[", n),
+    "]( run": lambda n: _fill("](", n),
+    "[x]( run": lambda n: _fill("[x](", n),
+    "![ run": lambda n: _fill("![", n),
+    "` run": lambda n: _fill("`", n),
+    "* run": lambda n: _fill("*", n),
+    "\\ run": lambda n: _fill("\\", n),
+    "> nesting": lambda n: _fill("> ", n),
+    "- nesting": lambda n: _fill("- ", n),
+    "list items": lambda n: _fill("- [a](b): c\n", n, "# T\n\n## S\n\n"),
+    "headings": lambda n: _fill("## h\n", n),
+    "fences": lambda n: _fill("```\n", n),
+    "space run": lambda n: _fill(" ", n, "# T\n\n", "x"),
+    "newline run": lambda n: _fill("\n", n, "# T", "x"),
+    "< run": lambda n: _fill("<", n),
+}
+FRONT_SHAPES: dict[str, Callable[[int], str]] = {
+    "unclosed ---": lambda n: _fill("a: b\n", n, "---\n"),
+    "nested yaml": lambda n: _fill("[", n, "---\na: ", "\n---\nx\n"),
+    "--- runs": lambda n: _fill("---\n", n),
+    "+++ toml": lambda n: _fill("a = 1\n", n, "+++\n", "+++\nx\n"),
+    "space run": lambda n: _fill(" ", n, "---\ntitle: ", "\n---\n"),
+}
+
+
+def _chunk(text: str) -> None:
+    page = parse_page(text)
+    chunk_markdown(page.body, max_depth=3, min_words=60, max_words=500)
+
+
+def _select(page: str) -> Callable[[], object]:
+    tree = LexborHTMLParser(page)
+    return lambda: html._select_main(tree, "generic")
+
+
+ENTRY_POINTS: list[
+    tuple[str, dict[str, Callable[[int], object]], Callable[[object], Callable[[], object]]]
+] = [
+    ("meta refresh", REFRESH_SHAPES, lambda page: lambda: html.meta_refresh_target(str(page), URL)),  # type: ignore[dict-item]
+    ("html decode", DECODE_SHAPES, lambda body: lambda: html.decode_html(bytes(body), None)),  # type: ignore[dict-item]
+    ("html parse (lexbor)", HTML_SHAPES, lambda page: lambda: LexborHTMLParser(str(page))),  # type: ignore[dict-item]
+    ("main-content selection", HTML_SHAPES, lambda page: _select(str(page))),  # type: ignore[dict-item]
+    ("html conversion", HTML_SHAPES, lambda page: lambda: html.convert_html(str(page), URL)),  # type: ignore[dict-item]
+    ("llms.txt", TEXT_SHAPES, lambda text: lambda: llmstxt.parse_llms_txt(str(text), URL)),  # type: ignore[dict-item]
+    ("markdown links", TEXT_SHAPES, lambda text: lambda: llmstxt._find_links(str(text))),  # type: ignore[dict-item]
+    ("front matter", FRONT_SHAPES, lambda text: lambda: parse_page(str(text))),  # type: ignore[dict-item]
+    ("chunking", TEXT_SHAPES, lambda text: lambda: _chunk(str(text))),  # type: ignore[dict-item]
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument(
+        "--max-bytes", type=int, default=CrawlOptions().max_bytes, help="largest size (default: the cap)"
+    )
+    ap.add_argument("--start-bytes", type=int, default=16 * 1024, help="smallest size")
+    ap.add_argument(
+        "--give-up", type=float, default=5.0, help="stop growing a shape whose call took this long"
+    )
+    ap.add_argument("--only", nargs="*", default=[], help="entry points to run (default: all)")
+    args = ap.parse_args()
+    sizes = []
+    size = args.start_bytes
+    while size <= args.max_bytes:
+        sizes.append(size)
+        size *= 2
+    worst_ratio: dict[str, float] = {}
+    for name, shapes, prepare in ENTRY_POINTS:
+        if args.only and name not in args.only:
+            continue
+        print(f"\n{name}")
+        print(f"  {'bytes':>9}  {'slowest shape':<20} {'seconds':>9}  {'x prev':>6}")
+        given_up: set[str] = set()
+        previous: float | None = None
+        for size in sizes:
+            slowest, slowest_shape = 0.0, ""
+            for shape, make in shapes.items():
+                if shape in given_up:
+                    continue
+                call = prepare(make(size))
+                started = time.perf_counter()
+                call()
+                took = time.perf_counter() - started
+                if took > args.give_up:
+                    given_up.add(shape)
+                    print(
+                        f"  {size:>9}  {shape:<20} {took:>9.4f}  over {args.give_up:g} s: not grown further"
+                    )
+                    continue
+                if took >= slowest:
+                    slowest, slowest_shape = took, shape
+            ratio = "" if previous is None or previous < 1e-3 else f"{slowest / previous:6.2f}"
+            if ratio:
+                worst_ratio[name] = max(worst_ratio.get(name, 0.0), slowest / previous)  # type: ignore[operator]
+            print(f"  {size:>9}  {slowest_shape:<20} {slowest:>9.4f}  {ratio:>6}")
+            previous = slowest
+        if given_up:
+            print(f"  superlinear shapes, stopped: {', '.join(sorted(given_up))}")
+    print("\nworst time ratio per size doubling (over 1 ms):")
+    for name, ratio in worst_ratio.items():
+        print(f"  {name:<24} {ratio:5.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Every parser entry point, fed adversarial shapes, returns well-formed results (issue 19).
+
+Long runs of one character or token, deep nesting and many attributes are what make a backtracking
+regex or a per-level rescan take minutes. A property test cannot time anything, so these assert the
+results are well-formed, with sizes and a hypothesis deadline that keep the suite quick; the timing
+claim (time at most doubles when the size doubles, up to the page-size cap) is measured by
+``benchmarks/hostile.py`` (``nox -s bench -- hostile``). The two defects found in the wild get tests of
+their own that run the old shape in a subprocess with a bounded wait.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from docbundle.indexer.pipeline import html, llmstxt
+from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+URL = "http://127.0.0.1:8765/docs/page.html"
+
+# One unit repeated: the shapes that make backtracking regexes and per-level rescans blow up.
+UNITS = (
+    " ",
+    "\t",
+    "\n",
+    "a",
+    "<",
+    ">",
+    "[",
+    "]",
+    "](",
+    "(",
+    "\\",
+    "`",
+    "*",
+    "_",
+    "#",
+    "-",
+    "=",
+    ";",
+    "'",
+    '"',
+    "> ",
+    "- ",
+    "1. ",
+    "    ",
+    "---\n",
+    "+++\n",
+    "url=",
+    "0;",
+    "<div>",
+    "</div>",
+    "<aside>",
+    "<a href=x>",
+    "<p>",
+    "<pre>",
+    "<table><tr><td>",
+    "<header>",
+    ' a="b"',
+    " x",
+    "<!--",
+    "&amp;",
+    "[x](",
+    "![",
+    "<meta ",
+    "```\n",
+    ":::",
+    "{",
+    "}",
+)
+
+
+@st.composite
+def runs(draw: st.DrawFn, max_repeat: int = 2000) -> str:
+    """A few runs of one unit each, with a little text between them."""
+    parts = []
+    for _ in range(draw(st.integers(1, 3))):
+        parts.append(draw(st.sampled_from(UNITS)) * draw(st.integers(0, max_repeat)))
+        parts.append(draw(st.text(max_size=20)))
+    return "".join(parts)
+
+
+SETTINGS = settings(max_examples=60, deadline=5000)
+
+
+# -- the two defects of issue 19, each with its old shape and a bounded wait -------------------------
+
+
+def _run_bounded(code: str, timeout: float) -> str:
+    """Run ``code`` in a fresh interpreter; fail when it does not finish within ``timeout`` seconds."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running after {timeout} s") from None
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_meta_refresh_with_150000_spaces_is_read_at_once() -> None:
+    # The old lazy regex took ~4 s on 20,000 spaces and grew with the square: minutes on 150,000.
+    out = _run_bounded(
+        """
+        from docbundle.indexer.pipeline.html import meta_refresh_target
+        page = '<meta http-equiv="refresh" content="0; url=x' + ' ' * 150_000 + 'x">'
+        print(meta_refresh_target(page, "http://127.0.0.1/a/b.html"))
+        """,
+        timeout=30,
+    )
+    assert out == "http://127.0.0.1/a/x" + " " * 150_000 + "x"
+
+
+def test_main_content_of_50000_nested_divs_is_chosen_in_one_pass() -> None:
+    # The old walk measured the text once per level: ~7 s at 20,000 levels, growing with the square.
+    out = _run_bounded(
+        """
+        from selectolax.lexbor import LexborHTMLParser
+        from docbundle.indexer.pipeline import html
+        n = 50_000
+        tree = LexborHTMLParser("<body>" + "<div>" * n + "the text" + "</div>" * n + "</body>")
+        main = html._select_main(tree, "generic")
+        print(main.tag, main.text(deep=False))
+        """,
+        timeout=30,
+    )
+    assert out == "div the text"
+
+
+# -- one property per entry point ------------------------------------------------------------------
+
+
+@SETTINGS
+@given(runs())
+def test_refresh_content_values_give_a_stripped_url_or_none(content: str) -> None:
+    url = html.refresh_url(content)
+    assert url is None or (url == url.strip(" \t\n\f\r") and url in content)
+
+
+@SETTINGS
+@given(runs(), runs())
+def test_meta_refresh_gives_an_http_url_or_none(before: str, content: str) -> None:
+    page = f"{before}<meta http-equiv=refresh content='{content}'>{before}"
+    target = html.meta_refresh_target(page, URL)
+    assert target is None or target.startswith(("http://", "https://"))
+
+
+@SETTINGS
+@given(
+    runs(),
+    st.sampled_from([None, "text/html", "text/html; charset=" + "x" * 3000, "text/html;charset=utf-16"]),
+)
+def test_html_decode_gives_text_without_a_byte_order_mark(body: str, content_type: str | None) -> None:
+    for raw in (body.encode("utf-8", "replace"), b"\xef\xbb\xbf" + body.encode("utf-8", "replace")):
+        text = html.decode_html(raw, content_type)
+        assert isinstance(text, str) and not text.startswith("\ufeff")
+
+
+@settings(max_examples=60, deadline=5000)
+@given(runs(max_repeat=1500), st.sampled_from(["generic", "sphinx", "mkdocs", "docbook"]))
+def test_main_content_is_inside_the_body_and_text_lengths_are_exact(page: str, generator: str) -> None:
+    tree = LexborHTMLParser(f"<html><body>{page}</body></html>")
+    body = tree.body
+    assert body is not None
+    lengths, linked = html._text_lengths(body)
+    for node in body.traverse():
+        assert lengths.get(node.mem_id, 0) == html._text_len(node)
+        anchors = sum(html._text_len(a) for a in node.css("a") if a.mem_id != node.mem_id)
+        own = html._text_len(node) if node.tag == "a" else anchors
+        assert linked.get(node.mem_id, 0) <= own
+    main = html._select_main(tree, generator)
+    assert main is None or html._text_len(main) <= len(page)
+
+
+@SETTINGS
+@given(runs())
+def test_html_conversion_gives_markdown_and_a_title(page: str) -> None:
+    converted = html.convert_html(page, URL)
+    assert isinstance(converted.markdown, str) and isinstance(converted.title, str)
+    assert converted.markdown == "" or converted.markdown.endswith("\n")
+
+
+@SETTINGS
+@given(runs())
+def test_llms_txt_parsing_never_raises_and_links_are_strings(text: str) -> None:
+    doc = llmstxt.parse_llms_txt(text, base_url=URL)
+    for link in doc.links:
+        assert isinstance(link.url, str) and isinstance(link.title, str)
+
+
+@SETTINGS
+@given(runs())
+def test_markdown_links_are_found_inside_the_text(text: str) -> None:
+    for found in llmstxt._find_links(text):
+        assert 0 <= found.start < found.end <= len(text)
+
+
+@SETTINGS
+@given(runs(), st.sampled_from(["---\n", "+++\n", ""]))
+def test_front_matter_splits_a_page_into_matter_and_body(text: str, fence: str) -> None:
+    page = f"{fence}{text}\n{fence}{text}" if fence else text
+    parsed = parse_page(page)
+    assert isinstance(parsed.front_matter, dict)
+    lines = page.replace("\r\n", "\n").replace("\r", "\n")  # line ends are normalised
+    assert parsed.body in lines or parsed.body.strip() in lines
+
+
+@SETTINGS
+@given(runs())
+def test_chunks_are_contiguous_slices_of_the_page(text: str) -> None:
+    body = parse_page(text).body
+    chunks = chunk_markdown(body, max_depth=3, min_words=5, max_words=200)
+    assert "".join(c.text for c in chunks) in (body, body.strip("\n"), "") or not body.strip()
