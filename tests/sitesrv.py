@@ -14,7 +14,7 @@ Content negotiation: ``site.negotiate("/page", "/page.md")`` answers a request f
 ``Accept`` header names ``text/markdown`` with the content of ``/page.md`` (as a docs host serving
 markdown to agents does); other requests get ``/page`` itself.
 
-Paths are matched percent-decoded and without the query string. Every request is recorded in
+Paths are matched percent-decoded, with dot segments removed and without the query string. Every request is recorded in
 ``site.requests`` with monotonic timestamps (``started``/``finished``), the status answered, the
 body bytes actually written and the client's address, so tests can assert on timing, conditional
 headers, concurrency (``max_concurrency``), connection reuse and how much of a body a client read.
@@ -118,8 +118,22 @@ class _Mount:
 
 
 def _norm(path: str) -> str:
-    """Percent-decode and drop the query, so lookups do not depend on how a client escapes."""
-    return unquote(path.partition("?")[0].partition("#")[0])
+    """Percent-decode, drop the query and remove dot segments, as a real server does: lookups do not
+    depend on how a client escapes, and ``/docs/%2e%2e/private/x`` is ``/private/x``."""
+    decoded = unquote(path.partition("?")[0].partition("#")[0])
+    if "/." not in decoded:
+        return decoded
+    segments = decoded.split("/")
+    out: list[str] = []
+    for i, seg in enumerate(segments):
+        if seg in (".", ".."):
+            if seg == ".." and len(out) > 1:
+                out.pop()
+            if i == len(segments) - 1:
+                out.append("")
+            continue
+        out.append(seg)
+    return "/".join(out) if len(out) > 1 else "/"
 
 
 def _make_page(body: bytes, content_type: str | None, etag: bool, modified: int | None) -> _Page:

@@ -53,8 +53,8 @@ from ..config import Target
 from ..errors import BuildError, FetchError, IndexerError
 from . import write
 from .cache import CrawlCache
-from .crawl import OBTAINED, FetchResult, crawl, fetch_one
-from .follow import FOLLOWED_SECTION, Origin, RobotsRules, fetch_robots, origin, page_links
+from .crawl import OBTAINED, FetchResult, Guard, crawl, fetch_one
+from .follow import FOLLOWED_SECTION, FollowScope, Origin, fetch_robots, origin, page_links, within_prefix
 from .html import CONVERTER_ID
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
 from .prepare import CHUNKER_ID, FAILURE_KIND, PageJob, Prepared, prepare_all
@@ -528,12 +528,20 @@ def _crawl_with_progress(
     cache: CrawlCache | None,
     progress: ProgressFactory | None,
     label: str,
+    guard: Guard | None = None,
 ) -> list[FetchResult]:
     """Crawl ``urls`` (results in input order) with a progress bar when one is wanted."""
     bar = progress(len(urls), label) if progress else None
     try:
         return asyncio.run(
-            crawl(urls, scope=scope, options=target.crawl, cache=cache, on_result=bar.update if bar else None)
+            crawl(
+                urls,
+                scope=scope,
+                options=target.crawl,
+                cache=cache,
+                on_result=bar.update if bar else None,
+                guard=guard,
+            )
         )
     finally:
         if bar:
@@ -600,7 +608,9 @@ def _record(
 
 
 def _candidates(target: Target, level: list[_Page], home: Origin, seen: set[str]) -> list[str]:
-    """The new links the pages of one level offer on the llms.txt's origin under the prefix, sorted."""
+    """The new links the pages of one level offer on the llms.txt's origin under the prefix, sorted.
+
+    The prefix is tested on every reading of the path (``follow.within_prefix``), not on its spelling."""
     lib = target.library
     assert lib.follow is not None
     found: dict[str, str] = {}
@@ -610,7 +620,7 @@ def _candidates(target: Target, level: list[_Page], home: Origin, seen: set[str]
             continue
         for url in page_links(res):
             parts = urlsplit(url)
-            if origin(url) != home or parts.query or not parts.path.startswith(lib.follow.prefix):
+            if origin(url) != home or parts.query or not within_prefix(parts.path, lib.follow.prefix):
                 continue
             key = page_key(url)
             if key in seen or not _selected(url, lib.include, lib.exclude):
@@ -634,13 +644,15 @@ def _follow(
 ) -> list[_Page]:
     """Breadth-first: crawl the links of the listed pages, then theirs, to ``follow.depth`` levels,
     on the llms.txt's origin under ``follow.prefix``, robots.txt permitting, at most
-    ``follow.max_pages`` pages in all (sorted within a level, so two builds crawl the same pages)."""
+    ``follow.max_pages`` pages in all (sorted within a level, so two builds crawl the same pages).
+    robots.txt is asked only about the URLs that are kept (``FollowScope.pick``), and every redirect
+    hop of a followed page is held to the same origin, prefix and robots.txt (``FollowScope.refusal``)."""
     lib = target.library
     follow = lib.follow
     home = origin(target.source)
     if follow is None or home is None:
         return []
-    robots: RobotsRules | None = None
+    reach: FollowScope | None = None
     budget = follow.max_pages
     level = [p for p in listed if p.text is not None]
     out: list[_Page] = []
@@ -648,17 +660,22 @@ def _follow(
         if budget <= 0 or not level:
             break
         urls = _candidates(target, level, home, seen)
-        if urls and robots is None:
-            robots = fetch_robots(home, scope=scope, options=target.crawl)
-        if robots is not None:
-            urls = [u for u in urls if robots.allowed(u)]
-        urls = urls[:budget]
+        if urls and reach is None:
+            reach = FollowScope(home, follow.prefix, fetch_robots(home, scope=scope, options=target.crawl))
+        if reach is not None:
+            urls = reach.pick(urls, budget)
         if not urls:
             break
         budget -= len(urls)
         outcome.pages_followed += len(urls)
         results = _crawl_with_progress(
-            urls, target, scope, cache, progress, f"{lib.id}@{target.version.name} followed"
+            urls,
+            target,
+            scope,
+            cache,
+            progress,
+            f"{lib.id}@{target.version.name} followed",
+            guard=reach.refusal if reach is not None else None,
         )
         links = [LlmsLink(title="", url=u, section=FOLLOWED_SECTION) for u in urls]
         recorded = _record(links, results, landed, outcome)

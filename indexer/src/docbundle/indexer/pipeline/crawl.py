@@ -39,7 +39,10 @@ type and encoding rules without the network or the cache.
 Every fetch happens within a ``CrawlScope`` (see ``scope.py``): local files only inside a local
 llms.txt's folder and only regular files, network connections only to public addresses, the llms.txt's
 own origin and the configured ``allow_hosts``, checked on every redirect hop. What the scope refuses
-is recorded as ``error_kind="refused"`` with the reason.
+is recorded as ``error_kind="refused"`` with the reason. A crawl may also be given a ``guard``: it is
+asked about every URL the crawl requests beyond the ones it was given (each redirect hop, a meta-refresh
+target, a ``.md`` twin), and a URL it refuses fails the page the same way (followed pages use it to
+stay on their origin, under the ``follow`` prefix and within robots.txt; ``follow.py``).
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ __all__ = [
     "CrawlOptions",
     "CrawlScope",
     "FetchResult",
+    "Guard",
     "crawl",
     "fetch_one",
     "md_twin",
@@ -110,6 +114,8 @@ ERROR_KINDS = frozenset(
 
 _INDEXED_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/plain", "text/mdx"})
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: Asked about each URL a crawl requests beyond those it was given: a reason refuses it, None allows it.
+Guard = Callable[[str], str | None]
 #: How a page's text was obtained (see the module docstring), in the order reports list them.
 OBTAINED = ("markdown", "negotiated", "md-url", "html")
 _REFRESH_HINT = re.compile(rb"http-equiv\s*=\s*[\"']?refresh", re.IGNORECASE)
@@ -192,6 +198,7 @@ class FetchResult(msgspec.Struct):
     elapsed: float = 0.0
     sha256: str | None = None
     obtained: str = ""
+    truncated: bool = False  # fetch_one(truncate=True): the body was cut to max_bytes at a line end
 
 
 @dataclass
@@ -213,6 +220,7 @@ class _Page:
     last_modified: str | None
     received: int
     not_modified: bool = False
+    truncated: bool = False
 
 
 @dataclass
@@ -228,6 +236,8 @@ class _Crawler:
     options: CrawlOptions
     cache: CrawlCache | None
     scope: CrawlScope
+    guard: Guard | None = None
+    truncate: bool = False  # keep the first max_bytes of a longer body (cut at a line end) instead of failing
     client: httpx.AsyncClient = field(init=False)
     slots: asyncio.Semaphore = field(init=False)
     hosts: dict[tuple[str, str, int | None], _Host] = field(init=False, default_factory=dict)
@@ -286,6 +296,9 @@ class _Crawler:
         # Off the event loop (lexbor parses without the GIL), and bounded: see _refresh_target.
         target = await asyncio.to_thread(_refresh_target, result)
         if target is not None:
+            refused = await self._refused(target)
+            if refused is not None:
+                return _failed(url, target, f"meta refresh to {target} refused: {refused}", "refused"), None
             # Followed once: a refresh page pointing at another refresh page is taken as it is.
             followed, cause = await self.fetch(target)
             result = msgspec.structs.replace(followed, url=url)
@@ -299,7 +312,7 @@ class _Crawler:
     async def _twin(self, page: FetchResult) -> FetchResult | None:
         """The page's ``.md`` twin as a result (``obtained="md-url"``), or None; see the module docstring."""
         twin_url = md_twin(page.final_url)
-        if twin_url is None:
+        if twin_url is None or await self._refused(twin_url) is not None:
             return None
         try:
             host = self._host(httpx.URL(twin_url))
@@ -332,6 +345,13 @@ class _Crawler:
         ):
             return None
         return msgspec.structs.replace(result, url=page.url, obtained="md-url")
+
+    async def _refused(self, url: str) -> str | None:
+        """The guard's reason to refuse ``url``, or None; asked in a worker thread (it may read a long
+        robots.txt), so the event loop and its timeouts keep running meanwhile."""
+        if self.guard is None:
+            return None
+        return await asyncio.to_thread(self.guard, url)
 
     def _host(self, url: httpx.URL) -> _Host:
         key = (url.scheme, url.host, url.port)
@@ -429,7 +449,12 @@ class _Crawler:
                 page.last_modified,
             )
             # Without a validator the entry could never be revalidated, so it would be dead weight.
-            if self.cache is not None and (page.etag or page.last_modified) and not unchanged:
+            if (
+                self.cache is not None
+                and (page.etag or page.last_modified)
+                and not unchanged
+                and not page.truncated
+            ):
                 try:
                     # In a worker thread: on a slow disk the write syscalls would stall every
                     # other download on the loop (measured at ~0.5 ms a page here).
@@ -459,6 +484,7 @@ class _Crawler:
             elapsed=elapsed,
             sha256=digest,
             obtained=obtained,
+            truncated=page.truncated,
         )
         return result, None
 
@@ -494,6 +520,10 @@ class _Crawler:
                         trace.url = str(current)
                         raise AttemptFailed(f"redirect loop at {current}", kind="redirects")
                     seen.add(str(current))
+                    refused = await self._refused(str(current))
+                    if refused is not None:
+                        trace.url = str(current)
+                        raise AttemptFailed(f"redirect to {current} refused: {refused}", kind="refused")
                 trace.url = str(current)
                 raise AttemptFailed(f"too many redirects ({opts.max_redirects})", kind="redirects")
         except AddressRefused as exc:
@@ -566,7 +596,12 @@ class _Crawler:
             shown = mime or "(none)"
             raise AttemptFailed(f"content type {shown} is not indexed", kind="content-type", status=status)
         declared = response.headers.get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > opts.max_bytes:
+        if (
+            not self.truncate
+            and declared is not None
+            and declared.strip().isdigit()
+            and int(declared) > opts.max_bytes
+        ):
             raise AttemptFailed(
                 f"body exceeds {opts.max_bytes} bytes (Content-Length {int(declared)})",
                 kind="too-large",
@@ -576,7 +611,23 @@ class _Crawler:
         async for chunk in response.aiter_bytes():
             trace.received += len(chunk)
             if trace.received > opts.max_bytes:
-                raise AttemptFailed(f"body exceeds {opts.max_bytes} bytes", kind="too-large", status=status)
+                if not self.truncate:
+                    raise AttemptFailed(
+                        f"body exceeds {opts.max_bytes} bytes", kind="too-large", status=status
+                    )
+                # Read no further; a line cut in two (or a character) is not kept.
+                chunks.append(chunk)
+                head = b"".join(chunks)[: opts.max_bytes]
+                return _Page(
+                    status=status,
+                    final_url=str(url),
+                    body=head[: head.rfind(b"\n") + 1],
+                    content_type=content_type,
+                    etag=etag,
+                    last_modified=last_modified,
+                    received=trace.received,
+                    truncated=True,
+                )
             chunks.append(chunk)
         return _Page(
             status=status,
@@ -596,19 +647,22 @@ async def crawl(
     options: CrawlOptions = CrawlOptions(),  # noqa: B008 - frozen, so a shared default is safe
     cache: CrawlCache | None = None,
     on_result: Callable[[FetchResult], None] | None = None,
+    guard: Guard | None = None,
 ) -> list[FetchResult]:
     """Fetch ``urls`` concurrently; return one result per URL in input order, never raising for a page.
 
     A URL listed twice is fetched once (each position gets its own copy of the result).
     ``on_result`` is called on the event loop once per listed URL, as results complete.
-    ``scope`` says which local files and network addresses may be touched (``CrawlScope.for_source``).
+    ``scope`` says which local files and network addresses may be touched (``CrawlScope.for_source``);
+    ``guard`` is asked about every other URL requested on their behalf (redirect hops, meta-refresh
+    targets, ``.md`` twins) and refuses the page when it gives a reason.
     """
     results: list[FetchResult | None] = [None] * len(urls)
     positions: dict[str, list[int]] = {}
     for index, url in enumerate(urls):
         positions.setdefault(url, []).append(index)
 
-    async with _Crawler(options, cache, scope) as crawler:
+    async with _Crawler(options, cache, scope, guard) as crawler:
 
         async def run(url: str, indexes: list[int]) -> None:
             result, _cause = await crawler.fetch_page(url)
@@ -637,14 +691,17 @@ def fetch_one(
     scope: CrawlScope,
     options: CrawlOptions = CrawlOptions(),  # noqa: B008 - frozen, so a shared default is safe
     cache: CrawlCache | None = None,
+    truncate: bool = False,
 ) -> FetchResult:
     """Fetch one URL synchronously; raise ``FetchError`` (cause kept) when it cannot be fetched.
 
+    With ``truncate``, a body longer than ``options.max_bytes`` is not an error: its first
+    ``max_bytes`` are kept, cut at their last line end, and the result says ``truncated``.
     Runs its own event loop, so it must not be called from async code.
     """
 
     async def run() -> tuple[FetchResult, BaseException | None]:
-        async with _Crawler(options, cache, scope) as crawler:
+        async with _Crawler(options, cache, scope, truncate=truncate) as crawler:
             return await crawler.fetch(url)
 
     result, cause = asyncio.run(run())
