@@ -210,7 +210,10 @@ def test_writing_never_seeds_the_global_random_and_restores_gc(tmp_path: Path) -
 def test_the_collector_comes_back_when_a_build_fails(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     assert gc.isenabled()
-    with pytest.raises(KeyError), whooshio.SegmentBuilder(tmp_path / "x", make_schema(), INDEX_NAME, "s") as b:
+    with (
+        pytest.raises(KeyError),
+        whooshio.SegmentBuilder(tmp_path / "x", make_schema(), INDEX_NAME, "s") as b,
+    ):
         b.add({"nosuchfield": ([], 0)}, {})
     assert gc.isenabled()
 

@@ -713,4 +713,3 @@ def _follows(start: int, docnum: int, rest: list[dict[int, set[int]]], gaps: lis
         if at not in positions.get(docnum, ()):
             return False
     return True
-

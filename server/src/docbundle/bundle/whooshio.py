@@ -4,7 +4,7 @@ docbundle scores on its own (``search``) and uses whoosh only as a file format. 
 whole of that use, so a whoosh upgrade is checked in one place (``tests/bundle/test_whoosh_door.py``
 pins what each function returns; ``server/pyproject.toml`` pins whoosh-reloaded to the releases it was
 tested on). Nothing else in ``docbundle`` imports whoosh; an import-linter contract (``.importlinter``,
-run by ``tests/test_whoosh_door.py``) keeps it so.
+run by ``tests/test_whoosh_contract.py``) keeps it so.
 
 What goes through the door:
 
@@ -84,6 +84,7 @@ __all__ = [
     "Index",
     "PostingItem",
     "PostingReader",
+    "Schema",
     "SegmentBuilder",
     "Token",
     "Tokenizer",
@@ -98,6 +99,7 @@ __all__ = [
     "positions_items",
     "restricted_unpickling",
     "searching",
+    "segment_id",
 ]
 
 #: One posting as whoosh's writer pool takes it: ``(term bytes, frequency, weight, encoded value)``.
@@ -110,7 +112,9 @@ _BLOCK = 128  # postings in a W3 block
 
 # -- restricted unpickling ---------------------------------------------------------------------------
 
-_RESTRICTED: contextvars.ContextVar[bool] = contextvars.ContextVar("docbundle_whoosh_restricted", default=False)
+_RESTRICTED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "docbundle_whoosh_restricted", default=False
+)
 # (module, attribute, restricted replacement): where whoosh 2.7 unpickles what it reads from an index.
 _HOOKS: tuple[tuple[ModuleType, str, Callable[..., Any]], ...] = (
     (_structfile, "load_pickle", safepickle.restricted_load),  # TOC segments, compound dir, block headers
@@ -588,7 +592,9 @@ class SegmentBuilder:
     nothing here is cyclic: -15% build time) and restored when it closes, whichever way.
     """
 
-    def __init__(self, directory: Path, schema: Schema, indexname: str, seed: str, limitmb: int = 256) -> None:
+    def __init__(
+        self, directory: Path, schema: Schema, indexname: str, seed: str, limitmb: int = 256
+    ) -> None:
         self._dir = directory
         self._closing = contextlib.ExitStack()
         self._closing.enter_context(gc_paused())
