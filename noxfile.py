@@ -34,7 +34,13 @@ nox.options.reuse_existing_virtualenvs = False
 
 ROOT = Path(__file__).parent
 PACKAGES = ["-e", "./server", "-e", "./indexer"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27"]  # hatchling: test_packaging
+TEST_DEPS = [
+    "pytest>=8",
+    "hypothesis>=6.100",
+    "anyio>=4",
+    "hatchling>=1.27",
+    "import-linter>=2.1",
+]  # hatchling: test_packaging
 SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 
 

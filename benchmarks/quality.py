@@ -271,6 +271,7 @@ def ours(bundle_dir: Path, per_doc: int, mode: str = "balanced") -> tuple[Ranker
 def plain(bundle_dir: Path) -> tuple[Ranker, Callable[[], None]]:
     """A ranker over plain whoosh: MultifieldParser(title, headings, body, code), OR group, BM25F."""
     from docbundle.bundle.reader import open_bundle
+    from docbundle.bundle.whooshio import searching
     from whoosh.qparser import MultifieldParser, OrGroup
     from whoosh.query.qcore import QueryError
 
@@ -288,7 +289,7 @@ def plain(bundle_dir: Path) -> tuple[Ranker, Callable[[], None]]:
         return names[n]
 
     def rank(text: str) -> list[str]:
-        with bundle.index.searcher() as s:
+        with searching(bundle.index) as s:
             try:
                 results = s.search(parser.parse(text), limit=20 * K)
             except QueryError:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from docbundle.bundle.manifest import SUPPORTED_FORMAT_VERSIONS
 from docbundle.bundle.reader import open_bundle, verify_bundle
+from docbundle.bundle.whooshio import searching
 from whoosh.qparser import MultifieldParser, OrGroup
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -17,7 +18,7 @@ def _search(path: Path, text: str) -> list[str]:
     bundle = open_bundle(path)
     try:
         parser = MultifieldParser(["title", "headings", "body", "code"], bundle.index.schema, group=OrGroup)
-        with bundle.index.searcher() as s:
+        with searching(bundle.index) as s:
             hits = s.search(parser.parse(text), limit=5)
             return [bundle.store.get(h["doc"]).id for h in hits]
     finally:

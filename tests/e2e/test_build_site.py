@@ -7,6 +7,7 @@ from pathlib import Path
 
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import open_bundle, verify_bundle
+from docbundle.bundle.whooshio import searching
 from docsite import TOPICS, Build, llms_txt, page_markdown, publish_site, write_config
 from sitesrv import Site
 
@@ -44,7 +45,7 @@ def test_full_crawl_builds_a_verified_bundle(site: Site, tmp_path: Path, build: 
         assert doc.title == "Installation" and doc.section == "Guides"
         assert doc.description.startswith("Install the widget SDK")
         assert "# configure install" in doc.text  # code blocks kept whole in the text
-        with b.index.searcher() as s:
+        with searching(b.index) as s:
             assert s.doc_count() == m.counts.chunks
     finally:
         b.close()

@@ -26,9 +26,8 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-from whoosh.analysis import Token, Tokenizer
-from whoosh.analysis.filters import STOP_WORDS
-from whoosh.lang.porter2 import stem as _porter2
+from .whooshio import STOP_WORDS, Token, Tokenizer
+from .whooshio import porter2_stem as _porter2
 
 #: Identity of the analyzer's output; part of every bundle's content hash.
 ANALYZER_ID = "docbundle-analyzer/1 (nfkc-token, lowercase, en-stop, porter2, ident-split, cjk-bigram)"

@@ -8,8 +8,9 @@ opening a bundle could run code. Three defences, in order:
   bundle, no symbolic link, no device or FIFO), and every file's size and sha256;
 - ``open_bundle`` hashes through descriptors it keeps (``HeldFiles``) and reads the store and the index
   through those same descriptors, so what was checked is what is used;
-- every whoosh pickle goes through the restricted unpickler (``safepickle``), so even a bundle whose
-  manifest was rewritten to match altered files cannot run code; the schema comes from code.
+- every whoosh pickle goes through the restricted unpickler (``safepickle``, handed to whoosh by
+  ``whooshio`` for each read), so even a bundle whose manifest was rewritten to match altered files
+  cannot run code; the schema comes from code.
 """
 
 from __future__ import annotations
@@ -21,15 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from whoosh.filedb.filestore import FileStorage
-from whoosh.index import Index
-
-from . import safepickle
 from .errors import BundleError, BundleFormatError, BundleIntegrityError
-from .heldindex import open_held_index
 from .manifest import MANIFEST_NAME, Manifest, decode_manifest, manifest_bytes
 from .schema import INDEX_DIR, INDEX_NAME, make_schema
 from .store import DOCS_BIN, DOCS_IDX, DocStore
+from .whooshio import Index, check_index, open_held_index, open_index_dir
 
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
 _HASH_CHUNK = 1024 * 1024
@@ -194,9 +191,7 @@ def open_index(bundle: Path, *, use_mmap: bool = True) -> Index:
     For trusted local tools only: it reads the files as they are on disk now. Servers use
     ``open_bundle``, which reads through the descriptors it verified.
     """
-    safepickle.install()
-    storage = FileStorage(str(bundle / INDEX_DIR), supports_mmap=use_mmap, readonly=True)
-    return storage.open_index(INDEX_NAME, schema=make_schema())
+    return open_index_dir(bundle / INDEX_DIR, make_schema(), INDEX_NAME, use_mmap=use_mmap)
 
 
 def open_bundle(bundle: Path, *, verify: bool = True, use_mmap: bool = False) -> Bundle:
@@ -242,8 +237,7 @@ def check_bundle(bundle: Path) -> Manifest:
     """
     opened = open_bundle(bundle)
     try:
-        reader = opened.index.reader()
-        reader.close()
+        check_index(opened.index)
     except BundleError:
         raise
     except Exception as exc:

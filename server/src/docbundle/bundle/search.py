@@ -23,12 +23,13 @@ How a query is built:
 - Words combine by ``mode``: ``balanced`` ORs them with a bonus for matching more of them
   (``COORDINATION``), ``broad`` ORs them plainly, ``precise`` requires every word.
 - Scores are computed here from whoosh's posting lists rather than by whoosh's Python matcher tree:
-  each term's posting lists (one per field) are read once, merged into per-chunk BM25F impacts, and
-  cached, so a warm query only adds up cached numbers. Quoted phrases need positions, read on demand.
+  each term's posting lists (one per field, read through ``whooshio.PostingReader``) are read once,
+  merged into per-chunk BM25F impacts, and cached, so a warm query only adds up cached numbers. Quoted
+  phrases need positions, read on demand.
 - Scores are multiplied by the document's section weight (the llms.txt ``Optional`` section counts half
   unless the library's config says otherwise), and no document takes more than ``per_doc`` of the hits.
 
-Bounds (input sizes are refused earlier, in ``service``; these hold whoever calls the engine):
+Bounds (input sizes are refused earlier, in ``server.docs``; these hold whoever calls the engine):
 
 - Query analysis, deduplication and ranking are linear in the query (sets and dicts, no list scans).
 - A ``Deadline`` is checked between units of work (each posting list read, each word, field and
@@ -52,17 +53,13 @@ import re
 import threading
 import time
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
-
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN
-from whoosh.reading import IndexReader, TermNotFound
-from whoosh.util.numeric import byte_to_length
+from typing import Generic, Literal, TypeVar
 
 from .analysis import iter_terms
 from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime
 from .reader import Bundle
+from .whooshio import PostingReader
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -95,7 +92,6 @@ POSITIONS_CACHE_MAX_BYTES = 16 * 1024 * 1024
 _ENTRY_BYTES = 400
 _POS_DOC_BYTES = 300
 _POS_BYTES = 40
-_CHECK_EVERY = 4096  # postings or candidates between two deadline checks inside a loop
 DEFAULT_SECTION_WEIGHTS = {"optional": 0.5}
 # Words that frame a question rather than say what it is about (stemmed, as the analyzer emits them).
 QUESTION_WORDS = frozenset(
@@ -359,11 +355,11 @@ class BundleSearcher:
 
     # -- postings ------------------------------------------------------------------------------
 
-    def _reader(self) -> IndexReader:
-        """This thread's whoosh reader for the current search, opened on its first cache miss."""
-        reader: IndexReader | None = getattr(self._local, "reader", None)
+    def _reader(self) -> PostingReader:
+        """This thread's index reader for the current search, opened on its first cache miss."""
+        reader: PostingReader | None = getattr(self._local, "reader", None)
         if reader is None:
-            reader = self._local.reader = self._ix.reader()
+            reader = self._local.reader = PostingReader(self._ix)
         return reader
 
     def _close_reader(self) -> None:
@@ -378,25 +374,10 @@ class BundleSearcher:
         if deadline is not None:
             deadline.check()
 
-    def _field_lengths(self, reader: IndexReader, field: str) -> tuple[array[int], float]:
+    def _field_lengths(self, reader: PostingReader, field: str) -> tuple[array[int], float]:
         found = self._lengths.get(field)
         if found is None:
-            perdoc = getattr(reader, "_perdoc", None)  # whoosh keeps field lengths in a per-segment column
-            lenfield = f"_{field}_len"
-            if perdoc is None:  # not the one optimized segment a bundle holds: the slow, general way
-                n = self._chunk_count
-                lengths = array("I", (reader.doc_field_length(i, field) or 0 for i in range(n)))
-            elif perdoc.has_column(lenfield):
-                table = [byte_to_length(b) or 0 for b in range(256)]
-                col = perdoc.column_reader(lenfield, LENGTHS_COLUMN)
-                try:  # one read of the byte column instead of one per chunk (20 ms on large-en)
-                    raw = bytes(col._dbfile.get(col._basepos, col._count))
-                    raw += bytes(self._chunk_count - len(raw))
-                except AttributeError:
-                    raw = bytes(col.load())
-                lengths = array("I", (table[b] for b in raw))
-            else:  # no chunk has any text in this field
-                lengths = array("I", bytes(4 * self._chunk_count))
+            lengths = reader.field_lengths(field, self._chunk_count)
             avg = (sum(lengths) / len(lengths)) if lengths else 1.0
             found = self._lengths[field] = (lengths, avg or 1.0)
         return found
@@ -420,15 +401,11 @@ class BundleSearcher:
             reader = self._reader()
             acc: dict[int, float] = {}
             title: tuple[array[int], array[float]] | None = None
-            btext = term.encode("utf-8")
             for field, weight in FIELD_WEIGHTS.items():
-                try:  # one term lookup: asking "in" first would look the term up twice
-                    matcher = reader.postings(field, btext)
-                except TermNotFound:
+                read = reader.postings(field, term, self._check)
+                if read is None:
                     continue
-                ids: array[int] = array("I")
-                tfs: array[float] = array("f")
-                _read_postings(matcher, ids, tfs, self._check)
+                ids, tfs = read
                 if field == "title":
                     title = (ids, tfs)
                 lengths, avg = self._field_lengths(reader, field)
@@ -465,9 +442,9 @@ class BundleSearcher:
         ``pause`` seconds between terms leave the interpreter to the searches running meanwhile. The
         cache's bounds still hold.
         """
-        reader = self._ix.reader()
+        reader = PostingReader(self._ix)
         try:
-            top = [t.decode("utf-8") for _, t in reader.most_frequent_terms("body", terms)]
+            top = reader.most_frequent_terms("body", terms)
         finally:
             reader.close()
         done = 0
@@ -490,10 +467,7 @@ class BundleSearcher:
             return len(cached[0])
         self._check()
         with self._lock:
-            try:
-                return int(self._reader().doc_frequency(field, term.encode("utf-8")))
-            except TermNotFound:
-                return 0
+            return self._reader().doc_frequency(field, term)
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -566,22 +540,9 @@ class BundleSearcher:
         if found is not None:
             return found
         self._check()
-        fmt = self._ix.schema[field].format
-        out: dict[int, set[int]] = {}
-        size = _ENTRY_BYTES
         with self._lock:
-            reader = self._reader()
-            btext = term.encode("utf-8")
-            if (field, btext) in reader:
-                m = reader.postings(field, btext)
-                n = 0
-                while m.is_active():
-                    positions = out[m.id()] = set(fmt.decode_positions(m.value()))
-                    size += _POS_DOC_BYTES + _POS_BYTES * len(positions)
-                    m.next()
-                    n += 1
-                    if n % _CHECK_EVERY == 0:
-                        self._check()
+            out = self._reader().positions(field, term, self._check)
+            size = _ENTRY_BYTES + sum(_POS_DOC_BYTES + _POS_BYTES * len(p) for p in out.values())
             self._pos_cache.put(key, out, size)
         return out
 
@@ -752,32 +713,3 @@ def _follows(start: int, docnum: int, rest: list[dict[int, set[int]]], gaps: lis
         if at not in positions.get(docnum, ()):
             return False
     return True
-
-
-def _read_postings(
-    m: Any, ids: array[int], tfs: array[float], check: Callable[[], None] = lambda: None
-) -> None:
-    """Append every (chunk, term frequency) of a posting list, a whole block at a time when possible.
-
-    ``check`` (the deadline) is called every few thousand postings.
-    """
-    if all(hasattr(m, a) for a in ("_read_ids", "_read_weights", "_next_block", "_ids", "_weights")):
-        # whoosh's W3 leaf matcher decodes 128 postings per block; taking its decoded arrays avoids a
-        # Python call per posting (a first search on large-en loads tens of thousands of them).
-        blocks = 0
-        while m.is_active():
-            m._read_ids()
-            m._read_weights()
-            ids.extend(m._ids)
-            tfs.extend(m._weights)
-            m._next_block()
-            blocks += 1
-            if blocks % (_CHECK_EVERY // 128) == 0:
-                check()
-        return
-    while m.is_active():
-        ids.append(m.id())
-        tfs.append(m.weight())
-        m.next()
-        if len(ids) % _CHECK_EVERY == 0:
-            check()

@@ -26,7 +26,6 @@ import gc
 import math
 import multiprocessing
 import os
-import pickle
 import select
 import signal
 import sys
@@ -41,13 +40,13 @@ import msgspec
 from docbundle.bundle.analysis import iter_terms
 from docbundle.bundle.schema import make_schema
 from docbundle.bundle.store import ChunkRecord
-from whoosh.system import pack_uint
+from docbundle.bundle.whooshio import FieldPostings, frequency_items, index_field, positions_items
 
 from . import html
 from .chunk import chunk_markdown, parse_page
 
 #: Field name -> (whoosh posting items, field length). Items are ``(term bytes, freq, weight, value)``.
-Analysed = dict[str, tuple[list[tuple[bytes, int, float, bytes]], int]]
+Analysed = dict[str, FieldPostings]
 
 #: Identity of the parse + chunk rules; part of the content hash (it is in the chunking settings).
 CHUNKER_ID = f"docbundle-chunker/1 (markdown-it-py {version('markdown-it-py')})"
@@ -104,40 +103,17 @@ def _failed(reason: str) -> Prepared:
 _schema = None
 
 
-def _positions_items(text: str) -> tuple[list[tuple[bytes, int, float, bytes]], int]:
-    """Exactly what whoosh's ``Positions.word_values`` + ``FieldType.index`` yield for ``text``."""
-    poses: dict[str, list[int]] = {}
-    for term, pos, _, _ in iter_terms(text):
-        found = poses.get(term)
-        if found is None:
-            poses[term] = [pos]
-        else:
-            found.append(pos)
-    items = []
-    length = 0
-    for term, poslist in poses.items():
-        deltas = []
-        base = 0
-        for pos in poslist:
-            deltas.append(pos - base)
-            base = pos
-        n = len(poslist)
-        length += n
-        items.append((term.encode("utf-8"), n, float(n), pack_uint(n) + pickle.dumps(deltas, 2)))
-    return items, length
+def _positions_items(text: str) -> FieldPostings:
+    return positions_items(iter_terms(text))
 
 
-def _frequency_items(text: str) -> tuple[list[tuple[bytes, int, float, bytes]], int]:
-    """Exactly what whoosh's ``Frequency.word_values`` + ``FieldType.index`` yield for ``text``."""
-    freqs: dict[str, int] = {}
-    for term, _, _, _ in iter_terms(text):
-        freqs[term] = freqs.get(term, 0) + 1
-    items = [(term.encode("utf-8"), n, float(n), pack_uint(n)) for term, n in freqs.items()]
-    return items, sum(freqs.values())
+def _frequency_items(text: str) -> FieldPostings:
+    return frequency_items(iter_terms(text))
 
 
 # whoosh runs its analysis through generator layers and Token objects; for the fields that use our
-# analyzer the same items are computed directly (a test checks they are identical).
+# analyzer the same postings are computed straight from the terms (``whooshio.positions_items``; a
+# test checks they equal whoosh's ``FieldType.index``).
 _FAST = {
     "title": _positions_items,
     "headings": _positions_items,
@@ -157,10 +133,7 @@ def _analyse(values: dict[str, str]) -> Analysed:
         if fast is not None:
             out[name] = fast(value)
             continue
-        field = _schema[name]
-        items = list(field.index(value))
-        length = sum(freq for _, freq, _, _ in items) if field.scorable else 0
-        out[name] = (items, length)
+        out[name] = index_field(_schema, name, value)
     return out
 
 

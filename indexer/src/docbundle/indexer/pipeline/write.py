@@ -8,14 +8,11 @@ point leaves at most a ``.tmp-*`` directory, which the next build of that versio
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import os
-import random
 import shutil
 from pathlib import Path
-from typing import Any
 
 import msgspec
 from docbundle.bundle.errors import BundleError
@@ -23,120 +20,48 @@ from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, re
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
-from whoosh.filedb.filestore import FileStorage
-from whoosh.util.numeric import byte_to_length, length_to_byte
-from whoosh.writing import SegmentWriter
+from docbundle.bundle.whooshio import SegmentBuilder
 
 from .prepare import Analysed
 
 log = logging.getLogger(__name__)
 
 
-class _StableStorage(FileStorage):  # type: ignore[misc]
-    """FileStorage that records mtime 0 in compound segments, so equal inputs give equal bytes."""
-
-    def file_modified(self, name: str) -> float:
-        return 0.0
-
-
-class _AnalysedSegmentWriter(SegmentWriter):  # type: ignore[misc]
-    """A whoosh SegmentWriter fed with fields analysed elsewhere (see ``prepare``).
-
-    ``add_analysed`` does what ``add_document`` does minus the analysis, and the segment flush looks
-    field lengths up in a dict instead of reading each one back from the length columns (whoosh does
-    that once per posting). A test checks the index files are byte-identical to ``add_document``'s.
-    """
-
-    def __init__(self, ix: Any, **kwargs: Any) -> None:
-        super().__init__(ix, **kwargs)
-        self._lengths: dict[str, dict[int, int]] = {}
-
-    def add_analysed(self, analysed: Analysed, stored: dict[str, object]) -> None:
-        self._check_state()
-        pdw = self.perdocwriter
-        docnum = self.docnum
-        add_post = self.pool.add
-        pdw.start_doc(docnum)
-        try:
-            for name in sorted([*analysed, *stored]):
-                field = self.schema[name]
-                if name in analysed:
-                    items, length = analysed[name]
-                    for tbytes, _freq, weight, vbytes in items:
-                        add_post((name, tbytes, docnum, weight, vbytes))
-                    pdw.add_field(name, field, None, length)
-                    if length:
-                        self._lengths.setdefault(name, {})[docnum] = byte_to_length(length_to_byte(length))
-                else:
-                    pdw.add_field(name, field, stored[name], 0)
-        except BaseException:
-            pdw.cancel_doc()
-            raise
-        pdw.finish_doc()
-        self._added = True
-        self.docnum += 1
-
-    def _flush_segment(self) -> None:
-        self.perdocwriter.close()
-        lengths = self._lengths
-
-        class _Lengths:
-            @staticmethod
-            def doc_field_length(docnum: int, fieldname: str, default: int = 0) -> int:
-                return lengths.get(fieldname, {}).get(docnum, default)
-
-        self.fieldwriter.add_postings(self.schema, _Lengths, self.pool.iter_postings())
-        self.fieldwriter.close()
-
-
 class IndexWriter:
-    """Writes a bundle's whoosh index: one optimized segment, no lock file, stable bytes."""
+    """Writes a bundle's whoosh index (``whooshio.SegmentBuilder``): one optimized segment, no lock
+    file, stable bytes.
+
+    Garbage collection is paused from here to ``commit`` or ``cancel`` (or the end of a ``with``
+    block), whichever way the build ends; the caller calls one of them on every path.
+    """
 
     def __init__(self, directory: Path, seed: str) -> None:
         self._dir = directory / INDEX_DIR
         self._dir.mkdir()
-        # Millions of long-lived posting tuples make every full garbage collection crawl through them;
-        # nothing the writer builds is cyclic, so collection waits until the index is written (-15%).
-        self._gc_was_enabled = gc.isenabled()
-        gc.disable()
-        storage = _StableStorage(str(self._dir))
-        self._random_state = random.getstate()
-        random.seed(seed)  # whoosh names segments with the global random module
-        try:
-            ix = storage.create_index(make_schema(), indexname=INDEX_NAME)
-            self._writer = _AnalysedSegmentWriter(ix, limitmb=256)
-        except BaseException:
-            self._restore()
-            raise
-        self._ix = ix
+        self._builder = SegmentBuilder(self._dir, make_schema(), INDEX_NAME, seed)
         self.count = 0
+
+    def __enter__(self) -> IndexWriter:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.cancel()
 
     def add(self, analysed: Analysed, doc: int, chunk: int) -> None:
         """Add one chunk, already analysed, as record ``doc`` / chunk ``chunk``."""
-        self._writer.add_analysed(analysed, {"doc": doc, "chunk": chunk})
+        self._builder.add(analysed, {"doc": doc, "chunk": chunk})
         self.count += 1
 
     def commit(self) -> None:
         """Write the segment and remove the lock file."""
-        try:
-            self._writer.commit(optimize=True)
-            self._ix.close()
-        finally:
-            self._restore()
-        for leftover in self._dir.glob("*LOCK"):
-            leftover.unlink()
+        self._builder.commit()
 
     def cancel(self) -> None:
         """Abandon the index (the caller removes the directory)."""
-        try:
-            self._writer.cancel()
-        finally:
-            self._restore()
-
-    def _restore(self) -> None:
-        random.setstate(self._random_state)
-        if self._gc_was_enabled:
-            gc.enable()
+        self._builder.cancel()
 
 
 def list_files(directory: Path) -> list[FileEntry]:
