@@ -55,7 +55,6 @@ from ..catalog import Catalog
 from ..docs import Docs
 from ..errors import MAX_NAME_CHARS, clip, clip_list, echo
 from .completions import add_completions
-from .fixtures import conformance_tools
 from .prompts import PROMPT_ARG_CHARS, add_prompts
 from .resources import MAX_URI_CHARS, add_resources, library_resources
 from .tools import TOOLS
@@ -274,7 +273,7 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         version=_version(),
         instructions=INSTRUCTIONS,
         log_level="WARNING",
-        tools=[*(make(docs) for make in TOOLS), *conformance_tools()],
+        tools=[make(docs) for make in TOOLS],
     )
     add_resources(mcp, docs)
     add_prompts(mcp, docs)
