@@ -47,6 +47,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .jsonrpc import INVALID_REQUEST, PARSE_ERROR, answer_id, bound_reply, envelope_problem
+from .mcp.sdk import lowlevel
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,7 @@ class _Session:
     def __init__(
         self, server: MCPServer[Any], in_fd: int, out_fd: int, background: Background | None = None
     ) -> None:
-        self.lowlevel = server._lowlevel_server
+        self.lowlevel = lowlevel(server)
         self.notification_options = getattr(server, "notification_options", None)
         self.background = background
         self.initialized = False  # the client sent notifications/initialized
