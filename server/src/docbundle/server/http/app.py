@@ -20,7 +20,8 @@ For each request, in this order:
    then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep, with ``Content-Type:
    application/json`` (415), and one JSON-RPC message as MCP allows it (``jsonrpc.envelope_problem``:
    no batch, ``"jsonrpc": "2.0"``, a string or integer ``id``); else 400 with a one-line JSON-RPC error;
-6. the MCP SDK app, which checks ``Host``/``Origin`` again with the same explicit settings.
+6. the MCP SDK app, which checks ``Host``/``Origin`` again with the same explicit settings; its JSON
+   replies pass ``jsonrpc.bound_reply`` on the way out, so none quotes back a long client string.
 
 The client address is the TCP peer's, or what ``X-Forwarded-For`` says when the peer is one of the
 ``--trusted-proxy`` addresses (uvicorn's proxy-headers middleware, configured explicitly here: by
@@ -277,6 +278,7 @@ class HttpApp:
         elif scope.get("method") in ("POST", "PUT", "PATCH"):
             await self._with_body(ex, receive)
         else:
+            ex.bound = True
             await self.inner(scope, receive, ex.send)
             ex.fields["outcome"] = "ok" if ex.status < 400 else f"http_{ex.status}"
 
@@ -407,6 +409,7 @@ class HttpApp:
                 await ex.reject(400, outcome, message, code=code, request_id=request_id)
                 return
         ex.capture = True
+        ex.bound = True  # every reply the SDK writes passes jsonrpc.bound_reply (exchange.Exchange.send)
         await self._forward(ex, body, receive)
 
     async def _read_body(self, receive: Receive) -> tuple[bytes, str | None]:

@@ -1,5 +1,6 @@
 """One HTTP request's state as ``HttpApp`` handles it: the access-log fields, the send wrapper that
-records status and reply, and the small JSON responses and refusals this layer writes itself.
+records status and reply (and passes the SDK's JSON replies through ``jsonrpc.bound_reply``), and the
+small JSON responses and refusals this layer writes itself.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ..jsonrpc import PARSE_ERROR, REJECTED
+from ..jsonrpc import PARSE_ERROR, REJECTED, bound_reply
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -65,9 +66,38 @@ class Exchange:
         self.fields: dict[str, Any] = {}
         # Added to the response's headers whoever writes it (the CORS headers of an allowed origin).
         self.extra_headers: list[tuple[bytes, bytes]] = []
+        # Whether the MCP SDK writes this response: then its start is held until its body is known, so
+        # that a JSON reply can go through bound_reply (which may change its length).
+        self.bound = False
+        self._held: Message | None = None
 
     async def send(self, message: Message) -> None:
-        """Pass a message on, adding X-Request-Id and remembering the status (and a JSON body)."""
+        """Pass a message on, adding X-Request-Id and remembering the status (and a JSON body).
+
+        With ``bound`` set, a JSON reply sent in one piece goes through ``bound_reply`` first (the
+        SDK writes error ``data`` holding what the client sent); its Content-Length is set to match.
+        """
+        if self.bound and message["type"] == "http.response.start":
+            self._held = message
+            return
+        if self._held is not None and message["type"] == "http.response.body":
+            start, self._held = self._held, None
+            body = message.get("body", b"")
+            if not message.get("more_body", False) and _is_json(start):
+                bounded = bound_reply(body)
+                if bounded is not body:
+                    message = {**message, "body": bounded}
+                    start = {
+                        **start,
+                        "headers": [
+                            *(h for h in start.get("headers", []) if h[0].lower() != b"content-length"),
+                            (b"content-length", str(len(bounded)).encode()),
+                        ],
+                    }
+            await self._pass(start)
+        await self._pass(message)
+
+    async def _pass(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.status = int(message["status"])
             message = dict(message)
@@ -143,3 +173,11 @@ class Exchange:
                 if not message.get("more_body", False):
                     return True
         return False
+
+
+def _is_json(start: Message) -> bool:
+    """Whether a response start declares a JSON body."""
+    for name, value in start.get("headers", []):
+        if name.lower() == b"content-type":
+            return bytes(value).partition(b";")[0].strip().lower() == b"application/json"
+    return False

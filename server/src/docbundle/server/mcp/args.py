@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
@@ -81,15 +81,3 @@ def result(model: BaseModel, text: str) -> CallToolResult:
         content=[TextContent(type="text", text=text)],
         structured_content=model.model_dump(mode="json", by_alias=True),
     )
-
-
-def require(schema: dict[str, Any], names: tuple[str, ...]) -> None:
-    """Publish arguments as required that the function takes as optional (so aliases can stand in)."""
-    props = schema.get("properties", {})
-    for name in names:
-        prop = props[name]
-        prop.pop("default", None)
-        branches = [b for b in prop.pop("anyOf", []) if b.get("type") != "null"]
-        if len(branches) == 1:
-            prop.update(branches[0])
-    schema["required"] = [*schema.get("required", []), *names]

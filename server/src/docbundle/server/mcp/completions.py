@@ -21,12 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.types import (
-    CompleteRequestParams,
-    CompleteResult,
     Completion,
+    CompletionArgument,
+    CompletionContext,
     PromptReference,
     ResourceTemplateReference,
 )
@@ -45,16 +44,17 @@ PROMPTS = ("search-docs", "explain-with-docs")
 def add_completions(mcp: MCPServer[Any], docs: Docs) -> None:
     """Register the ``completion/complete`` handler on ``mcp`` (which then declares the capability)."""
 
-    async def complete(ctx: ServerRequestContext[Any], params: CompleteRequestParams) -> CompleteResult:
-        given = dict(params.context.arguments or {}) if params.context else {}
-        values = candidates(docs, params.ref, params.argument.name, params.argument.value, given)
-        return CompleteResult(
-            completion=Completion(
-                values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES
-            )
-        )
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion:
+        given = dict(context.arguments or {}) if context else {}
+        values = candidates(docs, ref, argument.name, argument.value, given)
+        return Completion(values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES)
 
-    mcp._lowlevel_server.add_request_handler("completion/complete", CompleteRequestParams, complete)
+    register = mcp.completion()  # type: ignore[no-untyped-call]  # the SDK leaves this decorator untyped
+    register(complete)
 
 
 def candidates(

@@ -69,6 +69,14 @@ def library_resources(docs: Docs) -> list[Resource]:
     ]
 
 
+class DocsResourceNotFound(ResourceNotFoundError):
+    """A URI that matches a template but names a library, version or document that is not there.
+
+    Raised by the templates here, so ``DocbundleMCP.read_resource`` tells it from the SDK's own
+    ``ResourceNotFoundError`` (no template matches) by type, never by its message.
+    """
+
+
 @contextmanager
 def _resource_errors() -> Iterator[None]:
     """Unknown things are "not found" (-32602); an unavailable library is a resource error."""
@@ -77,4 +85,4 @@ def _resource_errors() -> Iterator[None]:
     except LibraryUnavailableError as exc:
         raise ResourceError(str(exc)) from exc
     except ServerError as exc:
-        raise ResourceNotFoundError(str(exc)) from exc
+        raise DocsResourceNotFound(str(exc)) from exc

@@ -3,7 +3,8 @@
 pydantic's JSON Schema for a tool's arguments and result carries a generated ``title`` on every
 property ("Libraryid", "Maxtokens"), spells every optional field ``anyOf [X, {"type": "null"}]`` and
 marks nothing required that has a default. ``tidy_input`` and ``tidy_output`` rewrite that, and the
-tests pin the result (``tests/server/test_server_mcp_surface.py``), so a schema changes only on purpose:
+tests pin the result (``tests/server/test_server_mcp_surface.py``), so a schema changes only on purpose.
+``publish`` applies them to a tool as ``tools/list`` gives it (the SDK's own ``Tool`` is left as built):
 
 - no ``title`` keywords (the tool has one title, the properties have names and descriptions);
 - an argument that may be omitted is published as its type, without ``null`` and without
@@ -20,8 +21,11 @@ the published schema: both must accept every result (the tests call every tool a
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
+
+from mcp.types import Tool as MCPTool
 
 # The size budget of a tools/list answer, in bytes of compact JSON (a test holds it).
 TOOLS_LIST_BUDGET = 12 * 1024
@@ -30,6 +34,29 @@ TOOLS_LIST_BUDGET = 12 * 1024
 _NAMED = ("properties", "$defs", "patternProperties")
 _LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SINGLE = ("items", "additionalProperties", "not")
+
+
+def publish(tool: MCPTool, required: tuple[str, ...] = ()) -> MCPTool:
+    """``tool`` with tight schemas; ``required`` arguments (optional in the function, so that aliases
+    can stand in for them) are published as required."""
+    schema = copy.deepcopy(tool.input_schema)
+    require(schema, required)
+    update: dict[str, Any] = {"input_schema": tidy_input(schema)}
+    if tool.output_schema is not None:
+        update["output_schema"] = tidy_output(tool.output_schema)
+    return tool.model_copy(update=update)
+
+
+def require(schema: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Publish arguments as required that the function takes as optional (so aliases can stand in)."""
+    props = schema.get("properties", {})
+    for name in names:
+        prop = props[name]
+        prop.pop("default", None)
+        branches = [b for b in prop.pop("anyOf", []) if b.get("type") != "null"]
+        if len(branches) == 1:
+            prop.update(branches[0])
+    schema["required"] = [*schema.get("required", []), *names]
 
 
 def tidy_input(schema: dict[str, Any]) -> dict[str, Any]:

@@ -49,16 +49,18 @@ from mcp.types import (
     SetLevelRequestParams,
 )
 from mcp.types import Resource as MCPResource
+from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..catalog import Catalog
 from ..docs import Docs
 from ..errors import MAX_NAME_CHARS, clip, clip_list, echo
+from . import sdk
 from .completions import add_completions
-from .fixtures import conformance_tools
 from .prompts import PROMPT_ARG_CHARS, add_prompts
-from .resources import MAX_URI_CHARS, add_resources, library_resources
-from .tools import TOOLS
+from .resources import MAX_URI_CHARS, DocsResourceNotFound, add_resources, library_resources
+from .schemas import publish
+from .tools import REQUIRED, TOOLS
 
 INSTRUCTIONS = """\
 Read-only search over prebuilt documentation bundles (each library's docs, as published in its
@@ -96,9 +98,9 @@ class DocbundleMCP(MCPServer[Any]):
         # Which list_changed notifications this server sends (live reload turns resources on, see
         # announce_resource_changes); initialize and server/discover both read it.
         self.notification_options = NotificationOptions()
-        low = self._lowlevel_server
-        low.add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
-        low.add_request_handler("server/discover", RequestParams, self._discover)
+        sdk.add_request_handler(self, "logging/setLevel", SetLevelRequestParams, _set_level)
+        sdk.add_request_handler(self, "server/discover", RequestParams, self._discover)
+        self._published: dict[str, MCPTool] = {}
 
     def capabilities(self, protocol_version: str | None = None) -> ServerCapabilities:
         """What this server supports: the one answer of ``initialize`` and ``server/discover``.
@@ -109,9 +111,7 @@ class DocbundleMCP(MCPServer[Any]):
         # From 2026-07-28 list changes travel only on subscriptions/listen streams (not served), so the
         # SDK derives listChanged from that for those versions: stdio live reload announces resource
         # changes to handshake-era clients, and claims nothing it cannot deliver to later ones.
-        return self._lowlevel_server.get_capabilities(
-            self.notification_options, protocol_version=protocol_version
-        )
+        return sdk.capabilities(self, self.notification_options, protocol_version)
 
     def announce_resource_changes(self) -> None:
         """Advertise ``resources.listChanged``: the transport sends the notification when libraries change."""
@@ -124,6 +124,14 @@ class DocbundleMCP(MCPServer[Any]):
             instructions=self.instructions,
         )
 
+    async def list_tools(self) -> list[MCPTool]:
+        """The tools as published: their schemas made tight (``schemas.publish``), each made once."""
+        tools = await super().list_tools()
+        for tool in tools:
+            if tool.name not in self._published:
+                self._published[tool.name] = publish(tool, REQUIRED.get(tool.name, ()))
+        return [self._published[tool.name] for tool in tools]
+
     async def list_resources(self) -> list[MCPResource]:
         """One ``library://{id}`` resource per installed library (the templates cover the rest)."""
         return [*await super().list_resources(), *library_resources(self.docs)]
@@ -132,9 +140,10 @@ class DocbundleMCP(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
         """Refuse an unknown tool (a protocol error, -32602) without quoting a long name back, then call it."""
-        if self._tool_manager.get_tool(name) is None:
-            known = ", ".join(sorted(t.name for t in self._tool_manager.list_tools()))
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {echo(name)}; tools: {known}")
+        known = {t.name for t in await super().list_tools()}
+        if name not in known:
+            listed = ", ".join(sorted(known))
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {echo(name)}; tools: {listed}")
         rctx = _request_of(context)
         started = time.monotonic()
         try:
@@ -157,13 +166,14 @@ class DocbundleMCP(MCPServer[Any]):
             )
         try:
             return await super().read_resource(uri, context)
-        except ResourceNotFoundError as exc:
-            if str(exc).startswith("Unknown resource"):
-                raise ResourceNotFoundError(
-                    f"unknown resource {echo(text)}: resources are docs://<libraryId>/<version>/<document id> "
-                    "and library://<libraryId>"
-                ) from None
-            raise
+        except DocsResourceNotFound:
+            raise  # ours: the library, version or document named is not there
+        except ResourceNotFoundError:
+            # The SDK's: no template matches (its message quotes the whole URI).
+            raise ResourceNotFoundError(
+                f"unknown resource {echo(text)}: resources are docs://<libraryId>/<version>/<document id> "
+                "and library://<libraryId>"
+            ) from None
 
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
@@ -201,15 +211,8 @@ def _request_of(context: Context[Any, Any] | None) -> ServerRequestContext[Any] 
 
 async def _set_level(ctx: ServerRequestContext[Any], params: SetLevelRequestParams) -> EmptyResult:
     """``logging/setLevel``: the lowest level of the notifications this connection gets."""
-    _connection_state(ctx)[_LEVEL_KEY] = params.level
+    sdk.connection_state(ctx)[_LEVEL_KEY] = params.level
     return EmptyResult()
-
-
-def _connection_state(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
-    # The SDK keeps per-connection state on the session's Connection (Connection.state: "persists
-    # across requests on this connection"); a test sets a level and checks what reaches the client.
-    state: dict[str, Any] = ctx.session._connection.state
-    return state
 
 
 async def send_client_log(ctx: ServerRequestContext[Any], level: LoggingLevel, message: str) -> None:
@@ -217,7 +220,7 @@ async def send_client_log(ctx: ServerRequestContext[Any], level: LoggingLevel, m
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
         wanted = allowed_log_levels(ctx.protocol_version, ctx.meta)  # the request's own opt-in
     else:
-        lowest = _connection_state(ctx).get(_LEVEL_KEY)  # None until logging/setLevel: send nothing
+        lowest = sdk.connection_state(ctx).get(_LEVEL_KEY)  # None until logging/setLevel: send nothing
         wanted = frozenset(LEVELS[LEVELS.index(lowest) :]) if lowest in LEVELS else frozenset()
     if level not in wanted:
         return
@@ -274,7 +277,7 @@ def create_server(catalog: Catalog) -> DocbundleMCP:
         version=_version(),
         instructions=INSTRUCTIONS,
         log_level="WARNING",
-        tools=[*(make(docs) for make in TOOLS), *conformance_tools()],
+        tools=[make(docs) for make in TOOLS],
     )
     add_resources(mcp, docs)
     add_prompts(mcp, docs)

@@ -71,11 +71,9 @@ from .args import (
     need_library,
     pick,
     pick_int,
-    require,
     result,
     tool_errors,
 )
-from .schemas import tidy_input, tidy_output
 
 # The logger keeps the name it had before the package split: it is part of every log line.
 log = logging.getLogger("docbundle.server.app")
@@ -83,6 +81,11 @@ T = TypeVar("T")
 
 # destructiveHint is left out: the spec gives it meaning only when readOnlyHint is false.
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+# Arguments each tool publishes as required, though its function takes them as optional so that an
+# alias can stand in (``schemas.publish``, which ``DocbundleMCP.list_tools`` applies).
+REQUIRED: dict[str, tuple[str, ...]] = {}
 
 
 def _tool(
@@ -93,10 +96,7 @@ def _tool(
     t = Tool.from_function(
         fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=_READ_ONLY
     )
-    require(t.parameters, required)
-    t.parameters = tidy_input(t.parameters)
-    if t.fn_metadata.output_schema is not None:
-        t.fn_metadata.output_schema = tidy_output(t.fn_metadata.output_schema)
+    REQUIRED[t.name] = required
     return t
 
 
