@@ -56,6 +56,7 @@ from docbundle.bundle.release import INDEX, SUMS, PackagedBundle, read_sums
 from .errors import PullError
 from .install import Installed, install
 from .netpolicy import address_problem, host_key, parse_ip, shown_host
+from .terminal import printable
 
 if TYPE_CHECKING:
     from urllib.request import OpenerDirector
@@ -544,15 +545,18 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
 
 
 def render_list(entries: list[PackagedBundle]) -> str:
-    """``pull --list``: one line per archive, libraries in order, latest version first."""
+    """``pull --list``: one line per archive, libraries in order, latest version first.
+
+    ``name`` and ``status`` are the release's words: printed through ``printable``, at most 40 characters.
+    """
     if not entries:
         return "the release offers no bundles\n"
     rows = sorted(entries, key=lambda e: (e.library, not e.latest, e.version, e.build_id))
     width = max(len(f"{e.library}@{e.version}") for e in rows)
     lines = [
-        f"{f'{e.library}@{e.version}':<{width}}  {e.name[:40]:<40}  {e.documents:>6} docs  "
+        f"{f'{e.library}@{e.version}':<{width}}  {printable(e.name, 40):<40}  {e.documents:>6} docs  "
         f"{_size(e.size):>9}  build {e.build_id}{'  latest' if e.latest else ''}"
-        + ("" if e.status == "active" else f"  ({e.status})")
+        + ("" if e.status == "active" else f"  ({printable(e.status, 40)})")
         for e in rows
     ]
     return "\n".join(lines) + "\n"
