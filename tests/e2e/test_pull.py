@@ -233,7 +233,8 @@ def test_which_entry_a_spec_picks() -> None:
 def test_the_cli_loads_no_network_code_until_pull_runs() -> None:
     code = (
         "import sys; import docbundle.server.cli as c; c._parser(); "
-        "print(sorted(m for m in sys.modules if m == 'docbundle.server.pull' or m.startswith('urllib.request')))"
+        "print(sorted(m for m in sys.modules if m in ('docbundle.server.pull', 'docbundle.server.netpolicy') "
+        "or m.startswith('urllib.request')))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert r.stdout.strip() == "[]"

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -193,3 +194,59 @@ def test_malformed_archives_get_a_clear_error_and_leave_nothing(
     )
     assert done.returncode == 1 and "docbundle: error:" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# Runs argv[1:] and prints its exit code, stderr and peak RSS (KiB): the only child of this process,
+# so RUSAGE_CHILDREN is that command's own figure.
+_PEAK_RSS = """
+import json, resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=300)
+print(json.dumps([r.returncode, r.stderr, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))
+"""
+
+
+def _pax_bomb(out: Path, header_bytes: int) -> Path:
+    """The golden archive behind one PAX header of ``header_bytes`` (a single ``comment`` record),
+    gzipped as it is written, so neither this test nor the disk holds the header itself."""
+    record_len = header_bytes
+    head = f"{record_len} comment=".encode()
+    filler = record_len - len(head) - 1
+    info = tarfile.TarInfo("././@PaxHeader")
+    info.type, info.size = tarfile.XHDTYPE, header_bytes
+    golden = io.BytesIO()
+    with tarfile.open(fileobj=golden, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for member, data in _members():
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+    out.mkdir(parents=True, exist_ok=True)
+    archive = out / "bundle.tar.gz"
+    gz = zlib.compressobj(6, zlib.DEFLATED, 31)
+    with open(archive, "wb") as fh:
+        fh.write(gz.compress(info.tobuf(tarfile.USTAR_FORMAT) + head))
+        piece = b"a" * (1024 * 1024)
+        left = filler
+        while left > 0:
+            fh.write(gz.compress(piece[: min(left, len(piece))]))
+            left -= min(left, len(piece))
+        fh.write(gz.compress(b"\n" + bytes(-header_bytes % 512) + golden.getvalue()))
+        fh.write(gz.flush())
+    _sum(archive)
+    return archive
+
+
+def test_a_pax_header_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """Issue 19, item 5: a 256 MiB PAX header in a ~260 KB archive (its SHA256SUMS matching) is refused
+    from its 512-byte header, through the CLI, and the install's peak RSS stays far below its size."""
+    bomb = 256 * 1024**2
+    archive = _pax_bomb(tmp_path / "rel", bomb)
+    assert archive.stat().st_size < 1024**2
+    bundles = tmp_path / "b"
+    cmd = [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)]
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *cmd], capture_output=True, text=True, timeout=320, check=True
+    )
+    code, stderr, peak_kib = json.loads(done.stdout)
+    assert code == 1, stderr
+    assert f"holds a {bomb}-byte PAX header, over the 65536-byte limit" in stderr
+    assert "Traceback" not in stderr
+    assert peak_kib < 300 * 1024, f"peak RSS {peak_kib // 1024} MiB"
+    assert _du(bundles) == 0

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import msgspec
 import tomlkit
 from docbundle.bundle.layout import LIBRARY_ID_RE
+from docbundle.server.terminal import printable
 
 from .config import load_config
 from .errors import ConfigError
@@ -109,12 +110,12 @@ def survey(
 
 
 def render_survey(s: Survey) -> str:
-    """The survey as a person reads it."""
-    lines = [f"{s.title or '(no title)'}  <{s.final_url}>"]
+    """The survey as a person reads it (the site's words through ``printable``)."""
+    lines = [f"{printable(s.title or '(no title)', 100)}  <{printable(s.final_url)}>"]
     if s.summary:
-        lines.append(f"  > {_clip(s.summary, 160)}")
+        lines.append(f"  > {printable(_clip(s.summary, 160), 160)}")
     if s.sections:
-        shown = ", ".join(f"{sec.name} ({sec.links})" for sec in s.sections[:12])
+        shown = ", ".join(f"{printable(sec.name, 60)} ({sec.links})" for sec in s.sections[:12])
         more = f", and {len(s.sections) - 12} more" if len(s.sections) > 12 else ""
         lines.append(f"  sections: {shown}{more}")
     lines.append(f"  links: {s.links}" + (f"; pages inline: {s.inline_docs}" if s.inline_docs else ""))
@@ -136,10 +137,11 @@ def _clip(text: str, limit: int) -> str:
 
 def suggest_id(s: Survey) -> str:
     """A library id from the llms.txt's title, else from the host name."""
-    for source in (s.title or "", urlsplit(s.final_url).hostname or ""):
+    title = printable(s.title or "", 200)  # an escape sequence's letters are not the title's
+    for source in (title, urlsplit(s.final_url).hostname or ""):
         ascii_text = unicodedata.normalize("NFKD", source).encode("ascii", "ignore").decode()
         slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:64].strip("-")
-        if source is not s.title:
+        if source is not title:
             slug = re.sub(r"^(www|docs)-", "", slug)
         if slug and LIBRARY_ID_RE.fullmatch(slug):
             return slug
@@ -176,10 +178,11 @@ def append_entry(
         raise ConfigError(f"{config}: not valid TOML: {exc}") from exc
     table = tomlkit.table()
     table.add("id", library_id)
-    if s.title:
-        table.add("name", _clip(s.title, 100))
-    if s.summary:
-        table.add("description", _clip(s.summary, MAX_DESCRIPTION))
+    # The catalogue keeps the site's words as they will be shown: no control characters.
+    if s.title and printable(s.title, 100).strip():
+        table.add("name", _clip(printable(s.title, 100), 100))
+    if s.summary and printable(s.summary, MAX_DESCRIPTION).strip():
+        table.add("description", _clip(printable(s.summary, MAX_DESCRIPTION), MAX_DESCRIPTION))
     table.add("llms_txt", s.url)
     if allow_hosts:
         table.add("allow_hosts", list(allow_hosts))

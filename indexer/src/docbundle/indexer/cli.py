@@ -57,6 +57,7 @@ from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package, roll
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
+from docbundle.server.terminal import printable
 
 from . import add
 from .config import load_config
@@ -274,7 +275,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     try:
         found = add.survey(args.url, allow_hosts=args.allow_host, probe=args.probe)
     except FetchError as exc:
-        print(f"docbundle-index: cannot read the llms.txt: {exc}", file=sys.stderr)
+        print(f"docbundle-index: cannot read the llms.txt: {printable(exc, 1000)}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
         _print_json(found)

@@ -1,7 +1,8 @@
 """The release format: one archive per bundle, ``SHA256SUMS`` and a catalogue ``index.json``.
 
 The writer (``package``, used by ``docbundle-index package``) and the reader's pieces
-(``read_sums``; the checks themselves are in ``docbundle.server.install``) share this one home.
+(``read_sums``, ``scan_tar_headers``; the other checks are in ``docbundle.server.install``) share this
+one home.
 
 An archive ``<libraryId>-<version>-<buildId>.tar.gz`` holds ``<libraryId>/<version>/<buildId>/...``, so
 unpacking it into a bundles directory puts the bundle where the server looks (the installer then points
@@ -19,15 +20,25 @@ import json
 import os
 import tarfile
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
-from .errors import BundleIntegrityError
+from .errors import BundleFormatError, BundleIntegrityError
 from .manifest import MANIFEST_NAME, Manifest
 from .reader import verify_bundle
 
 SUMS = "SHA256SUMS"
 INDEX = "index.json"
+# An extended header (PAX ``x``, GNU long name ``L`` or long link ``K``) is read whole into memory by
+# tarfile, and kept with its member: each is bounded, and so is their sum over the archive.
+MAX_EXTENDED_HEADER_BYTES = 64 * 1024
+MAX_EXTENDED_TOTAL_BYTES = 1024 * 1024
+_BLOCK = 512
+_SKIP_CHUNK = 1024 * 1024
+_EXTENDED = {b"x": "PAX", b"X": "PAX", b"L": "GNU long-name", b"K": "GNU long-link"}
+# Members whose data follows their header (tarfile skips data only for these and unknown types).
+_NO_DATA = {b"1", b"2", b"3", b"4", b"5", b"6"}
 
 
 class PackagedBundle(msgspec.Struct, kw_only=True):
@@ -169,3 +180,143 @@ def read_sums(text: str) -> dict[str, str]:
         if len(parts) == 2:
             listed[parts[1].lstrip("*")] = parts[0].lower()
     return listed
+
+
+class Readable(Protocol):
+    """A stream of bytes (a file, a ``GzipFile``, a ``BytesIO``)."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """At most ``size`` bytes; empty at the end."""
+        ...
+
+
+def _number(field: bytes) -> int:
+    """A tar header number: octal text, or GNU base-256 (first byte 0x80 or 0xff)."""
+    if field[:1] in (b"\x80", b"\xff"):
+        value = int.from_bytes(field[1:], "big")
+        return value - (256 ** (len(field) - 1)) if field[:1] == b"\xff" else value
+    text = field.split(b"\0", 1)[0].strip()
+    if not text:
+        return 0
+    try:
+        return int(text, 8)
+    except ValueError:
+        raise BundleFormatError(f"a tar header holds a malformed number {text[:20]!r}") from None
+
+
+def _checksum_ok(block: bytes) -> bool:
+    """tarfile's test: the stored checksum is the unsigned or signed byte sum, checksum field as spaces."""
+    try:
+        stored = _number(block[148:156])
+    except BundleFormatError:
+        return False
+    rest = block[:148] + block[156:]
+    unsigned = sum(rest) + 8 * 0x20
+    signed = sum(b - 256 if b > 127 else b for b in rest) + 8 * 0x20
+    return stored in (unsigned, signed)
+
+
+def _read_exact(stream: Readable, size: int) -> bytes:
+    parts: list[bytes] = []
+    while size > 0:
+        chunk = stream.read(min(size, _SKIP_CHUNK))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def _skip(stream: Readable, size: int) -> None:
+    while size > 0:
+        chunk = stream.read(min(size, _SKIP_CHUNK))
+        if not chunk:
+            raise BundleFormatError("the archive is truncated: a member's data ends early")
+        size -= len(chunk)
+
+
+def _pax_size(data: bytes) -> int | None:
+    """The ``size`` record of a PAX header, if any; refuses malformed records and sparse files."""
+    size: int | None = None
+    pos = 0
+    while pos < len(data) and data[pos] != 0:
+        space = data.find(b" ", pos, pos + 21)
+        length_text = data[pos:space] if space > 0 else b""
+        if not length_text.isdigit() or int(length_text) < 5:
+            raise BundleFormatError("a PAX header of the archive is malformed")
+        record = data[space + 1 : pos + int(length_text)]
+        if pos + int(length_text) > len(data) or not record.endswith(b"\n") or b"=" not in record:
+            raise BundleFormatError("a PAX header of the archive is malformed")
+        key, _, value = record[:-1].partition(b"=")
+        if key.startswith(b"GNU.sparse."):
+            raise BundleFormatError("the archive holds a sparse file; a bundle archive has none")
+        if key == b"size":
+            if not value.isdigit():
+                raise BundleFormatError("a PAX header of the archive gives a malformed size")
+            size = int(value)
+        pos += int(length_text)
+    return size
+
+
+def scan_tar_headers(stream: Readable, *, max_members: int) -> int:
+    """Walk the raw 512-byte headers of an uncompressed tar ``stream``, before ``tarfile`` reads it.
+
+    ``tarfile`` reads a whole extended header (PAX ``x``, GNU long name ``L`` or long link ``K``) into
+    memory before anything else can look at it, and keeps it with its member; a 1 MB archive can declare
+    a gigabyte of header. This reads the stream in bounded pieces and refuses, with ``BundleFormatError``:
+    an extended header over ``MAX_EXTENDED_HEADER_BYTES``, extended headers summing to more than
+    ``MAX_EXTENDED_TOTAL_BYTES``, two of one kind before one member (a chain tarfile would follow
+    recursively), global PAX headers (``g``, merged into every later member) and sparse files (``S``
+    or ``GNU.sparse.*``, whose maps tarfile reads whole), more than ``max_members`` members, a bad
+    header checksum and a truncated stream. Nothing of the stream is kept. Returns the member count.
+    """
+    members = extended_total = 0
+    pending: set[bytes] = set()
+    pax_size: int | None = None
+    while True:
+        block = _read_exact(stream, _BLOCK)
+        if not block or block == bytes(_BLOCK):
+            return members  # the end (tarfile stops at the first zero block too)
+        if len(block) < _BLOCK:
+            raise BundleFormatError("the archive is truncated in the middle of a header")
+        if not _checksum_ok(block):
+            raise BundleFormatError("a tar header of the archive has a bad checksum")
+        kind, size = block[156:157], _number(block[124:136])
+        if size < 0:
+            raise BundleFormatError("a tar header of the archive declares a negative size")
+        if kind in _EXTENDED:
+            label = _EXTENDED[kind]
+            if size > MAX_EXTENDED_HEADER_BYTES:
+                raise BundleFormatError(
+                    f"the archive holds a {size}-byte {label} header, over the "
+                    f"{MAX_EXTENDED_HEADER_BYTES}-byte limit; docbundle archives never need one that large"
+                )
+            extended_total += size
+            if extended_total > MAX_EXTENDED_TOTAL_BYTES:
+                raise BundleFormatError(
+                    f"the archive's extended headers add up to over {MAX_EXTENDED_TOTAL_BYTES} bytes"
+                )
+            if kind.upper() in pending:
+                raise BundleFormatError(f"the archive chains two {label} headers before one member")
+            pending.add(kind.upper())
+            data = _read_exact(stream, size)
+            if len(data) < size:
+                raise BundleFormatError(f"the archive is truncated inside a {label} header")
+            _skip(stream, -size % _BLOCK)
+            if kind.upper() == b"X":
+                pax_size = _pax_size(data)
+            continue
+        if kind == b"g":
+            raise BundleFormatError("the archive holds a global PAX header; a bundle archive has none")
+        if kind == b"S":
+            raise BundleFormatError("the archive holds a sparse file; a bundle archive has none")
+        members += 1
+        if members > max_members:
+            raise BundleFormatError(
+                f"the archive has more than {max_members} entries; a bundle has far fewer"
+            )
+        if pax_size is not None:
+            size = pax_size
+        pending, pax_size = set(), None
+        if kind not in _NO_DATA:
+            _skip(stream, size + (-size % _BLOCK))

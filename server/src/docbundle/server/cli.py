@@ -42,6 +42,7 @@ from .catalog import DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog, VersionEntry
 from .errors import LibraryUnavailableError, LockFileError, ServerError, UnknownLibraryError
 from .lockfile import find_lock
 from .shellwords import plural, shell_suggestions, shell_words, unavailable_for_shell
+from .terminal import printable
 
 if TYPE_CHECKING:
     from .http.app import HttpApp, HttpOptions
@@ -511,7 +512,8 @@ def _pull(args: argparse.Namespace) -> int:
 
 
 def _err(message: str) -> None:
-    print(f"docbundle: error: {message}", file=sys.stderr)
+    # Messages quote what a release, a redirect or a bundle said: no escape sequence reaches the terminal.
+    print(f"docbundle: error: {printable(message, 4000, lines=True)}", file=sys.stderr)
 
 
 def _root(args: argparse.Namespace) -> Path:
@@ -777,9 +779,9 @@ def _search(args: argparse.Namespace) -> int:
     if result.dropped:
         print(f"ignored words: {', '.join(result.dropped)}")
     for h in result.hits:
-        print(f"\n{h.rank}. {hit_title(h)}  (score {h.score:.3f})")
-        print(f"   {h.document_id} chunk {h.chunk_id} · {h.url}")
-        print(f"   {_snippet(h.text)}")
+        print(f"\n{h.rank}. {printable(hit_title(h))}  (score {h.score:.3f})")
+        print(f"   {printable(h.document_id)} chunk {h.chunk_id} · {printable(h.url)}")
+        print(f"   {printable(_snippet(h.text), 240)}")
     if result.message:
         print(f"\n{shell_words(result.message)}")
         for s in shell_suggestions(result.suggestions):
@@ -837,7 +839,7 @@ def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
             if s.safety_findings:
                 state += f"; {plural(s.safety_findings, 'safety finding', 'safety findings')} "
                 state += f"({', '.join(s.safety_kinds)}): see `docbundle info {s.id}`"
-        print(f"{s.id:<20} {s.default_version:<10} {state}")
+        print(f"{s.id:<20} {s.default_version:<10} {printable(state, 400)}")
     return EXIT_OK
 
 
@@ -858,16 +860,18 @@ def _info_library(args: argparse.Namespace, catalog: Catalog) -> int:
         print(versions.model_dump_json(by_alias=True, indent=2))
         return EXIT_OK
     lib = versions.library
-    print(f"{lib.id}: {lib.name}" + (f" [{lib.category}]" if lib.category else ""))
+    print(f"{lib.id}: {printable(lib.name)}" + (f" [{printable(lib.category, 60)}]" if lib.category else ""))
     if lib.description:
-        print(f"  {lib.description}")
+        print(f"  {printable(lib.description, 400)}")
     for v in versions.versions:
         flags = ", ".join(f for f, on in (("default", v.default), ("latest", v.latest), ("lts", v.lts)) if on)
-        print(f"  {v.version}: {v.status or '?'}" + (f" ({flags})" if flags else ""))
+        print(f"  {v.version}: {printable(v.status or '?', 40)}" + (f" ({flags})" if flags else ""))
         if v.availability == "failed":
-            print(f"    {_problem_text(v.reason or '')}")
+            print(f"    {printable(_problem_text(v.reason or ''), 400)}")
             continue
-        print(f"    build {v.build_id}, built {v.built_at}, {v.documents} documents (files verified)")
+        print(
+            f"    build {v.build_id}, built {printable(v.built_at, 40)}, {v.documents} documents (files verified)"
+        )
         print(f"    content hash {v.content_hash}")
         _print_safety(lib_entry.versions[v.version])
     print(f"  from {_where(catalog.root, args)}")
@@ -879,14 +883,14 @@ def _print_safety(entry: VersionEntry, shown: int = 5) -> None:
     findings = entry.manifest.safety if entry.manifest else []
     if not findings:
         return
-    kinds = sorted({f.kind for f in findings})
+    kinds = sorted({printable(f.kind, 40) for f in findings})
     print(
         f"    {plural(len(findings), 'safety finding', 'safety findings')} ({', '.join(kinds)}): "
         "documentation text that may try to steer an AI assistant; it is served as data"
     )
     for f in findings[:shown]:
-        where = f"{f.path}" + (f" chunk {f.chunk}" if f.chunk is not None else "")
-        print(f"      {f.kind} in {where}: {f.detail}")
+        where = printable(f.path) + (f" chunk {f.chunk}" if f.chunk is not None else "")
+        print(f"      {printable(f.kind, 40)} in {where}: {printable(f.detail)}")
     if len(findings) > shown:
         print(f"      ... and {len(findings) - shown} more (`docbundle-index audit` lists them all)")
 

@@ -3,16 +3,20 @@
 Checks, in order, before anything becomes visible:
 
 1. the archive's sha256 is listed in ``SHA256SUMS`` (beside the archive, or ``--sums FILE``) and matches;
-2. every member is a regular file or directory under one ``<libraryId>/<version>/<buildId>/`` prefix
+2. the raw tar headers are walked in bounded reads before ``tarfile`` sees them
+   (``docbundle.bundle.release.scan_tar_headers``): an extended header (PAX, GNU long name or long link)
+   over 64 KiB, their sum over 1 MiB, global PAX headers and sparse files are refused, so the memory an
+   install takes does not depend on what the archive declares;
+3. every member is a regular file or directory under one ``<libraryId>/<version>/<buildId>/`` prefix
    (no links, devices, absolute paths, ``..`` or duplicates; at most ``MAX_MEMBERS`` entries);
-3. the manifest is read first (at most ``MAX_MANIFEST_BYTES``) and names the same library, version
+4. the manifest is read first (at most ``MAX_MANIFEST_BYTES``) and names the same library, version
    and build as the paths; a lock file, when one is in use, pins this content hash (and manifest
    sha256) for that version;
-4. every file entry is listed in the manifest with the size the archive declares, the total fits
+5. every file entry is listed in the manifest with the size the archive declares, the total fits
    ``MAX_UNPACKED_BYTES`` and the free disk space, all before a byte is written; then each file is
    copied (never past its declared size) and hashed as it is written, stopping at the first mismatch
    (a tar bomb writes at most one file's declared size before it is refused);
-5. the unpacked bundle verifies again and its index loads through the restricted unpickler.
+6. the unpacked bundle verifies again and its index loads through the restricted unpickler.
 
 The bundle is unpacked into a temporary directory beside its final place, fsynced, renamed, and only
 then does ``CURRENT`` move to it (atomically). A failure at any step leaves the bundles directory as it
@@ -21,6 +25,7 @@ was. A server that is already running keeps serving what it opened; restart it t
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import shutil
@@ -30,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from docbundle.bundle import layout
-from docbundle.bundle.errors import BundleError, VersionLockedError
+from docbundle.bundle.errors import BundleError, BundleFormatError, VersionLockedError
 from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
 from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEntry, Manifest, decode_manifest
 from docbundle.bundle.reader import check_bundle, verify_bundle
-from docbundle.bundle.release import SUMS, read_sums
+from docbundle.bundle.release import SUMS, read_sums, scan_tar_headers
 
 from .errors import InstallError
 from .lockfile import LockFile, find_lock
@@ -230,7 +235,17 @@ def install(
         raise InstallError(f"{archive.name} is damaged or not a bundle archive: {exc}") from exc
 
 
+def _scan(archive: Path) -> None:
+    """Refuse an archive whose headers would make ``tarfile`` hold more than a small bound in memory."""
+    try:
+        with gzip.open(archive, "rb") as raw:
+            scan_tar_headers(raw, max_members=MAX_MEMBERS)
+    except (BundleFormatError, OSError, EOFError, zlib.error) as exc:
+        raise InstallError(f"{archive.name} is damaged or not a bundle archive (.tar.gz): {exc}") from exc
+
+
 def _install(archive: Path, bundles: Path, sums: Path | None, lock: Path | None) -> Installed:
+    _scan(archive)
     try:
         tar = tarfile.open(archive, "r:gz")  # noqa: SIM115 - closed by the with block below
     except (OSError, tarfile.TarError) as exc:

@@ -16,19 +16,35 @@ nightly job publishes as GitHub release assets): ``index.json`` (the catalogue o
    ``docbundle install`` (checksum, safe entries, manifest, lock pin, sizes, hashes, restricted unpickler)
    and the same atomic publish. The temporary folder is removed whatever happens.
 
-Only http and https are fetched, redirects included (a redirect from https to http is refused). This is
-the only server-side code that touches the network; it uses the standard library's ``urllib``, imported
-when a download starts, so ``serve`` never loads an HTTP client.
+Only http and https are fetched, redirects included (a redirect from https to http is refused). Every
+connection, the first and every redirect hop, goes through the address policy the crawler uses
+(``docbundle.server.netpolicy``): the host is resolved once, every address it resolves to is checked,
+and the connection is made to a checked address. Loopback, private, link-local (169.254.169.254
+included), multicast, unspecified, reserved addresses and their IPv6 forms are refused, except the
+release's own origin (scheme, host and port of ``--from`` or ``$DOCBUNDLE_RELEASES``, for the addresses
+its name first resolved to), so a test or an intranet mirror can name one on purpose. Through an
+http(s) proxy (the usual ``*_proxy`` variables) the proxy resolves names: then only a target written
+as an address is checked.
+
+Each download has an overall deadline (``DEADLINE`` seconds, ``$DOCBUNDLE_PULL_DEADLINE`` to change
+it) besides the ``TIMEOUT`` for each read, so a server that sends one byte every few seconds cannot keep
+``pull`` waiting for ever.
+
+This is the only server-side code that touches the network; it uses the standard library's ``urllib``,
+imported when a download starts, so ``serve`` never loads an HTTP client.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import socket
 import tempfile
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urljoin, urlsplit
@@ -39,6 +55,8 @@ from docbundle.bundle.release import INDEX, SUMS, PackagedBundle, read_sums
 
 from .errors import PullError
 from .install import Installed, install
+from .netpolicy import address_problem, host_key, parse_ip, shown_host
+from .terminal import printable
 
 if TYPE_CHECKING:
     from urllib.request import OpenerDirector
@@ -49,6 +67,9 @@ MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_SUMS_BYTES = 4 * 1024 * 1024
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 TIMEOUT = 30.0  # seconds without a byte before a download is given up
+ENV_DEADLINE = "DOCBUNDLE_PULL_DEADLINE"
+DEADLINE = 1800.0  # seconds one download (index.json, SHA256SUMS or the archive) may take in all
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 _CHUNK = 1024 * 1024
 _SPEC_RE = re.compile(r"(?P<library>[^@\s]+)(?:@(?P<version>[^@\s]+))?\Z")
 
@@ -124,19 +145,209 @@ def _check_scheme(url: str, previous: str | None = None) -> None:
         raise PullError(f"{previous[:120]} redirects to {url[:120]}: refusing to leave https for http")
 
 
-def _opener() -> OpenerDirector:
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        raise PullError(f"{url[:120]}: the port is not a number from 1 to 65535") from None
+    return scheme, host_key(parts.hostname or ""), port or _DEFAULT_PORTS.get(scheme, 0)
+
+
+def _proxied(url: str) -> bool:
+    """Whether urllib sends a request for ``url`` through a proxy from the environment."""
+    import urllib.request
+
+    scheme, host, _port = _origin(url)
+    return scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host)
+
+
+def _proxy_origins() -> frozenset[tuple[str, int]]:
+    """The (host, port) of every proxy the environment names: the user chose them, so they are allowed."""
+    import urllib.request
+
+    found: set[tuple[str, int]] = set()
+    for scheme, proxy in urllib.request.getproxies().items():
+        if scheme in ("http", "https"):
+            parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            found.add((host_key(parts.hostname or ""), parts.port or _DEFAULT_PORTS.get(parts.scheme, 80)))
+    return frozenset(found)
+
+
+@dataclass
+class Guard:
+    """The address policy and the deadline of the downloads of one ``pull`` (see the module docstring).
+
+    ``origin`` is the release's own (scheme, host, port); ``resolve`` is injectable for tests.
+    """
+
+    origin: tuple[str, str, int]
+    deadline: float = DEADLINE
+    proxies: frozenset[tuple[str, int]] = field(default_factory=_proxy_origins)
+    pinned: frozenset[str] | None = None  # what the origin's name resolved to the first time
+
+    @staticmethod
+    def resolve(host: str, port: int) -> list[str]:
+        """Every address ``host`` resolves to (numeric forms such as ``2130706433`` included)."""
+        seen: dict[str, None] = {}
+        for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            seen.setdefault(str(sockaddr[0]), None)
+        return list(seen)
+
+    def addresses(self, scheme: str, host: str, port: int, *, via: str | None = None) -> list[str]:
+        """Resolve ``host`` once, check every address, return them; PullError names a refused one."""
+        key = (scheme, host_key(host), port)
+        literal = parse_ip(host_key(host))
+        try:
+            found = [str(literal)] if literal is not None else self.resolve(host_key(host), port)
+        except (OSError, UnicodeError) as exc:
+            raise PullError(f"cannot resolve {host[:120]}: {exc}") from None
+        if not found:
+            raise PullError(f"{host[:120]} did not resolve to any address")
+        if (host_key(host), port) in self.proxies:
+            return found
+        for text in found:
+            ip = parse_ip(text)
+            problem = "not an IP address" if ip is None else address_problem(ip)
+            if problem is None:
+                continue
+            if key == self.origin and (self.pinned is None or text in self.pinned):
+                continue
+            shown = shown_host(host_key(host), port)
+            what = shown if literal is not None else f"{shown} resolves to {text}, which"
+            where = f"{via[:120]} redirects to {shown}: " if via else ""
+            raise PullError(
+                f"{where}{what} is {problem}; pull fetches only public addresses and the release's own "
+                "(the host and port of --from or $DOCBUNDLE_RELEASES)"
+            )
+        if key == self.origin and self.pinned is None:
+            self.pinned = frozenset(found)
+        return found
+
+    def check_url(self, url: str, via: str | None = None) -> None:
+        """Check ``url``'s scheme and address before it is requested (through a proxy: an address only)."""
+        _check_scheme(url, via)
+        scheme, host, port = _origin(url)
+        if not _proxied(url) or parse_ip(host) is not None:
+            self.addresses(scheme, host, port, via=via)
+
+
+class _Deadline:
+    """Shuts down every socket of one download when its time is up, wherever it is blocked."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def add(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self.expired:
+                self._shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # wakes a blocked recv at once, unlike close()
+
+
+def _connect(
+    guard: Guard, deadline: _Deadline, scheme: str, host: str, port: int, timeout: Any
+) -> socket.socket:
+    """A socket to the first checked address of ``host`` that answers."""
+    error: OSError | None = None
+    for address in guard.addresses(scheme, host, port):
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            if isinstance(timeout, int | float):  # urllib passes the request's timeout, else a sentinel
+                sock.settimeout(timeout)
+            deadline.add(sock)
+            sock.connect((address, port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return sock
+        except OSError as exc:
+            sock.close()
+            error = exc
+    assert error is not None
+    raise error
+
+
+def _opener(guard: Guard, deadline: _Deadline) -> OpenerDirector:
+    import http.client
+    import ssl
     import urllib.request  # only here: serve never loads an HTTP client
+
+    class GuardedHTTP(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = _connect(guard, deadline, "http", self.host, self.port, self.timeout)
+            if self._tunnel_host:  # type: ignore[attr-defined]
+                self._tunnel()  # type: ignore[attr-defined]
+
+    class GuardedHTTPS(http.client.HTTPSConnection):
+        def __init__(self, host: str, *, context: ssl.SSLContext | None = None, **kwargs: Any) -> None:
+            self._tls = context or ssl.create_default_context()
+            super().__init__(host, context=self._tls, **kwargs)
+
+        def connect(self) -> None:
+            sock = _connect(guard, deadline, "https", self.host, self.port, self.timeout)
+            server = self.host
+            if self._tunnel_host:  # type: ignore[attr-defined]
+                self.sock = sock
+                self._tunnel()  # type: ignore[attr-defined]
+                server = self._tunnel_host  # type: ignore[attr-defined]
+            self.sock = self._tls.wrap_socket(sock, server_hostname=server)
+
+    class HTTPHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(GuardedHTTP, req)
+
+    class HTTPSHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(GuardedHTTPS, req)
 
     class Redirect(urllib.request.HTTPRedirectHandler):
         def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any) -> Any:
             target = headers.get("location") or headers.get("uri")
             if target:
-                _check_scheme(urljoin(req.full_url, target), req.full_url)
+                guard.check_url(urljoin(req.full_url, target), req.full_url)
             return super().http_error_302(req, fp, code, msg, headers)
 
         http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
-    return urllib.request.build_opener(Redirect)
+    return urllib.request.build_opener(HTTPHandler, HTTPSHandler, Redirect)
+
+
+def deadline_seconds() -> float:
+    """``$DOCBUNDLE_PULL_DEADLINE`` when set (a positive number of seconds), else ``DEADLINE``."""
+    text = os.environ.get(ENV_DEADLINE, "").strip()
+    if not text:
+        return DEADLINE
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise PullError(f"${ENV_DEADLINE} must be a positive number of seconds, not {text[:40]!r}")
+    return value
 
 
 def _user_agent() -> str:
@@ -148,66 +359,110 @@ def _user_agent() -> str:
         return "docbundle"
 
 
-def download(url: str, out: BinaryIO, limit: int, *, what: str, exact: int | None = None) -> int:
-    """Copy ``url`` into ``out``; refuse more than ``limit`` bytes (or other than ``exact``). Bytes copied."""
+def download(
+    url: str, out: BinaryIO, limit: int, *, what: str, guard: Guard, exact: int | None = None
+) -> int:
+    """Copy ``url`` into ``out``; refuse more than ``limit`` bytes (or other than ``exact``). Bytes copied.
+
+    Every connection is checked by ``guard``; the whole download must finish within its deadline.
+    """
     import http.client
     import urllib.error
     import urllib.request
 
-    _check_scheme(url)
+    guard.check_url(url)
     request = urllib.request.Request(url, headers={"User-Agent": _user_agent()})
-    try:
-        response = _opener().open(request, timeout=TIMEOUT)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        hint = " (is --from the folder of a docbundle release?)" if exc.code == 404 else ""
-        raise PullError(f"{what}: {url[:200]} answered {exc.code} {exc.reason}{hint}") from None
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, PullError):
-            raise exc.reason from None
-        raise PullError(f"{what}: cannot fetch {url[:200]}: {exc.reason}") from None
-    except PullError:
-        raise
-    except (TimeoutError, OSError, ValueError, http.client.HTTPException) as exc:
-        raise PullError(f"{what}: cannot fetch {url[:200]}: {exc!r}") from None
-    with response:
-        declared = response.headers.get("Content-Length")
-        if declared is not None and declared.strip().isdigit():
-            size = int(declared)
-            if exact is not None and size != exact:
-                raise PullError(f"{what} at {url[:200]} is {size} bytes; index.json says {exact}")
-            if size > limit:
-                raise PullError(f"{what} at {url[:200]} is {size} bytes, over the {limit}-byte limit")
-        total = 0
+    with _Deadline(guard.deadline) as deadline:
+        late = PullError(
+            f"{what}: the download of {url[:200]} took longer than {guard.deadline:g} s "
+            f"(the deadline of one download; ${ENV_DEADLINE} changes it); stopped"
+        )
         try:
-            while chunk := response.read(_CHUNK):
-                total += len(chunk)
-                if exact is not None and total > exact:
-                    raise PullError(f"{what} at {url[:200]} is over {exact} bytes; index.json says {exact}")
-                if total > limit:
-                    raise PullError(f"{what} at {url[:200]} is over the {limit}-byte limit; stopped")
-                out.write(chunk)
-        except (TimeoutError, OSError, http.client.HTTPException) as exc:
-            raise PullError(f"{what}: the download of {url[:200]} broke off: {exc!r}") from None
+            response = _opener(guard, deadline).open(request, timeout=min(TIMEOUT, guard.deadline))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            hint = " (is --from the folder of a docbundle release?)" if exc.code == 404 else ""
+            raise PullError(f"{what}: {url[:200]} answered {exc.code} {exc.reason}{hint}") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, PullError):
+                raise exc.reason from None
+            if deadline.expired:
+                raise late from None
+            raise PullError(f"{what}: cannot fetch {url[:200]}: {exc.reason}") from None
+        except PullError:
+            raise
+        except (TimeoutError, OSError, ValueError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise late from None
+            raise PullError(f"{what}: cannot fetch {url[:200]}: {exc!r}") from None
+        with response:
+            total = _copy(response, out, url, limit, what=what, exact=exact, deadline=deadline, late=late)
     if exact is not None and total != exact:
         raise PullError(f"{what} at {url[:200]} is {total} bytes; index.json says {exact}")
     return total
 
 
-def _fetch_bytes(url: str, limit: int, what: str) -> bytes:
+def _copy(
+    response: Any,
+    out: BinaryIO,
+    url: str,
+    limit: int,
+    *,
+    what: str,
+    exact: int | None,
+    deadline: _Deadline,
+    late: PullError,
+) -> int:
+    import http.client
+
+    declared = response.headers.get("Content-Length")
+    if declared is not None and declared.strip().isdigit():
+        size = int(declared)
+        if exact is not None and size != exact:
+            raise PullError(f"{what} at {url[:200]} is {size} bytes; index.json says {exact}")
+        if size > limit:
+            raise PullError(f"{what} at {url[:200]} is {size} bytes, over the {limit}-byte limit")
+    total = 0
+    try:
+        while chunk := response.read1(_CHUNK):
+            total += len(chunk)
+            if exact is not None and total > exact:
+                raise PullError(f"{what} at {url[:200]} is over {exact} bytes; index.json says {exact}")
+            if total > limit:
+                raise PullError(f"{what} at {url[:200]} is over the {limit}-byte limit; stopped")
+            out.write(chunk)
+    except (TimeoutError, OSError, http.client.HTTPException) as exc:
+        if deadline.expired:
+            raise late from None
+        raise PullError(f"{what}: the download of {url[:200]} broke off: {exc!r}") from None
+    if deadline.expired:
+        raise late
+    return total
+
+
+def _fetch_bytes(url: str, limit: int, what: str, guard: Guard) -> bytes:
     import io
 
     buf = io.BytesIO()
-    download(url, buf, limit, what=what)
+    download(url, buf, limit, what=what, guard=guard)
     return buf.getvalue()
 
 
-def read_index(base: str) -> list[PackagedBundle]:
+def guard_for(base: str) -> Guard:
+    """The guard of a pull from the release folder ``base``: its origin exempted, the deadline set."""
+    return Guard(_origin(base), deadline_seconds())
+
+
+def read_index(base: str, guard: Guard | None = None) -> list[PackagedBundle]:
     """The release's ``index.json``, checked entry by entry."""
     url = urljoin(base, INDEX)
-    data = _fetch_bytes(url, MAX_INDEX_BYTES, INDEX)
+    data = _fetch_bytes(url, MAX_INDEX_BYTES, INDEX, guard or guard_for(base))
     try:
         raw = json.loads(data)
+    except RecursionError:
+        raise PullError(
+            f"{url[:200]} is not a docbundle release index: its JSON is nested too deeply"
+        ) from None
     except (ValueError, UnicodeError) as exc:
         raise PullError(f"{url[:200]} is not JSON: {exc}") from None
     if not isinstance(raw, dict) or raw.get("format") != "docbundle-release-index":
@@ -260,11 +515,12 @@ def choose(entries: list[PackagedBundle], spec: Spec) -> PackagedBundle:
 
 def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> Installed:
     """Download the release's archive for ``spec`` and install it as ``docbundle install`` does."""
-    entry = choose(read_index(base), spec)
+    guard = guard_for(base)
+    entry = choose(read_index(base, guard), spec)
     if entry.size > MAX_ARCHIVE_BYTES:
         raise PullError(f"{entry.archive} is {entry.size} bytes, over the {MAX_ARCHIVE_BYTES}-byte limit")
     sums_url = urljoin(base, SUMS)
-    sums_text = _fetch_bytes(sums_url, MAX_SUMS_BYTES, SUMS).decode("utf-8", errors="replace")
+    sums_text = _fetch_bytes(sums_url, MAX_SUMS_BYTES, SUMS, guard).decode("utf-8", errors="replace")
     listed = read_sums(sums_text).get(entry.archive)
     if listed is None:
         raise PullError(f"{entry.archive} is not listed in {sums_url[:200]}")
@@ -280,6 +536,7 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
                 out,
                 min(entry.size, MAX_ARCHIVE_BYTES),
                 what=entry.archive,
+                guard=guard,
                 exact=entry.size,
             )
         return install(archive, bundles, sums=tmp / SUMS, lock=lock)
@@ -288,15 +545,18 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
 
 
 def render_list(entries: list[PackagedBundle]) -> str:
-    """``pull --list``: one line per archive, libraries in order, latest version first."""
+    """``pull --list``: one line per archive, libraries in order, latest version first.
+
+    ``name`` and ``status`` are the release's words: printed through ``printable``, at most 40 characters.
+    """
     if not entries:
         return "the release offers no bundles\n"
     rows = sorted(entries, key=lambda e: (e.library, not e.latest, e.version, e.build_id))
     width = max(len(f"{e.library}@{e.version}") for e in rows)
     lines = [
-        f"{f'{e.library}@{e.version}':<{width}}  {e.name[:40]:<40}  {e.documents:>6} docs  "
+        f"{f'{e.library}@{e.version}':<{width}}  {printable(e.name, 40):<40}  {e.documents:>6} docs  "
         f"{_size(e.size):>9}  build {e.build_id}{'  latest' if e.latest else ''}"
-        + ("" if e.status == "active" else f"  ({e.status})")
+        + ("" if e.status == "active" else f"  ({printable(e.status, 40)})")
         for e in rows
     ]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,8 @@ An llms.txt is input from whoever publishes it, so its links are untrusted (issu
   Host header and TLS server name stay the URL's). Loopback, private, link-local (the cloud metadata
   service 169.254.169.254 among them), multicast, unspecified, shared (CGNAT) and reserved addresses,
   and IPv4-mapped, 6to4 and NAT64 forms of those, are refused, except for the llms.txt's own origin
-  (scheme, host, port) and the hosts the library's ``allow_hosts`` names.
+  (scheme, host, port) and the hosts the library's ``allow_hosts`` names. Which addresses are refused is
+  decided in ``docbundle.server.netpolicy``, the one policy ``docbundle pull`` uses too.
 
 The origin's exemption covers the addresses its name resolved to the first time (when the llms.txt
 was fetched): a name that later resolves to another internal address is refused.
@@ -38,6 +39,7 @@ from urllib.request import url2pathname
 import anyio
 import httpcore
 import httpx
+from docbundle.server.netpolicy import IPAddress, address_problem, host_key, parse_ip, shown_host
 
 from ..errors import AddressRefused, LocalRefused
 
@@ -52,56 +54,12 @@ __all__ = [
     "address_problem",
 ]
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 #: Resolves (host, port) to IP address strings; injectable for tests.
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-_CGNAT = ipaddress.ip_network("100.64.0.0/10")
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
-
-
-def address_problem(ip: IPAddress) -> str | None:
-    """Why ``ip`` is not a public unicast address (e.g. ``"a loopback address"``), or None if it is."""
-    if isinstance(ip, ipaddress.IPv6Address):
-        embedded = ip.ipv4_mapped or ip.sixtofour
-        if embedded is None and ip in _NAT64:
-            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if embedded is not None:
-            inner = address_problem(embedded)
-            return f"{inner} (in IPv6 form)" if inner else None
-    if ip.is_unspecified:
-        return "an unspecified address"
-    if ip.is_loopback:
-        return "a loopback address"
-    if ip.is_link_local:
-        return "a link-local address"
-    if ip.is_multicast:
-        return "a multicast address"
-    if isinstance(ip, ipaddress.IPv4Address) and ip in _CGNAT:
-        return "a shared (CGNAT) address"
-    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:
-        return "a site-local address"
-    if ip.is_reserved:
-        return "a reserved address"
-    if ip.is_private:
-        return "a private address"
-    if not ip.is_global:
-        return "a reserved address"
-    return None
-
-
-def _host_key(host: str) -> str:
-    return host.lower().rstrip(".").strip("[]")
-
-
-def _ip(text: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(text.split("%", 1)[0])
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -142,12 +100,12 @@ class HostRule:
             host, _, port_text = raw.partition(":")
             port = _port(port_text, usage)
         try:
-            network = ipaddress.ip_network(host, strict=False) if "/" in host or _ip(host) else None
+            network = ipaddress.ip_network(host, strict=False) if "/" in host or parse_ip(host) else None
         except ValueError:
             raise ValueError(usage) from None
         if network is not None:
             return cls(text, network=network, port=port)
-        name = _host_key(host)
+        name = host_key(host)
         if not name or not set(name) <= _HOST_CHARS or "/" in name:
             raise ValueError(usage)
         return cls(text, name=name, port=port)
@@ -157,7 +115,7 @@ class HostRule:
         if self.port is not None and self.port != port:
             return False
         if self.name is not None:
-            return self.name == _host_key(host)
+            return self.name == host_key(host)
         assert self.network is not None
         return ip.version == self.network.version and ip in self.network
 
@@ -188,15 +146,15 @@ class NetPolicy:
 
     async def checked(self, scheme: str, host: str, port: int) -> list[str]:
         """Resolve ``host`` once and return its addresses, or raise AddressRefused naming the problem."""
-        key = (scheme, _host_key(host), port)
-        literal = _ip(_host_key(host))
-        addresses = [str(literal)] if literal is not None else await self.resolver(_host_key(host), port)
+        key = (scheme, host_key(host), port)
+        literal = parse_ip(host_key(host))
+        addresses = [str(literal)] if literal is not None else await self.resolver(host_key(host), port)
         if not addresses:
             raise OSError(f"{host} did not resolve to any address")
         pinned = self.pinned.get(key)
-        shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        shown = shown_host(host, port)
         for text in addresses:
-            ip = _ip(text)
+            ip = parse_ip(text)
             if ip is None:
                 raise AddressRefused(f"{shown} resolved to {text!r}, which is not an IP address")
             problem = address_problem(ip)
@@ -401,7 +359,7 @@ class CrawlScope:
                 return cls(NetPolicy(frozenset(), rules))  # fetching it fails with the reason
             origin = (
                 url.scheme,
-                _host_key(url.raw_host.decode("ascii")),
+                host_key(url.raw_host.decode("ascii")),
                 url.port or _DEFAULT_PORTS[url.scheme],
             )
             return cls(NetPolicy(frozenset({origin}), rules))

@@ -13,6 +13,7 @@ import msgspec
 from docbundle.bundle.manifest import Manifest, SafetyFinding
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocStore
+from docbundle.server.terminal import printable
 
 TINY_CHUNK_CHARS = 40
 GIANT_CHUNK_CHARS = 20_000
@@ -86,20 +87,25 @@ def audit_bundle(bundle: Path, *, now: datetime | None = None) -> AuditReport:
 
 
 def render_audit(report: AuditReport) -> str:
-    """The readable form of an audit report."""
+    """The readable form of an audit report (what the bundle says goes through ``printable``)."""
     lines = [
         f"{report.library}@{report.version} build {report.build_id} (content {report.content_hash[:12]})",
         f"  freshness     built {report.built_at}, {report.age_days:g} day(s) ago; last crawl: "
         f"{report.upstream_changed} page(s) downloaded (new or changed upstream), {report.upstream_unchanged} unchanged",
         f"  completeness  {report.documents} document(s) indexed, {len(report.failed)} page(s) failed",
     ]
-    lines += [f"                ! {f['path']}: {f['error']}" for f in report.failed[:20]]
+    lines += [
+        f"                ! {printable(f['path'])}: {printable(f['error'], 400)}" for f in report.failed[:20]
+    ]
     lines.append(
         f"  coverage      {len(report.empty_documents)} page(s) with no text, {report.tiny_chunks} tiny chunk(s) "
         f"(< {TINY_CHUNK_CHARS} chars), {len(report.giant_chunks)} giant chunk(s) (> {GIANT_CHUNK_CHARS} chars)"
     )
-    lines += [f"                - {g}" for g in report.giant_chunks[:10]]
+    lines += [f"                - {printable(g)}" for g in report.giant_chunks[:10]]
     lines.append(f"  safety        {len(report.safety)} finding(s)")
-    lines += [f"                ! {s.path}#{s.chunk} {s.kind}: {s.detail}" for s in report.safety[:30]]
+    lines += [
+        f"                ! {printable(s.path)}#{s.chunk} {printable(s.kind, 40)}: {printable(s.detail)}"
+        for s in report.safety[:30]
+    ]
     lines.append(f"  llms.txt      {report.conformance} conformance finding(s)")
     return "\n".join(lines)
