@@ -250,3 +250,58 @@ def test_a_pax_header_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     assert peak_kib < 300 * 1024, f"peak RSS {peak_kib // 1024} MiB"
     assert _du(bundles) == 0
+
+
+class _Padded(io.RawIOBase):
+    """``padding`` spaces, then ``tail``, produced as they are read (the test never holds the padding)."""
+
+    def __init__(self, padding: int, tail: bytes) -> None:
+        self.left, self.tail = padding, tail
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = len(buf)
+        if self.left > 0:
+            n = min(n, self.left)
+            buf[:n] = b" " * n
+            self.left -= n
+            return n
+        n = min(n, len(self.tail))
+        buf[:n], self.tail = self.tail[:n], self.tail[n:]
+        return n
+
+
+def _padded_manifest_archive(out: Path, padding: int) -> Path:
+    """The golden archive whose manifest.json is ``padding`` bytes of JSON whitespace before the real
+    manifest: valid JSON, so only its size can refuse it. Gzipped as it is written."""
+    out.mkdir(parents=True, exist_ok=True)
+    archive = out / "bundle.tar.gz"
+    with gzip.open(archive, "wb", compresslevel=1) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for info, data in _members():
+            if data is not None and info.name.endswith("/manifest.json"):
+                info.size = padding + len(data)
+                tar.addfile(info, io.BufferedReader(_Padded(padding, data), 1024 * 1024))
+            else:
+                tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    _sum(archive)
+    return archive
+
+
+def test_an_oversized_manifest_is_refused_from_its_header(tmp_path: Path) -> None:
+    """Issue 19, item 5 (the manifest's share): a 200 MiB manifest.json (valid JSON: whitespace, then the
+    real manifest) is refused from its tar header, through the CLI; install never holds it in memory."""
+    padding = 200 * 1024**2
+    archive = _padded_manifest_archive(tmp_path / "rel", padding)
+    bundles = tmp_path / "b"
+    cmd = [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)]
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *cmd], capture_output=True, text=True, timeout=320, check=True
+    )
+    code, stderr, peak_kib = json.loads(done.stdout)
+    assert code == 1, stderr
+    assert "manifest.json is" in stderr and "byte limit" in stderr, stderr
+    assert "Traceback" not in stderr
+    assert peak_kib < 150 * 1024, f"peak RSS {peak_kib // 1024} MiB"
+    assert _du(bundles) == 0
