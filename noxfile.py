@@ -34,7 +34,9 @@ nox.options.reuse_existing_virtualenvs = False
 
 ROOT = Path(__file__).parent
 PACKAGES = ["-e", "./server", "-e", "./indexer"]
-TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27"]  # hatchling: test_packaging
+# hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
+# contracts of .importlinter (2.17: the version they were checked with).
+TEST_DEPS = ["pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27", "import-linter>=2.17,<3"]
 SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 
 
