@@ -266,7 +266,7 @@ async def test_a_cancelled_call_stops_its_search(
 ) -> None:
     # A long budget, so the heaviest accepted search is still running when the client gives up.
     monkeypatch.setattr(docs, "SEARCH_TIME_BUDGET", 600)
-    caplog.set_level(logging.INFO, logger="docbundle.server.app")
+    caplog.set_level(logging.INFO, logger="docbundle.server.mcp.tools")
     searching = _signal_search_start(monkeypatch)
     catalog = Catalog.load(repeat_root)
     try:

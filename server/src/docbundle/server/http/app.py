@@ -75,7 +75,7 @@ DEFAULT_BURST = 500
 DEFAULT_MAX_BODY = 1024 * 1024  # MCP requests to this server are a few hundred bytes
 DEFAULT_BODY_TIMEOUT = 10.0
 
-log = logging.getLogger("docbundle.http")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
