@@ -26,6 +26,7 @@ from docbundle.server.http.app import DEFAULT_BURST, DEFAULT_RATE, HttpOptions
 from docbundle.server.keys import KeyStore, create_key
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from serverkit import HttpServerProcess
 
 # As many connections at once as an IDE starting its agents or a conformance suite: each of them is
@@ -165,6 +166,36 @@ async def test_the_default_limit_still_holds_a_flooding_address_and_only_it(
         async with client(app, "127.0.0.1") as local:
             statuses = {(await local.get("/mcp")).status_code for _ in range(DEFAULT_BURST + 1)}
             assert statuses == {405}
+
+
+@pytest.mark.anyio
+async def test_a_keys_rate_limit_trips_with_retry_after_and_recovers(
+    catalog: Catalog, clock: FakeClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "keys.toml"
+    secret = create_key(path, "limited")[1]
+    burst = 10
+    statuses: list[int] = []
+    retry_after: list[str | None] = []
+
+    async def hook(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+        retry_after.append(response.headers.get("retry-after"))
+
+    options = HttpOptions(host="127.0.0.1", rate=20.0, burst=burst)
+    async with serving(catalog, options, keys=KeyStore(path), clock=clock) as app:
+        http = client(app, headers={"X-API-Key": secret}, event_hooks={"response": [hook]})
+        async with http, Client(streamable_http_client(URL, http_client=http)) as mcp:
+            with pytest.raises(MCPError) as info:
+                for _ in range(burst + 1):  # the clock stands still: nothing refills
+                    await mcp.call_tool("list_libraries", {})
+            assert info.value.error.message == "rate limit exceeded; retry later"
+            # The connection's own requests and the calls took the burst exactly; the next was refused.
+            assert len(statuses) == burst + 1 and statuses[-1] == 429 and 429 not in statuses[:-1], statuses
+            assert retry_after[-1] == "1"  # 1/20 s, rounded up to whole seconds
+            clock.advance(1.5 / 20)  # what the client waits: then it is served again
+            again = await mcp.call_tool("list_libraries", {})
+            assert not again.is_error and statuses[-1] == 200
 
 
 def ping_until_refused(port: int, forwarded_for: str, limit: int) -> tuple[int, int]:
