@@ -74,4 +74,3 @@ def test_every_contract_fails_on_an_import_that_breaks_it(tmp_path: Path) -> Non
     report = " ".join(run.stdout.split())  # long names are wrapped
     contracts = _contracts()
     assert [i for i in BREAKS if f"{' '.join(contracts[i].split())} BROKEN" not in report] == [], run.stdout
-    assert "0 kept" in report, run.stdout
