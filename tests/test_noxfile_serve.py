@@ -1,46 +1,13 @@
 """``nox -s serve -- ARGS`` adds ARGS to the demo's defaults (issue 14): read from noxfile.py itself,
-loaded with a stand-in for nox (the test environment need not have nox installed)."""
+loaded with a stand-in for nox (tests/noxfilekit.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
 import pytest
 from docbundle.server.cli import _parser
+from noxfilekit import load_noxfile
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load_noxfile() -> types.ModuleType:
-    fake = types.ModuleType("nox")
-
-    def session(*_args: Any, **_kwargs: Any) -> Callable[[Any], Any]:
-        return lambda func: func
-
-    fake.session = session  # type: ignore[attr-defined]
-    fake.options = types.SimpleNamespace()  # type: ignore[attr-defined]
-    fake.Session = object  # type: ignore[attr-defined]
-    saved = sys.modules.get("nox")
-    sys.modules["nox"] = fake
-    try:
-        spec = importlib.util.spec_from_file_location("docbundle_noxfile", ROOT / "noxfile.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        if saved is None:
-            del sys.modules["nox"]
-        else:
-            sys.modules["nox"] = saved
-
-
-NOXFILE = _load_noxfile()
+NOXFILE = load_noxfile()
 
 
 @pytest.mark.parametrize(

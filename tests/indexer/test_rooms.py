@@ -1,6 +1,6 @@
-"""The indexer's layout keeps its promises: read from the source, nothing is run.
+"""The indexer's layout keeps its promises: read from the source, nothing is run. (That the build
+pipeline never imports the release tools or the CLI is a contract in the root ``.importlinter``.)
 
-- the build pipeline (docbundle.indexer.pipeline) never imports the release tools or the CLI;
 - every exception class the indexer defines is in errors.py and drawn in its docstring's tree;
 - cli.py's docstring names every registered command.
 """
@@ -13,34 +13,6 @@ from pathlib import Path
 from docbundle.indexer import cli, errors
 
 PACKAGE = Path(errors.__file__).resolve().parent
-
-
-def _imports(path: Path) -> list[str]:
-    module = ".".join(path.relative_to(PACKAGE.parents[1]).with_suffix("").parts)
-    package = module.rpartition(".")[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
-            target = (
-                ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
-            )
-            out += [target, *(f"{target}.{a.name}" for a in node.names)]
-    return out
-
-
-def test_the_pipeline_never_imports_release_tools_or_the_cli() -> None:
-    modules = sorted((PACKAGE / "pipeline").glob("*.py"))
-    assert len(modules) > 10
-    broken = [
-        f"{path.name} imports {name}"
-        for path in modules
-        for name in _imports(path)
-        if name.startswith(("docbundle.indexer.release", "docbundle.indexer.cli", "docbundle.server"))
-    ]
-    assert broken == []
 
 
 def test_every_exception_class_is_in_the_drawn_tree() -> None:

@@ -10,7 +10,10 @@ phrase step keeps thousands of candidate positions alive: the worst case of phra
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
@@ -34,15 +37,47 @@ llms_txt = "repeat/llms.txt"
 max_words = 5000
 """
 
-# Runs the docbundle CLI with the search time budget raised to argv[1] seconds, so that a heavy call
-# is still running when the test acts (the budget itself is held by test_server_limits.py).
-LONG_BUDGET = """
-import sys
-import docbundle.server.docs as docs
-docs.SEARCH_TIME_BUDGET = float(sys.argv[1])
-from docbundle.server.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
+# The environment variable naming the file a server run by ``cli_script`` creates as a search starts.
+SEARCH_STARTED = "DOCBUNDLE_TEST_SEARCH_STARTED"
+
+
+def cli_script(*setup: str) -> str:
+    """A ``python -c`` script: the docbundle CLI on argv[2:], the search time budget set to argv[1] seconds,
+    after the ``setup`` lines. With ``SEARCH_STARTED`` in its environment, it creates that file as a
+    search begins (in the tool's worker thread): a test waits for it (``wait_for_search``), not a sleep.
+    """
+    return "\n".join(
+        [
+            "import os, sys",
+            "import docbundle.bundle.search as engine",
+            "import docbundle.server.docs as docs",
+            "docs.SEARCH_TIME_BUDGET = float(sys.argv[1])",
+            f"started, search = os.environ.get({SEARCH_STARTED!r}), engine.BundleSearcher.search",
+            "def marked(self, *args, **kwargs):",
+            "    open(started, 'a').close()",
+            "    return search(self, *args, **kwargs)",
+            "if started:",
+            "    engine.BundleSearcher.search = marked",
+            *setup,
+            "from docbundle.server.cli import main",
+            "sys.exit(main(sys.argv[2:]))",
+        ]
+    )
+
+
+# The CLI with the search time budget raised, so that a heavy call is still running when the test acts
+# (the budget itself is held by test_server_limits.py).
+LONG_BUDGET = cli_script()
+
+
+def wait_for_search(started: Path, server: subprocess.Popen[Any] | None = None, timeout: float = 30) -> None:
+    """Wait, at most ``timeout`` seconds, until a ``cli_script`` server has created ``started``: a search
+    is running. Fails at once if ``server`` exits first."""
+    deadline = time.monotonic() + timeout
+    while not started.exists():
+        assert server is None or server.poll() is None, "the server exited before any search started"
+        assert time.monotonic() < deadline, f"no search started within {timeout} s"
+        time.sleep(0.01)
 
 
 def phrase_query(chars: int) -> str:

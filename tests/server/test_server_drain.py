@@ -3,23 +3,24 @@ SIGTERM over stdio (a subprocess), and on SIGTERM over HTTP (real HTTP on 127.0.
 
 The slow call is the heaviest search the bounds accept on the ``repeat`` bundle, run by the real CLI
 with the search time budget set to ``SLOW`` seconds (``attackkit.LONG_BUDGET``): it is still running
-when the client leaves or the signal comes, and answers (``stopped``) well within the drain.
+when the client leaves or the signal comes (the signal is sent once the server says a search started),
+and answers (``stopped``) well within the drain.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from attackkit import LONG_BUDGET, build_repeat_tree, phrase_query
+from attackkit import LONG_BUDGET, SEARCH_STARTED, build_repeat_tree, phrase_query, wait_for_search
 from serverkit import HttpServerProcess, install_golden
 from test_server_stdio import EXIT_GUARD, INIT, QUERY_CHARS, receive, send
 
@@ -71,9 +72,14 @@ def test_piped_requests_are_all_answered_when_stdin_ends(root: Path) -> None:
     assert got[3]["result"]["structuredContent"]["stopped"] is True  # the slow one ran its budget
 
 
-def test_sigterm_answers_the_running_call_then_exits_over_stdio(root: Path) -> None:
+def test_sigterm_answers_the_running_call_then_exits_over_stdio(root: Path, tmp_path: Path) -> None:
+    started = tmp_path / "search-started"
     proc = subprocess.Popen(
-        stdio_cmd(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        stdio_cmd(root),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, SEARCH_STARTED: str(started)},
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
@@ -81,7 +87,7 @@ def test_sigterm_answers_the_running_call_then_exits_over_stdio(root: Path) -> N
         assert receive(proc.stdout)["id"] == 1
         send(proc.stdin, INITIALIZED)
         send(proc.stdin, call(2, "repeat"))
-        time.sleep(0.5)  # the search is running (it takes SLOW seconds)
+        wait_for_search(started, proc)  # it runs for SLOW seconds
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=EXIT_GUARD)
     finally:
@@ -93,7 +99,11 @@ def test_sigterm_answers_the_running_call_then_exits_over_stdio(root: Path) -> N
     assert b"SIGTERM" in err
 
 
-def test_sigterm_answers_the_running_call_then_exits_over_http(root: Path) -> None:
+def test_sigterm_answers_the_running_call_then_exits_over_http(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = tmp_path / "search-started"
+    monkeypatch.setenv(SEARCH_STARTED, str(started))  # the server inherits it
     server = HttpServerProcess(root, "--no-auth")
     server.cmd = [sys.executable, "-c", LONG_BUDGET, str(SLOW), *server.cmd[3:]]
     result: list[httpx2.Response | BaseException] = []
@@ -117,8 +127,8 @@ def test_sigterm_answers_the_running_call_then_exits_over_http(root: Path) -> No
     with server:
         caller = threading.Thread(target=slow_call)
         caller.start()
-        time.sleep(0.5)  # the search is running (it takes SLOW seconds)
         assert server._proc is not None
+        wait_for_search(started, server._proc)  # it runs for SLOW seconds
         server._proc.send_signal(signal.SIGTERM)
         caller.join(timeout=EXIT_GUARD)
         server._proc.wait(timeout=EXIT_GUARD)

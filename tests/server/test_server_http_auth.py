@@ -189,25 +189,6 @@ async def test_a_revoked_or_expired_key_is_403(
     assert set(seen.statuses()) == {403}
 
 
-@pytest.mark.anyio
-async def test_the_rate_limit_trips_with_retry_after_and_recovers(
-    server: HttpServerProcess, keyset: tuple[Path, dict[str, str]]
-) -> None:
-    seen = Seen()
-    with anyio.fail_after(30):
-        async with mcp_client(server.url, {"X-API-Key": keyset[1]["limited"]}, seen) as c:
-            with pytest.raises(MCPError) as info:
-                for _ in range(4 * BURST):  # the burst allows BURST, refills 20/s: a tight loop trips it
-                    await c.call_tool("list_libraries", {})
-            assert info.value.error.message == "rate limit exceeded; retry later"
-            assert seen.statuses()[-1] == 429 and 200 in seen.statuses()
-            retry_after = int(seen.first(429)["retry-after"])
-            assert retry_after == 1
-            await anyio.sleep(retry_after)  # what a client must do; then it is served again
-            again = await c.call_tool("list_libraries", {})
-    assert not again.is_error and seen.statuses()[-1] == 200
-
-
 # -- health, hosts, bodies --------------------------------------------------------------------------
 
 

@@ -1,4 +1,7 @@
-"""Rate limits with the default flags, over real streamable HTTP on 127.0.0.1 (issue 13 item 1).
+"""Rate limits with the default flags (issue 13 item 1): in process through the ASGI app, with a clock the
+test moves by hand, so every count is exact; and once over real HTTP on 127.0.0.1, where the CLI's
+``--rate``/``--burst`` wiring is itself under test. (``--workers`` sharing one limit across processes:
+test_server_http_workers.py.)
 
 The defaults must never trip for one user: a burst of SDK connections (each costs initialize,
 notifications/initialized and a call before it does anything), with a key or anonymously on loopback.
@@ -9,16 +12,21 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
-from docbundle.server.http.app import DEFAULT_BURST
-from docbundle.server.keys import create_key
+from asgikit import URL, FakeClock, client, serving
+from docbundle.server.catalog import Catalog
+from docbundle.server.http import app as http_app
+from docbundle.server.http.app import DEFAULT_BURST, DEFAULT_RATE, HttpOptions
+from docbundle.server.keys import KeyStore, create_key
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from serverkit import HttpServerProcess
 
 # As many connections at once as an IDE starting its agents or a conformance suite: each of them is
@@ -29,92 +37,165 @@ CONNECTIONS = 40
 MANY_KEYS = 24
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+DEFAULTS = HttpOptions(host="127.0.0.1")  # what `docbundle serve --transport http` runs without flags
 
 
-@pytest.fixture(scope="module")
-def key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    path = tmp_path_factory.mktemp("rate-keys") / "keys.toml"
-    return path, create_key(path, "ide")[1]
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-async def connect_and_call(url: str, headers: dict[str, str]) -> list[int]:
-    """One SDK connection: initialize, list the tools, call one; the HTTP statuses it saw."""
+@pytest.fixture
+def access_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """The HTTP access log's records (one per request, its fields in ``record.fields``)."""
+    caplog.set_level(logging.INFO, logger=http_app.log.name)
+    yield caplog
+
+
+def outcomes(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """Each request's outcome, from the access log."""
+    return [
+        r.fields["outcome"]
+        for r in caplog.records
+        if r.name == http_app.log.name and isinstance(getattr(r, "fields", None), dict)
+    ]
+
+
+async def connect_and_call(app: http_app.HttpApp, headers: dict[str, str]) -> list[int]:
+    """One SDK connection from loopback: initialize, list the tools, call one; the HTTP statuses it saw."""
     statuses: list[int] = []
 
     async def hook(response: httpx2.Response) -> None:
         statuses.append(response.status_code)
 
-    async with create_mcp_http_client(headers=headers) as http:
-        http.event_hooks["response"].append(hook)
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            await client.list_tools()
-            result = await client.call_tool("list_libraries", {})
-            assert not result.is_error
+    async with (
+        client(app, headers=headers, event_hooks={"response": [hook]}) as http,
+        Client(streamable_http_client(URL, http_client=http)) as mcp,
+    ):
+        await mcp.list_tools()
+        result = await mcp.call_tool("list_libraries", {})
+        assert not result.is_error
     return statuses
 
 
-async def burst_of_connections(url: str, headers: dict[str, str]) -> list[int]:
-    """``CONNECTIONS`` SDK clients connecting and calling at once; every status they saw."""
+async def burst_of_connections(app: http_app.HttpApp, headers: list[dict[str, str]]) -> list[int]:
+    """One SDK client per entry of ``headers``, all connecting and calling at once; every status seen."""
     seen: list[list[int]] = []
 
-    async def one() -> None:
-        seen.append(await connect_and_call(url, headers))
+    async def one(h: dict[str, str]) -> None:
+        seen.append(await connect_and_call(app, h))
 
     with anyio.fail_after(120):
         async with anyio.create_task_group() as tg:
-            for _ in range(CONNECTIONS):
-                tg.start_soon(one)
-    assert len(seen) == CONNECTIONS
+            for h in headers:
+                tg.start_soon(one, h)
+    assert len(seen) == len(headers)
     return [s for statuses in seen for s in statuses]
 
 
-def rate_limited(server: HttpServerProcess) -> list[str]:
-    return [line for line in server.lines() if '"outcome":"rate_limited"' in line]
+async def pings(http: httpx2.AsyncClient, count: int) -> list[httpx2.Response]:
+    """``count`` pings, one after the other (a refusal does not stop them)."""
+    return [await http.post("/mcp", content=PING, headers=HEADERS) for _ in range(count)]
 
 
 @pytest.mark.anyio
-async def test_a_burst_of_anonymous_connections_on_loopback_is_never_limited(bundles_root: Path) -> None:
-    with HttpServerProcess(bundles_root, "--no-auth") as server:
-        statuses = await burst_of_connections(server.url, {})
-        assert 429 not in statuses and len(statuses) >= 3 * CONNECTIONS, statuses
-        assert rate_limited(server) == []
-    assert server.returncode == 0
+async def test_a_burst_of_anonymous_connections_on_loopback_is_never_limited(
+    catalog: Catalog, clock: FakeClock, access_log: pytest.LogCaptureFixture
+) -> None:
+    async with serving(catalog, DEFAULTS, clock=clock) as app:
+        statuses = await burst_of_connections(app, [{}] * CONNECTIONS)
+    assert 429 not in statuses and len(statuses) >= 3 * CONNECTIONS, statuses
+    assert "rate_limited" not in outcomes(access_log) and len(outcomes(access_log)) == len(statuses)
 
 
 @pytest.mark.anyio
 async def test_a_burst_of_connections_with_one_key_is_not_limited(
-    bundles_root: Path, key: tuple[Path, str]
+    catalog: Catalog, clock: FakeClock, tmp_path: Path, access_log: pytest.LogCaptureFixture
 ) -> None:
-    path, secret = key
-    with HttpServerProcess(bundles_root, "--keys", str(path)) as server:
-        statuses = await burst_of_connections(server.url, {"X-API-Key": secret})
+    path = tmp_path / "keys.toml"
+    record, secret = create_key(path, "ide")
+    key_id = record.id
+    async with serving(catalog, DEFAULTS, keys=KeyStore(path), clock=clock) as app:
+        statuses = await burst_of_connections(app, [{"X-API-Key": secret}] * CONNECTIONS)
         assert 429 not in statuses and len(statuses) >= 3 * CONNECTIONS, statuses
-        assert rate_limited(server) == []
-    assert server.returncode == 0
+        assert "rate_limited" not in outcomes(access_log)
+        # Every request was counted against the key (the clock stood still): the burst is what is left.
+        assert app.limiter is not None
+        assert [app.limiter.take(key_id) for _ in range(DEFAULT_BURST - len(statuses))] == [0.0] * (
+            DEFAULT_BURST - len(statuses)
+        )
+        assert app.limiter.take(key_id) == pytest.approx(1 / DEFAULT_RATE)
 
 
 @pytest.mark.anyio
 async def test_first_uses_of_many_keys_at_once_from_one_address_get_in(
-    bundles_root: Path, tmp_path: Path
+    catalog: Catalog, clock: FakeClock, tmp_path: Path, access_log: pytest.LogCaptureFixture
 ) -> None:
     # Agents started together on one machine, each with its own key (or a proxy in front of them):
-    # every first use costs a scrypt, and all come from one address at once.
+    # every first use costs a scrypt, and all come from one address at once (the clock stands still:
+    # no budget refills while they wait).
     path = tmp_path / "keys.toml"
-    keys = [create_key(path, f"agent {i}")[1] for i in range(MANY_KEYS)]
-    with HttpServerProcess(bundles_root, "--keys", str(path)) as server:
-        seen: list[list[int]] = []
+    keys = [{"X-API-Key": create_key(path, f"agent {i}")[1]} for i in range(MANY_KEYS)]
+    async with serving(catalog, DEFAULTS, keys=KeyStore(path), clock=clock) as app:
+        statuses = await burst_of_connections(app, keys)
+    assert 429 not in statuses and len(statuses) >= 3 * MANY_KEYS, statuses
+    assert "auth_throttled" not in outcomes(access_log)
 
-        async def one(key: str) -> None:
-            seen.append(await connect_and_call(server.url, {"X-API-Key": key}))
 
-        with anyio.fail_after(120):
-            async with anyio.create_task_group() as tg:
-                for key in keys:
-                    tg.start_soon(one, key)
-        statuses = [s for one_client in seen for s in one_client]
-        assert len(seen) == MANY_KEYS and 429 not in statuses, statuses
-        assert [line for line in server.lines() if '"outcome":"auth_throttled"' in line] == []
-    assert server.returncode == 0
+@pytest.mark.anyio
+async def test_the_default_limit_still_holds_a_flooding_address_and_only_it(
+    catalog: Catalog, clock: FakeClock
+) -> None:
+    # Clients of a shared server, anonymous: each address has its own bucket under the default limits
+    # (behind a --trusted-proxy, the forwarded address: test_server_http_attacks.py), the flooding one
+    # is refused after exactly the burst, and the others are not.
+    async with serving(catalog, DEFAULTS, clock=clock) as app:
+        async with client(app, "198.51.100.7") as flood, client(app, "198.51.100.8") as other:
+            answered = await pings(flood, DEFAULT_BURST + 2)
+            assert [r.status_code for r in answered] == [200] * DEFAULT_BURST + [429, 429]
+            refusal = answered[-1]
+            assert refusal.json()["error"]["message"] == "rate limit exceeded; retry later"
+            assert refusal.headers["Retry-After"] == "1"  # 1/DEFAULT_RATE s, rounded up to whole seconds
+            assert [r.status_code for r in await pings(other, 5)] == [200] * 5
+            clock.advance(1.5 / DEFAULT_RATE)  # one token and a half: one more ping
+            assert [r.status_code for r in await pings(flood, 2)] == [200, 429]
+            # Any request counts, a GET too: past the limit it is refused before its 405.
+            assert (await flood.get("/mcp")).status_code == 429
+        # The local user (loopback, no key) is never limited by default: more than a burst, no refusal
+        # (GET /mcp passes the limiter, then is answered 405 without the cost of reaching the SDK).
+        async with client(app, "127.0.0.1") as local:
+            statuses = {(await local.get("/mcp")).status_code for _ in range(DEFAULT_BURST + 1)}
+            assert statuses == {405}
+
+
+@pytest.mark.anyio
+async def test_a_keys_rate_limit_trips_with_retry_after_and_recovers(
+    catalog: Catalog, clock: FakeClock, tmp_path: Path
+) -> None:
+    path = tmp_path / "keys.toml"
+    secret = create_key(path, "limited")[1]
+    burst = 10
+    statuses: list[int] = []
+    retry_after: list[str | None] = []
+
+    async def hook(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+        retry_after.append(response.headers.get("retry-after"))
+
+    options = HttpOptions(host="127.0.0.1", rate=20.0, burst=burst)
+    async with serving(catalog, options, keys=KeyStore(path), clock=clock) as app:
+        http = client(app, headers={"X-API-Key": secret}, event_hooks={"response": [hook]})
+        async with http, Client(streamable_http_client(URL, http_client=http)) as mcp:
+            with pytest.raises(MCPError) as info:
+                for _ in range(burst + 1):  # the clock stands still: nothing refills
+                    await mcp.call_tool("list_libraries", {})
+            assert info.value.error.message == "rate limit exceeded; retry later"
+            # The connection's own requests and the calls took the burst exactly; the next was refused.
+            assert len(statuses) == burst + 1 and statuses[-1] == 429 and 429 not in statuses[:-1], statuses
+            assert retry_after[-1] == "1"  # 1/20 s, rounded up to whole seconds
+            clock.advance(1.5 / 20)  # what the client waits: then it is served again
+            again = await mcp.call_tool("list_libraries", {})
+            assert not again.is_error and statuses[-1] == 200
 
 
 def ping_until_refused(port: int, forwarded_for: str, limit: int) -> tuple[int, int]:
@@ -138,27 +219,8 @@ def ping_until_refused(port: int, forwarded_for: str, limit: int) -> tuple[int, 
         conn.close()
 
 
-def test_the_default_limit_still_holds_a_flooding_address_and_only_it(bundles_root: Path) -> None:
-    # Clients of a shared server, anonymous, behind a proxy that names them: each address has its own
-    # bucket under the default limits, the flooding one is refused, and the others are not.
-    with HttpServerProcess(bundles_root, "--no-auth", "--trusted-proxy", "127.0.0.1") as server:
-        served, status = ping_until_refused(server.port, "198.51.100.7", 20 * DEFAULT_BURST)
-        assert status == 429 and served >= DEFAULT_BURST, served
-        assert ping_until_refused(server.port, "198.51.100.8", 5) == (5, 200)
-        # And the local user (a request with no forwarded address) is never limited by default.
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        try:
-            for _ in range(3 * DEFAULT_BURST):
-                conn.request("POST", "/mcp", body=PING, headers=HEADERS)
-                response = conn.getresponse()
-                response.read()
-                assert response.status == 200
-        finally:
-            conn.close()
-    assert server.returncode == 0
-
-
 def test_an_explicit_rate_applies_to_loopback_too(bundles_root: Path) -> None:
+    # The real CLI: --rate and --burst parsed, handed to the limiter, and applied to loopback too.
     with HttpServerProcess(bundles_root, "--no-auth", "--rate", "1/s", "--burst", "5") as server:
         served, status = ping_until_refused(server.port, "ignored", 50)
         assert status == 429 and 5 <= served < 50, served

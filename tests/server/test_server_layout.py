@@ -1,5 +1,6 @@
-"""The rooms of docbundle.server, read from the source (no import runs): who may import whom, and the
-one exception tree.
+"""The rooms of docbundle.server, read from the source (no import runs): the one exception tree.
+
+Who may import whom is drawn here and checked by the root ``.importlinter`` (tests/test_layers.py):
 
     errors <- lockfile <- catalog <- models <- render <- docs <- mcp/ <- cli
                                               jsonrpc <- http/, stdio <- cli
@@ -17,77 +18,6 @@ from pathlib import Path
 from docbundle.server import errors
 
 PACKAGE = Path(errors.__file__).resolve().parent
-SDK = ("mcp", "uvicorn", "starlette")
-
-# (importer, what it must not import, why); names relative to docbundle.server, "mcp" alone is the SDK.
-RULES = [
-    ("errors", ("docbundle.server.",), "errors is the root: it imports nothing of the package"),
-    (
-        "lockfile",
-        ("docbundle.server.catalog", "docbundle.server.docs"),
-        "the lock file is below the catalogue",
-    ),
-    (
-        "catalog",
-        ("docbundle.server.docs", "docbundle.server.models"),
-        "the catalogue is below the operations",
-    ),
-    ("models", ("docbundle.server.docs", "docbundle.server.render"), "results are below what builds them"),
-    ("render", ("docbundle.server.docs",), "renderings are below the operations"),
-    ("docs", ("docbundle.server.mcp", "docbundle.server.http", "docbundle.server.stdio", *SDK), "MCP-free"),
-    ("models", ("docbundle.server.mcp", "docbundle.server.http", *SDK), "MCP-free"),
-    ("render", ("docbundle.server.mcp", "docbundle.server.http", *SDK), "MCP-free"),
-    ("mcp.", ("docbundle.server.http", "docbundle.server.stdio", "docbundle.server.cli"), "no transport"),
-    ("http.", ("docbundle.server.mcp", "docbundle.server.stdio", "docbundle.server.cli"), "handed a server"),
-    ("stdio", ("docbundle.server.mcp", "docbundle.server.http", "docbundle.server.cli"), "handed a server"),
-    ("jsonrpc", ("docbundle.server.", *SDK), "shared by both transports, below them"),
-]
-
-
-def _modules() -> dict[str, Path]:
-    return {
-        ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__"): p
-        for p in sorted(PACKAGE.rglob("*.py"))
-    }
-
-
-def _imports(name: str, path: Path) -> list[tuple[int, str]]:
-    full = "docbundle.server" + ("" if name == "__init__" else f".{name}")
-    package = full if path.name == "__init__.py" else full.rpartition(".")[0]
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                up = ".".join(parts[: len(parts) - node.level + 1])
-                base = f"{up}.{base}" if base else up
-            found.append((node.lineno, base))
-    return found
-
-
-def _breaks(target: str, forbidden: str) -> bool:
-    if forbidden in SDK:
-        return target == forbidden or target.startswith(forbidden + ".")
-    return target == forbidden.rstrip(".") or target.startswith(forbidden.rstrip(".") + ".")
-
-
-def test_the_rooms_import_one_way() -> None:
-    modules = _modules()
-    assert {"docs", "models", "render", "lockfile", "jsonrpc", "mcp.server", "mcp.tools", "http.app"} <= set(
-        modules
-    )
-    broken = [
-        f"{path.relative_to(PACKAGE)}:{line} imports {target} ({why})"
-        for importer, forbidden, why in RULES
-        for name, path in modules.items()
-        if name == importer or (importer.endswith(".") and name.startswith(importer))
-        for line, target in _imports(name, path)
-        if any(_breaks(target, f) for f in forbidden)
-    ]
-    assert broken == []
 
 
 def test_every_server_exception_is_in_the_drawn_tree() -> None:

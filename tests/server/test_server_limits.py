@@ -13,6 +13,7 @@ import logging
 import random
 import socket
 import string
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,7 +23,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
-from attackkit import build_repeat_tree, install_damaged_store, phrase_query
+from attackkit import (
+    LONG_BUDGET,
+    SEARCH_STARTED,
+    build_repeat_tree,
+    install_damaged_store,
+    phrase_query,
+    wait_for_search,
+)
 from docbundle.bundle import search as engine
 from docbundle.bundle.query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS
 from docbundle.server import docs, errors
@@ -258,7 +266,7 @@ async def test_a_cancelled_call_stops_its_search(
 ) -> None:
     # A long budget, so the heaviest accepted search is still running when the client gives up.
     monkeypatch.setattr(docs, "SEARCH_TIME_BUDGET", 600)
-    caplog.set_level(logging.INFO, logger="docbundle.server.app")
+    caplog.set_level(logging.INFO, logger="docbundle.server.mcp.tools")
     searching = _signal_search_start(monkeypatch)
     catalog = Catalog.load(repeat_root)
     try:
@@ -283,7 +291,9 @@ async def test_a_cancelled_call_stops_its_search(
         catalog.close()
 
 
-def test_an_http_client_that_disconnects_stops_its_search(repeat_root: Path) -> None:
+def test_an_http_client_that_disconnects_stops_its_search(
+    repeat_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     call = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -294,14 +304,20 @@ def test_an_http_client_that_disconnects_stops_its_search(repeat_root: Path) -> 
         },
     }
     body = json.dumps(call).encode()
-    with HttpServerProcess(repeat_root, "--no-auth", "--rate", "off", "--log-level", "info") as server:
+    started = tmp_path / "search-started"
+    monkeypatch.setenv(SEARCH_STARTED, str(started))  # the server inherits it
+    server = HttpServerProcess(repeat_root, "--no-auth", "--rate", "off", "--log-level", "info")
+    # The real CLI, with the default search time budget, under a script that says when a search starts.
+    server.cmd = [sys.executable, "-c", LONG_BUDGET, str(docs.SEARCH_TIME_BUDGET), *server.cmd[3:]]
+    with server:
         head = (
             f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
             f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode()
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(head + body)
-            anyio.run(anyio.sleep, 0.4)  # the search is running (it needs seconds on this bundle)
+            assert server._proc is not None
+            wait_for_search(started, server._proc)  # it needs seconds on this bundle
         # The engine saw the cancel: it raised CancelledError at a check, which app logs.
         line = server.wait_for(lambda s: "cancelled by its caller" in s, 20)
         assert "search_documents" in line

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from attackkit import LONG_BUDGET, build_repeat_tree, phrase_query
+from attackkit import (
+    LONG_BUDGET,
+    SEARCH_STARTED,
+    build_repeat_tree,
+    cli_script,
+    phrase_query,
+    wait_for_search,
+)
 
 # The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
 # is the same against code without the bound.
@@ -58,26 +65,22 @@ def heavy_call(request_id: int) -> dict[str, Any]:
 
 # The CLI with the search time budget raised to argv[1] seconds and the drain after the client leaves
 # cut to half a second, so that the heavy search outlasts the drain however fast the engine gets.
-SHORT_DRAIN = """
-import sys
-import docbundle.server.docs as docs
-import docbundle.server.stdio as stdio
-docs.SEARCH_TIME_BUDGET = float(sys.argv[1])
-stdio.DRAIN_SECONDS = 0.5
-from docbundle.server.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
+SHORT_DRAIN = cli_script("import docbundle.server.stdio as stdio", "stdio.DRAIN_SECONDS = 0.5")
 
 
 def serve(
-    bundles: Path, *, budget: float | None = None, script: str = LONG_BUDGET
+    bundles: Path, *, budget: float | None = None, script: str = LONG_BUDGET, started: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """``docbundle serve`` (stdio) on ``bundles``, logging at INFO on stderr."""
+    """``docbundle serve`` (stdio) on ``bundles``, logging at INFO on stderr; with a ``budget``, run by
+    ``script``, which creates ``started`` as a search begins."""
     args = ["serve", "--bundles", str(bundles), "--log-level", "info"]
     cmd = [sys.executable, "-c", script, str(budget), *args] if budget else [
         sys.executable, "-m", "docbundle.server", *args
     ]  # fmt: skip
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    env = {**os.environ, **({SEARCH_STARTED: str(started)} if started else {})}
+    return subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
 
 
 def send(stdin: IO[bytes], message: dict[str, Any] | bytes) -> None:
@@ -143,14 +146,15 @@ def test_every_bad_line_gets_an_answer_and_serving_goes_on(golden_root: Path) ->
     assert code == 0
 
 
-def test_closing_stdin_mid_search_ends_the_server(repeat_root: Path) -> None:
-    proc = serve(repeat_root, budget=600, script=SHORT_DRAIN)
+def test_closing_stdin_mid_search_ends_the_server(repeat_root: Path, tmp_path: Path) -> None:
+    started = tmp_path / "search-started"
+    proc = serve(repeat_root, budget=600, script=SHORT_DRAIN, started=started)
     assert proc.stdin is not None and proc.stdout is not None
     send(proc.stdin, INIT)
     assert receive(proc.stdout)["id"] == 1
     send(proc.stdin, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     send(proc.stdin, heavy_call(2))
-    time.sleep(0.5)  # the search is running: it needs seconds on this bundle
+    wait_for_search(started, proc)  # it would run for the 600 s budget
     proc.stdin.close()
     code, stderr = finish(proc)
     assert code == 0
@@ -169,13 +173,18 @@ time.sleep(600)
 """
 
 
-def test_a_killed_client_takes_its_server_down(repeat_root: Path) -> None:
+def test_a_killed_client_takes_its_server_down(repeat_root: Path, tmp_path: Path) -> None:
+    started = tmp_path / "search-started"
     server_cmd = [sys.executable, "-c", LONG_BUDGET, "600", "serve", "--bundles", str(repeat_root)]
     script = textwrap.dedent(CLIENT).format(init=repr(INIT), call=repr(heavy_call(2)))
-    client = subprocess.Popen([sys.executable, "-c", script, *server_cmd], stdout=subprocess.PIPE)
+    client = subprocess.Popen(
+        [sys.executable, "-c", script, *server_cmd],
+        stdout=subprocess.PIPE,
+        env={**os.environ, SEARCH_STARTED: str(started)},  # the server inherits it
+    )
     assert client.stdout is not None
     server_pid = int(client.stdout.readline())
-    time.sleep(1.5)  # initialised and searching
+    wait_for_search(started, client)  # initialised and searching
     client.send_signal(signal.SIGKILL)
     client.wait(timeout=10)
     client.stdout.close()

@@ -7,7 +7,6 @@ or resolves a name while a client drives every tool, resource and prompt.
 
 from __future__ import annotations
 
-import ast
 import http.client
 import json
 import queue
@@ -29,7 +28,6 @@ from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-SERVER_SRC = Path(__file__).resolve().parents[2] / "server" / "src" / "docbundle"
 FORBIDDEN = ("docbundle.indexer", "httpx", "requests", "urllib3", "aiohttp")
 # Runs the docbundle CLI under an audit hook that logs imports and socket events to argv[1].
 AUDITED = """
@@ -236,28 +234,7 @@ async def test_cli_http_subprocess_listens_only(bundles_root: Path, tmp_path: Pa
     assert any(s.startswith("socket.bind ('127.0.0.1', 0)") for s in sockets)
 
 
-# -- imports ----------------------------------------------------------------------------------------
-
-
-def _imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
-
-
-def test_server_code_imports_no_http_client_and_no_indexer() -> None:
-    files = sorted((SERVER_SRC / "server").glob("*.py")) + sorted((SERVER_SRC / "bundle").glob("*.py"))
-    assert len(files) > 10
-    for f in files:
-        bad = _forbidden(_imported_modules(f)) + sorted(
-            m for m in _imported_modules(f) if m.startswith("httpx")
-        )
-        assert bad == [], f"{f.name} imports {bad}"
+# -- imports (the source's own imports are contracts in the root .importlinter) ---------------
 
 
 def test_cli_starts_without_the_mcp_sdk_or_whoosh() -> None:

@@ -71,7 +71,7 @@ HTTP_ONLY = (
     "workers",
 )
 
-log = logging.getLogger("docbundle.server")
+log = logging.getLogger(__name__)
 
 
 def _default_bundles() -> Path:

@@ -98,7 +98,7 @@ from .render import (
 from .resolve import Resolver
 
 # The logger keeps the name it had before the module split: it is part of every log line.
-log = logging.getLogger("docbundle.server.service")
+log = logging.getLogger(__name__)
 
 PER_DOC = 2
 # A hit or neighbour chunk given fewer tokens than this is dropped rather than cut to a stub.

@@ -76,7 +76,7 @@ DEFAULT_BURST = 500
 DEFAULT_MAX_BODY = 1024 * 1024  # MCP requests to this server are a few hundred bytes
 DEFAULT_BODY_TIMEOUT = 10.0
 
-log = logging.getLogger("docbundle.http")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,16 @@ class HttpApp:
     """The ASGI app ``docbundle serve --transport http`` runs (see the module docstring)."""
 
     def __init__(
-        self, mcp: MCPServer[Any], catalog: Catalog, keys: KeyStore | None, options: HttpOptions
+        self,
+        mcp: MCPServer[Any],
+        catalog: Catalog,
+        keys: KeyStore | None,
+        options: HttpOptions,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock`` (seconds, never going back) drives the rate limit and key-check budgets: a test
+        passes a fake one; worker processes share ``time.monotonic``, the same in each of them."""
         self.catalog = catalog
         self.keys = keys
         self.options = options
@@ -121,12 +129,14 @@ class HttpApp:
             host=options.host,
         )
         shared = options.workers > 1  # worker processes forked later share these budgets
-        self.limiter = RateLimiter(options.rate, options.burst, shared=shared) if options.rate else None
+        self.limiter = (
+            RateLimiter(options.rate, options.burst, clock=clock, shared=shared) if options.rate else None
+        )
         # Keys not proven yet cost a scrypt each: that work is budgeted per client and globally, in two
         # lanes. Secrets that passed their key's check are almost always right: guesses at keys
         # without a check (written before checks existed) cannot crowd them out.
-        self.auth_budget = AuthBudget(shared=shared)
-        self.checked_budget = AuthBudget(client_burst=AUTH_CHECKED_CLIENT_BURST, shared=shared)
+        self.auth_budget = AuthBudget(clock=clock, shared=shared)
+        self.checked_budget = AuthBudget(client_burst=AUTH_CHECKED_CLIENT_BURST, clock=clock, shared=shared)
         self._scrypt_slots: anyio.CapacityLimiter | None = None
         # Keys being checked right now (by a digest of the presented string), each with its end.
         self._checking: dict[bytes, anyio.Event] = {}

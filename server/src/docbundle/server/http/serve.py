@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # How long requests in flight may run after SIGTERM or SIGINT before the server exits anyway.
 SHUTDOWN_SECONDS = 10
 
-log = logging.getLogger("docbundle.http")
+log = logging.getLogger(__name__)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

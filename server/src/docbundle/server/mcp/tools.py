@@ -76,7 +76,7 @@ from .args import (
 )
 
 # The logger keeps the name it had before the package split: it is part of every log line.
-log = logging.getLogger("docbundle.server.app")
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # destructiveHint is left out: the spec gives it meaning only when readOnlyHint is false.

@@ -1,0 +1,104 @@
+"""nox runs on any supported Python and never skips silently; ``bundles`` and ``serve`` reuse their
+virtualenv (issue 20 item 9).
+
+Every session runs on one Python: the one running nox when it is 3.11-3.13, else the oldest of those on
+PATH. A missing interpreter fails the run (exit 1) instead of skipping every session and exiting 0. The
+choice is read from noxfile.py (tests/noxfilekit.py); what nox does with it is run with the real nox.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from noxfilekit import ROOT, load_noxfile
+
+NOXFILE = load_noxfile()
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+@pytest.mark.parametrize(
+    ("running", "on_path", "chosen"),
+    [
+        ((3, 11), [], "3.11"),  # CI: one run, on 3.11
+        ((3, 12), [], "3.12"),  # a machine with only 3.12: the tests run on it
+        ((3, 13), ["python3.11"], "3.13"),  # nox's own Python first
+        ((3, 10), ["python3.13", "python3.12"], "3.12"),  # nox on an old Python: the oldest supported on PATH
+        ((3, 14), [], "3.11"),  # nothing supported anywhere: 3.11, which is missing, so the run fails
+    ],
+)
+def test_sessions_run_on_the_python_running_nox_when_supported(
+    running: tuple[int, int], on_path: list[str], chosen: str
+) -> None:
+    found = {name: f"/bin/{name}" for name in on_path}
+    assert NOXFILE.default_python(running, found.get) == chosen
+
+
+def test_every_session_runs_on_that_one_python_and_a_missing_one_fails_the_run() -> None:
+    sessions = {name: f for name, f in vars(NOXFILE).items() if hasattr(f, "nox_session")}
+    assert {"tests", "lint", "typecheck", "bundles", "serve", "bench", "conformance"} <= set(sessions)
+    assert {name: f.nox_session.get("python") for name, f in sessions.items()} == dict.fromkeys(
+        sessions, RUNNING
+    )
+    assert NOXFILE.nox.options.error_on_missing_interpreters is True
+
+
+def _nox(*args: str, envdir: Path) -> subprocess.CompletedProcess[str]:
+    """The real nox on noxfile.py, its virtualenvs (none is made here) under ``envdir``."""
+    return subprocess.run(
+        [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "--envdir", str(envdir), *args],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_nox_tests_is_one_run_on_this_python(tmp_path: Path) -> None:
+    listed = _nox("-s", "tests", "--list", "--json", envdir=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [(s["name"], s["python"]) for s in json.loads(listed.stdout)] == [("tests", RUNNING)]
+
+
+def test_a_missing_interpreter_fails_the_run_instead_of_skipping_it(tmp_path: Path) -> None:
+    # As on a machine without the Python a session asks for: before, nox said "skipped" and exited 0.
+    run = _nox("-s", "tests", "--force-python", "3.99", envdir=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "Python interpreter 3.99 not found" in run.stderr and "skipped" not in run.stderr, run.stderr
+
+
+class FakeSession:
+    """What ``bundles`` and ``serve`` use of a nox session, recording installs and commands."""
+
+    def __init__(self, venv: Path, posargs: list[str]) -> None:
+        self.virtualenv = SimpleNamespace(location=str(venv))
+        self.posargs = posargs
+        self.installs: list[tuple[str, ...]] = []
+        self.runs: list[tuple[str, ...]] = []
+
+    def install(self, *args: str) -> None:
+        self.installs.append(args)
+
+    def run(self, *args: str, **_kwargs: Any) -> None:
+        self.runs.append(args)
+
+    def log(self, *_args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("name", ["bundles", "serve"])
+def test_bundles_and_serve_install_into_their_reused_virtualenv_once(name: str, tmp_path: Path) -> None:
+    session = getattr(NOXFILE, name)
+    assert session.nox_session.get("reuse_venv") is True
+    first, second = FakeSession(tmp_path, []), FakeSession(tmp_path, [])
+    session(first)
+    session(second)
+    assert first.installs == [tuple(NOXFILE.PACKAGES)] and second.installs == []
+    assert second.runs == first.runs and second.runs[0][:2] == ("docbundle-index", "build")
+    # A changed pyproject (the stamp no longer matches): installed again.
+    (tmp_path / ".docbundle-installed").write_text("an older pyproject", encoding="ascii")
+    third = FakeSession(tmp_path, [])
+    session(third)
+    assert third.installs == [tuple(NOXFILE.PACKAGES)]
