@@ -11,8 +11,9 @@ llms.txt parsing, markdown links, front matter, chunking) it builds every advers
 shape and prints, per size, the slowest shape, its time, and the ratio to the previous size. Linear
 code shows ratios near 2 (at most about 2 when the size doubles); a ratio near 4 is quadratic. A
 shape whose call takes longer than ``--give-up`` seconds is not grown further and is marked ``over``.
-Main-content selection is timed on an already parsed tree (the parse is its own row: lexbor's
-tree building grows with the square of the nesting depth, which the per-page budget bounds).
+Main-content selection is timed on an already parsed tree; the parse is its own row, through
+``html.parse_html``, which bounds the nesting depth first (lexbor's tree building grows with the square
+of the depth).
 
 It prints figures and asserts nothing (issue 19).
 """
@@ -26,7 +27,6 @@ from collections.abc import Callable
 from docbundle.indexer.pipeline import html, llmstxt
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.crawl import CrawlOptions
-from selectolax.lexbor import LexborHTMLParser
 
 URL = "http://127.0.0.1:8765/docs/page.html"
 
@@ -97,7 +97,7 @@ def _chunk(text: str) -> None:
 
 
 def _select(page: str) -> Callable[[], object]:
-    tree = LexborHTMLParser(page)
+    tree = html.parse_html(page)
     return lambda: html._select_main(tree, "generic")
 
 
@@ -106,7 +106,7 @@ ENTRY_POINTS: list[
 ] = [
     ("meta refresh", REFRESH_SHAPES, lambda page: lambda: html.meta_refresh_target(str(page), URL)),  # type: ignore[dict-item]
     ("html decode", DECODE_SHAPES, lambda body: lambda: html.decode_html(bytes(body), None)),  # type: ignore[dict-item]
-    ("html parse (lexbor)", HTML_SHAPES, lambda page: lambda: LexborHTMLParser(str(page))),  # type: ignore[dict-item]
+    ("html parse (lexbor)", HTML_SHAPES, lambda page: lambda: html.parse_html(str(page))),  # type: ignore[dict-item]
     ("main-content selection", HTML_SHAPES, lambda page: _select(str(page))),  # type: ignore[dict-item]
     ("html conversion", HTML_SHAPES, lambda page: lambda: html.convert_html(str(page), URL)),  # type: ignore[dict-item]
     ("llms.txt", TEXT_SHAPES, lambda text: lambda: llmstxt.parse_llms_txt(str(text), URL)),  # type: ignore[dict-item]

@@ -14,7 +14,8 @@ import subprocess
 import sys
 import textwrap
 
-from docbundle.indexer.pipeline import html, llmstxt
+import pytest
+from docbundle.indexer.pipeline import html, llmstxt, nesting
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -129,6 +130,83 @@ def test_main_content_of_50000_nested_divs_is_chosen_in_one_pass() -> None:
         timeout=30,
     )
     assert out == "div the text"
+
+
+@pytest.mark.parametrize(
+    ("unit", "close", "expected"),
+    [
+        ("<pre>x ", "", "x x"),
+        ("<div>", "</div>", "the text"),
+        ("<section><div>", "</div></section>", "the text"),
+    ],
+)
+def test_a_page_nested_200000_deep_is_converted_at_once(unit: str, close: str, expected: str) -> None:
+    # lexbor's tree building grows with the square of the depth: the old code took ~2 s on 128 KiB of
+    # unclosed <pre> and minutes on this 1.4 MB page. The nesting is bounded before the parse now.
+    out = _run_bounded(
+        f"""
+        from docbundle.indexer.pipeline import html
+        n = 200_000
+        page = "<html><body>" + {unit!r} * n + "the text" + {close!r} * n
+        converted = html.convert_html(page, "http://127.0.0.1/a/b.html")
+        print(len(converted.markdown) > 0, {expected!r} in converted.markdown)
+        """,
+        timeout=60,
+    )
+    assert out == "True True"
+
+
+def _tree_depth(tree: LexborHTMLParser) -> int:
+    """The deepest element nesting of a parsed page (iterative: the tree may be deep)."""
+    root = tree.root
+    if root is None:
+        return 0
+    deepest = 0
+    todo = [(root, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        child = node.child
+        while child is not None:
+            if child.tag != "-text":
+                todo.append((child, depth + 1))
+            child = child.next
+    return deepest
+
+
+NESTING_UNITS = (
+    "<div>",
+    "<pre>",
+    "<p>",
+    "<li>",
+    "<b>",
+    "<b x=1>",
+    "<table><td>",
+    "<td>",
+    "<div></b>",
+    "<b><div>",
+    "<div><b x=1></div>y",
+    "<div><table></div>",
+    "<svg><g/>",
+    "<a>",
+    "</x>",
+    "<!--",
+    "<script>",
+    '<p a="',
+    "<x y'>",
+    "text",
+)
+
+
+@settings(max_examples=40, deadline=10_000)
+@given(st.lists(st.tuples(st.sampled_from(NESTING_UNITS), st.integers(0, 700)), min_size=1, max_size=4))
+def test_bounded_nesting_keeps_the_parsed_depth_near_the_bound(parts: list[tuple[str, int]]) -> None:
+    page = "<html><body>" + "".join(unit * count for unit, count in parts)
+    bounded = nesting.bound_nesting(page, max_depth=64)
+    # Implied elements (tbody, tr, html, body) and reopened formatting elements may add a few levels.
+    assert _tree_depth(LexborHTMLParser(bounded)) <= 4 * 64 + 8
+    if _tree_depth(LexborHTMLParser(page)) <= 32:
+        assert bounded is page  # a page within the bound is never touched
 
 
 # -- one property per entry point ------------------------------------------------------------------

@@ -38,6 +38,8 @@ from urllib.parse import urljoin, urlsplit
 import html_to_markdown
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from .nesting import bound_nesting
+
 __all__ = [
     "CONVERTER_ID",
     "Converted",
@@ -45,6 +47,7 @@ __all__ = [
     "decode_html",
     "detect_generator",
     "meta_refresh_target",
+    "parse_html",
 ]
 
 
@@ -71,6 +74,11 @@ class Converted:
     generator: str
     """``sphinx``, ``mkdocs``, ``docusaurus``, ``mdbook``, ``docbook``, ``vitepress``, ``starlight``,
     ``mintlify``, ``gitbook``, ``nextra``, ``docsy`` or ``generic``."""
+
+
+def parse_html(html: str) -> LexborHTMLParser:
+    """The page's tree, its nesting first bounded to ``nesting.MAX_DEPTH`` (lexbor is quadratic in depth)."""
+    return LexborHTMLParser(bound_nesting(html))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -228,7 +236,7 @@ def meta_refresh_target(html: str, url: str) -> str | None:
     """
     if "refresh" not in html.lower():
         return None
-    tree = LexborHTMLParser(html)
+    tree = parse_html(html)
     for meta in tree.css("meta[http-equiv]"):
         if (meta.attributes.get("http-equiv") or "").strip().lower() != "refresh":
             continue
@@ -891,7 +899,7 @@ def _separate_quotes(markdown: str) -> str:
 
 def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
     """Convert one HTML page to markdown, keeping only its main content. Deterministic."""
-    tree = LexborHTMLParser(html)
+    tree = parse_html(html)
     generator = detect_generator(tree)
     base = _base_url(tree, url)
     main = _select_main(tree, generator)

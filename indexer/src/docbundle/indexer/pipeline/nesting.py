@@ -1,0 +1,286 @@
+"""Bound the element nesting of an HTML page before it is parsed (issue 19).
+
+The HTML tree builder checks "is there a ``<p>`` (or a ``<div>``...) in scope?" by walking its stack of
+open elements, so a page nested ``n`` levels deep takes time growing with ``n``²: 100,000 unclosed
+``<pre>`` or nested ``<div>`` take lexbor seconds, and the converter then walks the same depth again.
+Browsers bound the depth for the same reason (Blink's tree builder stops nesting at 512).
+
+``bound_nesting`` makes one pass over the tag stream, with a stack of the elements it believes open, and
+drops every start tag that would open an element deeper than ``MAX_DEPTH`` (and the end tag that closes
+it): their content stays, flattened into the element at the bound. A page that stays within the bound is
+returned unchanged (the same object), so real pages, whose depth is a few dozen, convert exactly as before.
+
+The stack is an estimate of the parser's, meant never to be lower, so that what lexbor builds stays
+within about the bound: it knows comments, raw-text elements (``<script>``, ``<style>``...), void
+elements, quoted attribute values, and the usual implied ends (``<p>``, ``<li>``, ``<dt>``/``<dd>``,
+table cells and rows, ``<option>``); an end tag closes only what the parser would close (never across
+a table or cell, and a formatting element such as ``</b>`` only when no block was opened inside it);
+formatting elements that an end tag closes stay counted, as the parser reopens them. Where it still
+errs low on a shape it does not know, the per-page CPU budget of the worker bounds the damage.
+Each step costs O(1), so the pass is linear in the page's length.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_DEPTH", "bound_nesting"]
+
+#: The deepest element nesting a page keeps (Blink's own limit); real documentation stays far below.
+MAX_DEPTH = 512
+
+# One token of markup: a whole tag (name, then attributes; a quoted value counts only after "=" and may
+# hold ">"), the start of a comment or bogus comment, or a "<" + letter that does not close (the rest of
+# the page is inside that tag). Possessive quantifiers: no backtracking, so each token costs its length.
+_TOKEN = re.compile(
+    r"<(/?)([A-Za-z][^\t\n\f\r />]*+)"
+    r"""([^>=]*+(?:=[\t\n\f\r ]*+(?:"[^"]*+"|'[^']*+')?+[^>=]*+)*+)>"""
+    r"|<(!--|[!?]|/(?![A-Za-z]))"
+    r"|<(?=/?[A-Za-z])"
+)
+_RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes"})
+_RAW_END = {name: re.compile(f"</{name}", re.IGNORECASE) for name in _RAW_TEXT}
+_VOID = frozenset(
+    [
+        "area",
+        "base",
+        "basefont",
+        "bgsound",
+        "br",
+        "col",
+        "embed",
+        "frame",
+        "hr",
+        "img",
+        "input",
+        "keygen",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    ]
+)
+_FORMATTING = frozenset(
+    ["a", "b", "big", "code", "em", "font", "i", "nobr", "s", "small", "strike", "strong", "tt", "u"]
+)
+# Ordinary phrasing elements: an end tag of a formatting element closes these with it (the parser's
+# adoption agency keeps the depth only when a block lies inside the formatting element).
+_ORDINARY = frozenset(
+    [
+        "abbr",
+        "bdi",
+        "bdo",
+        "cite",
+        "data",
+        "del",
+        "dfn",
+        "ins",
+        "kbd",
+        "label",
+        "mark",
+        "q",
+        "rp",
+        "rt",
+        "ruby",
+        "samp",
+        "span",
+        "sub",
+        "sup",
+        "time",
+        "var",
+    ]
+)
+# End tags do not reach below these (the parser's scope boundaries).
+_BOUNDARY = frozenset(["applet", "caption", "html", "table", "td", "th", "marquee", "object", "template"])
+# A start tag of one of these closes an open <p>.
+_CLOSES_P = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "center",
+        "details",
+        "dialog",
+        "dir",
+        "div",
+        "dl",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "header",
+        "hgroup",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "section",
+        "summary",
+        "ul",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "pre",
+        "listing",
+        "form",
+        "table",
+        "hr",
+    ]
+)
+# A start tag of the key closes the nearest open element of the value's names, unless a boundary or
+# one of the stop names is nearer.
+_IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "li": (frozenset({"li"}), frozenset({"ul", "ol"})),
+    "dt": (frozenset({"dt", "dd"}), frozenset({"dl"})),
+    "dd": (frozenset({"dt", "dd"}), frozenset({"dl"})),
+    "td": (frozenset({"td", "th"}), frozenset({"tr"})),
+    "th": (frozenset({"td", "th"}), frozenset({"tr"})),
+    "tr": (frozenset({"tr", "td", "th"}), frozenset({"tbody", "thead", "tfoot"})),
+    "tbody": (frozenset({"tbody", "thead", "tfoot", "tr", "td", "th"}), frozenset()),
+    "thead": (frozenset({"tbody", "thead", "tfoot", "tr", "td", "th"}), frozenset()),
+    "tfoot": (frozenset({"tbody", "thead", "tfoot", "tr", "td", "th"}), frozenset()),
+    "option": (frozenset({"option"}), frozenset({"select"})),
+    "a": (frozenset({"a"}), frozenset()),
+}
+_P = frozenset({"p"})
+_NOTHING: frozenset[str] = frozenset()
+# How far down the stack an implied end looks: far enough for real markup (<li><p><b>...<li>).
+_IMPLIED_REACH = 8
+
+
+class _Stack:
+    """The elements believed open, with O(1) look-ups of the nearest one of a name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.where: dict[str, list[int]] = {}  # name -> its positions in ``names``, innermost last
+        self.boundaries: list[int] = []  # positions of scope boundaries, innermost last
+
+    def push(self, name: str) -> None:
+        self.where.setdefault(name, []).append(len(self.names))
+        if name in _BOUNDARY:
+            self.boundaries.append(len(self.names))
+        self.names.append(name)
+
+    def pop(self) -> str:
+        name = self.names.pop()
+        self.where[name].pop()
+        if self.boundaries and self.boundaries[-1] == len(self.names):
+            self.boundaries.pop()
+        return name
+
+    def nearest(self, name: str) -> int:
+        """Position of the innermost open ``name`` within the current scope, or -1."""
+        found = self.where.get(name)
+        if not found:
+            return -1
+        at = found[-1]
+        if self.boundaries and self.boundaries[-1] > at and name not in _BOUNDARY:
+            return -1
+        return at
+
+    def close_to(self, at: int, keep_formatting: bool) -> None:
+        """Pop down to and including position ``at``; formatting elements popped on the way are reopened."""
+        reopened: list[str] = []
+        while len(self.names) > at + 1:
+            name = self.pop()
+            if keep_formatting and name in _FORMATTING:
+                reopened.append(name)
+        self.pop()
+        for name in reversed(reopened):
+            self.push(name)
+
+    def implied_end(self, names: frozenset[str], stops: frozenset[str]) -> None:
+        """Close the nearest of ``names`` among the top few entries, unless a stop or boundary is nearer."""
+        low = max(0, len(self.names) - _IMPLIED_REACH)
+        for at in range(len(self.names) - 1, low - 1, -1):
+            name = self.names[at]
+            if name in names:
+                self.close_to(at, keep_formatting=True)
+                return
+            if name in stops or name in _BOUNDARY:
+                return
+
+
+def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
+    """``html`` with the start tags that would nest deeper than ``max_depth`` dropped (see the module)."""
+    if html.count("<") <= max_depth:
+        return html  # too few tags to nest that deep
+    stack = _Stack()
+    names = stack.names
+    where = stack.where
+    dropped: dict[str, int] = {}
+    keep: list[str] = []
+    kept_to = 0  # html[:kept_to] is decided
+    pos = 0
+    n = len(html)
+    while pos < n:
+        jump = n  # where the scan goes on when a token below leaves the tag stream
+        for match in _TOKEN.finditer(html, pos):
+            raw_name = match.group(2)
+            if raw_name is None:
+                other = match.group(4)
+                if other is None:  # an unclosed tag: the rest of the page is inside it
+                    break
+                if other == "!--":
+                    end = html.find("-->", match.end())
+                    jump = n if end == -1 else end + 3
+                else:  # <!doctype>, <?xml?>, </ 1>: a bogus comment up to the next ">"
+                    end = html.find(">", match.end())
+                    jump = n if end == -1 else end + 1
+                break
+            name = raw_name.lower()
+            if match.group(1):  # an end tag
+                if names and names[-1] == name and not dropped.get(name):
+                    stack.pop()  # the common case: it closes the innermost element
+                    continue
+                if dropped.get(name):
+                    dropped[name] -= 1
+                    keep.append(html[kept_to : match.start()])
+                    kept_to = match.end()
+                    continue
+                at = stack.nearest(name)
+                if at < 0:
+                    continue
+                if name in _FORMATTING and any(
+                    other not in _FORMATTING and other not in _ORDINARY for other in names[at + 1 : at + 9]
+                ):
+                    continue  # a block inside: the adoption agency moves the element, the depth stays
+                stack.close_to(at, keep_formatting=name not in _FORMATTING)
+                continue
+            if name in _CLOSES_P and where.get("p"):
+                stack.implied_end(_P, _NOTHING)
+            implied = _IMPLIED.get(name)
+            if implied is not None:
+                stack.implied_end(*implied)
+            if name in _VOID:
+                continue
+            # "/>" closes an element only in SVG and MathML (foreign content); in HTML it is ignored.
+            if match.group(3).endswith("/") and (
+                name in ("svg", "math") or where.get("svg") or where.get("math")
+            ):
+                continue
+            if len(names) >= max_depth:
+                dropped[name] = dropped.get(name, 0) + 1
+                keep.append(html[kept_to : match.start()])
+                kept_to = match.end()
+                continue
+            stack.push(name)
+            if name == "plaintext":
+                break  # the rest of the page is text
+            if name in _RAW_TEXT:
+                end_match = _RAW_END[name].search(html, match.end())
+                jump = n if end_match is None else end_match.start()
+                break
+        pos = jump
+    if not keep:
+        return html
+    keep.append(html[kept_to:])
+    return "".join(keep)
