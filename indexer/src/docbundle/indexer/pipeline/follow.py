@@ -35,7 +35,6 @@ from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
 import msgspec
 from protego import Protego
-from selectolax.lexbor import LexborHTMLParser
 
 from ..errors import FetchError
 from . import html
@@ -103,7 +102,7 @@ def _absolute(href: str, base: str) -> str | None:
 
 def html_links(text: str, url: str) -> list[str]:
     """The absolute links of an HTML page's main content, in document order (repeats kept)."""
-    tree = LexborHTMLParser(text)
+    tree = html.parse_html(text)
     generator = html.detect_generator(tree)
     base = html._base_url(tree, url)
     main = html._select_main(tree, generator)
