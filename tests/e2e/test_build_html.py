@@ -107,7 +107,7 @@ def test_an_html_site_is_converted_indexed_and_searchable(site: Site, tmp_path: 
     assert "frobnication" in (by_path["old.html"].title + " ".join(_texts(o, "old.html")))
 
     docs = Docs(Catalog.load(tmp_path / "bundles"))
-    hits = docs.search("zanzibarite configuration switch", library_id="demo").hits
+    hits = docs.search("zanzibarite configuration switch", library_id="demo").result.hits
     assert hits and hits[0].document_id == "guide.html"
     assert "Copyright the Demo project" not in " ".join(_texts(o, "guide.html"))
     listed = docs.list_libraries()

@@ -44,6 +44,7 @@ from .errors import (
     echo,
 )
 from .lockfile import LockFile
+from .words import NextStep
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle
@@ -712,7 +713,7 @@ def normalize_library_id(library_id: str) -> str:
     if len(lib_id) > MAX_LIBRARY_ID_CHARS or not LIBRARY_ID_RE.fullmatch(lib_id):
         raise InvalidIdError(
             f"invalid libraryId {echo(library_id)}: ids are lowercase letters, digits and '-' "
-            f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters. "
-            "Call list_libraries to see them."
+            f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters.",
+            NextStep("valid_ids", "list_libraries"),
         )
     return lib_id
