@@ -1,11 +1,12 @@
 """The rooms of docbundle.server, read from the source (no import runs): who may import whom, and the
 one exception tree.
 
-    errors <- lockfile <- catalog <- models <- render <- docs <- mcp/ <- cli
-                                              jsonrpc <- http/, stdio <- cli
+    words <- errors <- lockfile <- catalog <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
+                                          libraries <- docs    jsonrpc <- http/, stdio <- cli
 
-The operations (docs, models, render) never import a transport or the MCP SDK; the MCP server never
-imports a transport; the transports never import the MCP server's modules (they are handed one).
+The operations (docs and the modules it calls, models, render, words) never import a transport or the
+MCP SDK; the MCP server never imports a transport; the transports never import the MCP server's modules
+(they are handed one).
 """
 
 from __future__ import annotations
@@ -20,8 +21,13 @@ PACKAGE = Path(errors.__file__).resolve().parent
 SDK = ("mcp", "uvicorn", "starlette")
 
 # (importer, what it must not import, why); names relative to docbundle.server, "mcp" alone is the SDK.
+OPERATIONS = ("docs", "libraries", "hits", "documents", "words")
 RULES = [
-    ("errors", ("docbundle.server.",), "errors is the root: it imports nothing of the package"),
+    ("words", ("docbundle.server.",), "words is the root: it imports nothing of the package"),
+    *[
+        ("errors", (f"docbundle.server.{m}",), "errors imports only words")
+        for m in ("lockfile", "catalog", "models", "render", *OPERATIONS[:-1], "mcp", "cli")
+    ],
     (
         "lockfile",
         ("docbundle.server.catalog", "docbundle.server.docs"),
@@ -33,8 +39,18 @@ RULES = [
         "the catalogue is below the operations",
     ),
     ("models", ("docbundle.server.docs", "docbundle.server.render"), "results are below what builds them"),
-    ("render", ("docbundle.server.docs",), "renderings are below the operations"),
-    ("docs", ("docbundle.server.mcp", "docbundle.server.http", "docbundle.server.stdio", *SDK), "MCP-free"),
+    (
+        "render",
+        tuple(f"docbundle.server.{m}" for m in OPERATIONS[:-1]),
+        "renderings are below the operations",
+    ),
+    *[
+        (m, ("docbundle.server.mcp", "docbundle.server.http", "docbundle.server.stdio", *SDK), "MCP-free")
+        for m in OPERATIONS
+    ],
+    ("documents", ("docbundle.server.hits", "docbundle.server.docs"), "documents are below search and docs"),
+    ("hits", ("docbundle.server.docs",), "search is below docs"),
+    ("libraries", ("docbundle.server.docs", "docbundle.server.hits"), "lookups are below docs"),
     ("models", ("docbundle.server.mcp", "docbundle.server.http", *SDK), "MCP-free"),
     ("render", ("docbundle.server.mcp", "docbundle.server.http", *SDK), "MCP-free"),
     ("mcp.", ("docbundle.server.http", "docbundle.server.stdio", "docbundle.server.cli"), "no transport"),
@@ -79,6 +95,7 @@ def test_the_rooms_import_one_way() -> None:
     assert {"docs", "models", "render", "lockfile", "jsonrpc", "mcp.server", "mcp.tools", "http.app"} <= set(
         modules
     )
+    assert set(OPERATIONS) <= set(modules)
     broken = [
         f"{path.relative_to(PACKAGE)}:{line} imports {target} ({why})"
         for importer, forbidden, why in RULES
