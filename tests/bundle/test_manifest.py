@@ -24,6 +24,7 @@ from docbundle.bundle.manifest import (
     VersionInfo,
     decode_manifest,
     encode_manifest,
+    obtained_mix,
     render_json_schema,
 )
 
@@ -128,3 +129,19 @@ def test_committed_json_schema_is_current() -> None:
     assert committed == render_json_schema(), (
         "docs/manifest.schema.json is stale: run python -m docbundle.bundle.manifest > docs/manifest.schema.json"
     )
+
+
+def test_the_obtained_mix_counts_indexed_documents_in_one_order_for_indexer_and_server() -> None:
+    from docbundle.indexer.pipeline import build
+
+    docs = [
+        SourceDocument(url="u1", path="a", chunks=2, obtained="html"),
+        SourceDocument(url="u2", path="b", chunks=1, obtained="markdown"),
+        SourceDocument(url="u3", path="c", chunks=1, obtained="html"),
+        SourceDocument(url="u4", path="d", chunks=0, obtained="markdown", error="404"),  # not indexed
+        SourceDocument(url="u5", path="e", chunks=1, obtained=""),  # not recorded
+        SourceDocument(url="u6", path="f", chunks=1, obtained="pdf"),  # a kind this reader does not know
+    ]
+    assert list(obtained_mix(docs).items()) == [("markdown", 1), ("html", 2), ("pdf", 1)]
+    # One home: the indexer's summary and the server's list_libraries count with this function.
+    assert build.obtained_mix is obtained_mix

@@ -2,11 +2,12 @@
 
 Who may import whom is drawn here and checked by the root ``.importlinter`` (tests/test_layers.py):
 
-    errors <- lockfile <- catalog <- models <- render <- docs <- mcp/ <- cli
-                                              jsonrpc <- http/, stdio <- cli
+    words <- errors <- lockfile <- catalog <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
+                                          libraries <- docs    jsonrpc <- http/, stdio <- cli
 
-The operations (docs, models, render) never import a transport or the MCP SDK; the MCP server never
-imports a transport; the transports never import the MCP server's modules (they are handed one).
+The operations (docs and the modules it calls, models, render, words) never import a transport or the
+MCP SDK; the MCP server never imports a transport; the transports never import the MCP server's modules
+(they are handed one).
 """
 
 from __future__ import annotations

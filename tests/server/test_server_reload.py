@@ -137,3 +137,50 @@ def test_a_server_catalog_warms_each_bundle_it_opens_in_the_background(tmp_path:
     finally:
         plain.close()
         server.close()
+
+
+def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The HTTP watcher thread and the stdio task run ``Catalog.refresh``: one log line, one logger."""
+    import threading
+
+    import anyio
+    from docbundle.server import catalog as catalog_module
+    from docbundle.server.reload import watch_bundles
+
+    root, work = tmp_path / "bundles", tmp_path / "work"
+    build_one_page(root, work, "alpha", "aardvarks")
+    catalog = Catalog.load(root)
+    looked = threading.Event()
+
+    def half_written(*args: object) -> object:
+        looked.set()
+        raise OSError("a half-written folder")
+
+    monkeypatch.setattr(catalog_module, "_scan", half_written)
+    caplog.set_level("ERROR", logger="docbundle.server.catalog")
+    failed = "reloading the bundles folder failed; still serving the previous catalogue"
+    try:
+        build_one_page(root, work, "beta", "beetles")
+        stop = catalog.watch(0.01)  # the HTTP server's loop (a thread)
+        try:
+            assert looked.wait(30), "the watcher never looked"
+        finally:
+            stop()
+
+        async def stdio_loop() -> None:  # the stdio server's loop (a task), stopped after its first look
+            looked.clear()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch_bundles, catalog, 0.01)
+                with anyio.fail_after(30):
+                    await anyio.to_thread.run_sync(looked.wait)
+                    while sum(r.getMessage() == failed for r in caplog.records) < 2:
+                        await anyio.sleep(0.01)
+                tg.cancel_scope.cancel()
+
+        anyio.run(stdio_loop)
+        assert {r.name for r in caplog.records if r.getMessage() == failed} == {"docbundle.server.catalog"}
+        assert catalog.library_ids() == ["alpha"]  # the previous catalogue still serves
+    finally:
+        catalog.close()

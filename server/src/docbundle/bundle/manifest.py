@@ -31,6 +31,8 @@ MANIFEST_NAME = "manifest.json"
 MAX_MANIFEST_BYTES = 32 * 1024 * 1024
 
 VersionStatus = Literal["active", "deprecated", "eol"]
+# How an indexed document's text was obtained (``SourceDocument.obtained``), in the order summaries list them.
+OBTAINED: tuple[str, ...] = ("markdown", "negotiated", "md-url", "html")
 
 
 class Base(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,6 +102,15 @@ class SourceDocument(Base, frozen=True, kw_only=True):
     error: str | None = None
     error_kind: str | None = None
     obtained: str = ""
+
+
+def obtained_mix(documents: list[SourceDocument]) -> dict[str, int]:
+    """Indexed documents counted by how their text was obtained, in ``OBTAINED`` order (others after)."""
+    counts = dict.fromkeys(OBTAINED, 0)
+    for d in documents:
+        if d.chunks and d.obtained:
+            counts[d.obtained] = counts.get(d.obtained, 0) + 1
+    return {kind: n for kind, n in counts.items() if n}
 
 
 class Counts(Base, frozen=True, kw_only=True):

@@ -13,6 +13,11 @@ import math
 import re
 from collections.abc import Sequence
 
+# A hit or neighbour chunk given fewer tokens than this is dropped rather than cut to a stub.
+MIN_TEXT_TOKENS = 60
+# Room for a result's own header and closing notes in the text rendering.
+HEADER_TOKENS = 120
+
 _CJK_RE = re.compile(
     "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002fa1f]"

@@ -44,6 +44,7 @@ from .errors import (
     echo,
 )
 from .lockfile import LockFile
+from .words import NextStep
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle
@@ -633,6 +634,20 @@ class Catalog:
                 os.close(fd)
         return len(due)
 
+    def refresh(self) -> CatalogChange:
+        """One look at the bundles folder: reload when it changed, else close builds whose time is over.
+
+        The one step of both reload loops (``watch`` here, ``reload.watch_bundles`` on stdio). A failure
+        (a half-written folder) is logged and the previous catalogue keeps serving; the next look retries.
+        """
+        try:
+            if self.changed():
+                return self.reload()
+            self.expire()
+        except Exception:
+            log.exception("reloading the bundles folder failed; still serving the previous catalogue")
+        return CatalogChange()
+
     def watch(
         self, interval: float, on_change: Callable[[CatalogChange], None] | None = None
     ) -> Callable[[], None]:
@@ -645,15 +660,9 @@ class Catalog:
 
         def run() -> None:
             while not stop.wait(interval):
-                try:
-                    if self.changed():
-                        change = self.reload()
-                        if change and on_change is not None:
-                            on_change(change)
-                    else:
-                        self.expire()
-                except Exception:  # keep watching: a half-written folder is retried next time
-                    log.exception("reloading the bundles folder failed; still serving the previous catalogue")
+                change = self.refresh()
+                if change and on_change is not None:
+                    on_change(change)
 
         thread = threading.Thread(target=run, name="docbundle-reload", daemon=True)
         thread.start()
@@ -704,7 +713,7 @@ def normalize_library_id(library_id: str) -> str:
     if len(lib_id) > MAX_LIBRARY_ID_CHARS or not LIBRARY_ID_RE.fullmatch(lib_id):
         raise InvalidIdError(
             f"invalid libraryId {echo(library_id)}: ids are lowercase letters, digits and '-' "
-            f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters. "
-            "Call list_libraries to see them."
+            f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters.",
+            NextStep("valid_ids", "list_libraries"),
         )
     return lib_id

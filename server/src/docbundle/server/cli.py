@@ -7,7 +7,8 @@ Commands: ``serve`` (stdio or streamable HTTP), ``search``, ``info``, ``verify``
 Every command reads one bundles folder: ``--bundles DIR``, else ``$DOCBUNDLE_BUNDLES``, else the per-user
 data folder that ``docbundle-index build`` writes to as well (``docbundle.bundle.userdirs``). The keys
 file is ``--keys FILE``, else ``$DOCBUNDLE_KEYS``, else the per-user ``keys.toml``, for ``keys`` and
-``serve`` alike. Messages speak to a shell user (``shellwords``): no MCP tool names.
+``serve`` alike. Messages speak to a shell user: errors and next steps in ``words.SHELL`` (commands
+and options, no MCP tool names).
 
 Exit codes: 0 success; 1 something failed (a bundle did not verify, a library could not be opened, the
 HTTP port could not be bound); 2 usage or configuration error (bad arguments, unknown library, missing
@@ -41,8 +42,8 @@ from docbundle.bundle.userdirs import ENV_BUNDLES, ENV_KEYS, bundles_origin, def
 from .catalog import DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog, VersionEntry
 from .errors import LibraryUnavailableError, LockFileError, ServerError, UnknownLibraryError
 from .lockfile import find_lock
-from .shellwords import plural, shell_suggestions, shell_words, unavailable_for_shell
 from .terminal import printable
+from .words import SHELL, plural
 
 if TYPE_CHECKING:
     from .http.app import HttpApp, HttpOptions
@@ -413,15 +414,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except UnknownLibraryError as exc:
         if exc.available:
-            _err(shell_words(str(exc)))
+            _err(exc.told(SHELL))
         else:  # nothing installed: say where we looked and how to get a library, not "see docbundle info"
             _err(f"unknown library {exc.library_id!r}: no library is installed" + _where_to_get(args))
         return EXIT_USAGE
     except LibraryUnavailableError as exc:
-        _err(unavailable_for_shell(exc))
+        _err(exc.told(SHELL))
         return EXIT_FAILED
-    except (ServerError, FileNotFoundError, NotADirectoryError) as exc:
-        _err(shell_words(str(exc)))
+    except ServerError as exc:
+        _err(exc.told(SHELL))
+        return EXIT_USAGE
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        _err(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_FAILED
@@ -760,13 +764,17 @@ def _search(args: argparse.Namespace) -> int:
 
     catalog = _load(args)
     try:
-        result = Docs(catalog).search(
-            args.query,
-            library_id=args.library,
-            version=args.doc_version,
-            mode=args.mode,
-            limit=args.limit,
-            max_tokens=args.max_tokens,
+        result = (
+            Docs(catalog)
+            .search(
+                args.query,
+                library_id=args.library,
+                version=args.doc_version,
+                mode=args.mode,
+                limit=args.limit,
+                max_tokens=args.max_tokens,
+            )
+            .result
         )
     finally:
         catalog.close()
@@ -783,9 +791,9 @@ def _search(args: argparse.Namespace) -> int:
         print(f"   {printable(h.document_id)} chunk {h.chunk_id} · {printable(h.url)}")
         print(f"   {printable(_snippet(h.text), 240)}")
     if result.message:
-        print(f"\n{shell_words(result.message)}")
-        for s in shell_suggestions(result.suggestions):
-            print(f"  - {s}")
+        print(f"\n{result.message}")
+        for step in SHELL.advice(result.next_steps):
+            print(f"  - {step}")
     return EXIT_OK
 
 
@@ -927,7 +935,7 @@ def _problem_text(reason: str) -> str:
         m = pattern.search(reason)
         if m:
             return f"corrupt: {m[1]} {what}; rebuild or reinstall"
-    return f"FAILED: {shell_words(reason)}"
+    return f"FAILED: {reason}"
 
 
 # -- keys -------------------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ from docbundle.bundle.manifest import VersionStatus
 from docbundle.bundle.query import Mode
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import SkipJsonSchema
 
 from .catalog import State
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
+from .words import NextStep
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
@@ -178,6 +180,8 @@ class SearchResult(Model):
     max_tokens: int
     message: str | None = None
     suggestions: list[str] = []
+    # The suggestions as data, for readers other than a model (the CLI): not on the wire.
+    next_steps: SkipJsonSchema[tuple[NextStep, ...]] = Field(default=(), exclude=True)
 
 
 class DocumentPage(Source):

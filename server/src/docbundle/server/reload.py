@@ -11,15 +11,12 @@ logged and the previous catalogue keeps serving.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.to_thread
 
 from .catalog import DEFAULT_RELOAD_SECONDS, Catalog, CatalogChange
-
-log = logging.getLogger(__name__)
 
 LIST_CHANGED = "notifications/resources/list_changed"
 
@@ -28,21 +25,14 @@ __all__ = ["DEFAULT_RELOAD_SECONDS", "LIST_CHANGED", "check_once", "watch_bundle
 
 
 async def check_once(catalog: Catalog) -> CatalogChange:
-    """Reload when the bundles folder changed (in a worker thread: it reads manifests); expire old builds."""
-    if await anyio.to_thread.run_sync(catalog.changed):
-        return await anyio.to_thread.run_sync(catalog.reload)
-    catalog.expire()
-    return CatalogChange()
+    """``Catalog.refresh`` in a worker thread (it reads manifests): reload on a change, expire old builds."""
+    return await anyio.to_thread.run_sync(catalog.refresh)
 
 
 async def watch_bundles(catalog: Catalog, interval: float, notify: Notify | None = None) -> None:
     """Check every ``interval`` seconds until cancelled; ``notify(LIST_CHANGED)`` after each change."""
     while True:
         await anyio.sleep(interval)
-        try:
-            change = await check_once(catalog)
-        except Exception:  # a half-written folder: try again next time, keep serving what we have
-            log.exception("reloading the bundles folder failed; still serving the previous catalogue")
-            continue
+        change = await check_once(catalog)
         if change and notify is not None:
             await notify(LIST_CHANGED)

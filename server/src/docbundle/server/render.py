@@ -1,12 +1,15 @@
 """The markdown a model reads for each result (``render_*``): the text content of every tool's answer.
 
-Pure functions of the result models; ``docs`` uses the headers and notes here to count a result's
-own text against its ``maxTokens`` budget.
+Pure functions of the result models. ``answer`` renders a result once, into an ``Answer`` that carries
+both: the operations that fit a result into ``maxTokens`` (``hits``, ``documents``) count its headers
+and notes with the pieces here, and the tools send the ``Answer``'s text as it is.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import clip
 from .models import (
@@ -16,6 +19,7 @@ from .models import (
     DocumentPage,
     LibraryList,
     LibraryMatches,
+    Model,
     SearchHit,
     SearchResult,
     Source,
@@ -216,3 +220,30 @@ def render_versions(r: VersionList) -> str:
             f"{v.documents if v.documents is not None else '?'} docs; build {v.build_id or '?'}; {avail}"
         )
     return "\n".join(out) + "\n"
+
+
+R = TypeVar("R", bound=Model)
+
+
+@dataclass(frozen=True)
+class Answer(Generic[R]):
+    """A result and its markdown, rendered once."""
+
+    result: R
+    text: str
+
+
+_RENDERERS: dict[type[Model], Callable[[Any], str]] = {
+    SearchResult: render_search,
+    DocumentPage: render_document,
+    DocumentList: render_documents,
+    ChunkContext: render_chunks,
+    LibraryList: render_libraries,
+    LibraryMatches: render_matches,
+    VersionList: render_versions,
+}
+
+
+def answer(result: R) -> Answer[R]:
+    """``result`` with its markdown (the renderer of its type)."""
+    return Answer(result, _RENDERERS[type(result)](result))

@@ -45,6 +45,7 @@ from docbundle.bundle.manifest import (
     Manifest,
     SourceDocument,
     SourceInfo,
+    obtained_mix,
 )
 from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord, write_store
@@ -53,7 +54,7 @@ from ..config import Target
 from ..errors import BuildError, FetchError, IndexerError
 from . import write
 from .cache import CrawlCache
-from .crawl import OBTAINED, FetchResult, Guard, crawl, fetch_one
+from .crawl import FetchResult, Guard, crawl, fetch_one
 from .follow import FOLLOWED_SECTION, FollowScope, Origin, fetch_robots, origin, page_links, within_prefix
 from .html import CONVERTER_ID
 from .llmstxt import LlmsLink, LlmsTxt, parse_llms_txt, render_llms_txt
@@ -836,15 +837,6 @@ def _manifest(
         documents=asm.sources,
         files=[],
     )
-
-
-def obtained_mix(sources: list[SourceDocument]) -> dict[str, int]:
-    """Indexed documents counted by how their text was obtained, in ``OBTAINED`` order."""
-    counts = {kind: 0 for kind in OBTAINED}
-    for s in sources:
-        if s.chunks and s.obtained:
-            counts[s.obtained] = counts.get(s.obtained, 0) + 1
-    return {kind: n for kind, n in counts.items() if n}
 
 
 def describe_mix(mix: dict[str, int]) -> str:

@@ -37,8 +37,8 @@ _SINGLE = ("items", "additionalProperties", "not")
 
 
 def publish(tool: MCPTool, required: tuple[str, ...] = ()) -> MCPTool:
-    """``tool`` with tight schemas; ``required`` arguments (optional in the function, so that aliases
-    can stand in for them) are published as required."""
+    """``tool`` with tight schemas; ``required`` arguments (optional in the function, because another
+    argument can stand in for them) are published as required too."""
     schema = copy.deepcopy(tool.input_schema)
     require(schema, required)
     update: dict[str, Any] = {"input_schema": tidy_input(schema)}
@@ -48,7 +48,7 @@ def publish(tool: MCPTool, required: tuple[str, ...] = ()) -> MCPTool:
 
 
 def require(schema: dict[str, Any], names: tuple[str, ...]) -> None:
-    """Publish arguments as required that the function takes as optional (so aliases can stand in)."""
+    """Publish arguments as required that the function takes as optional (another can stand in)."""
     props = schema.get("properties", {})
     for name in names:
         prop = props[name]
@@ -115,8 +115,8 @@ def _walk(node: dict[str, Any], *, output: bool, root: bool = False) -> dict[str
         out.pop("required", None)
     elif out.get("default", 0) is None:
         del out["default"]
-    if root and not output and "required" not in out:
-        out["required"] = []
+    if root and not output:
+        out["required"] = out.pop("required", [])  # last, wherever pydantic put it
     return out
 
 

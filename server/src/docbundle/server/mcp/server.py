@@ -55,12 +55,23 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from ..catalog import Catalog
 from ..docs import Docs
 from ..errors import MAX_NAME_CHARS, clip, clip_list, echo
+from ..models import (
+    ChunkContext,
+    DocumentList,
+    DocumentPage,
+    LibraryList,
+    LibraryMatches,
+    Model,
+    SearchResult,
+    VersionList,
+)
 from . import sdk
+from .args import Reply, canonical
 from .completions import add_completions
 from .prompts import PROMPT_ARG_CHARS, add_prompts
 from .resources import MAX_URI_CHARS, DocsResourceNotFound, add_resources, library_resources
 from .schemas import publish
-from .tools import REQUIRED, TOOLS
+from .tools import PUBLISHED_REQUIRED, TOOLS
 
 INSTRUCTIONS = """\
 Read-only search over prebuilt documentation bundles (each library's docs, as published in its
@@ -101,6 +112,8 @@ class DocbundleMCP(MCPServer[Any]):
         sdk.add_request_handler(self, "logging/setLevel", SetLevelRequestParams, _set_level)
         sdk.add_request_handler(self, "server/discover", RequestParams, self._discover)
         self._published: dict[str, MCPTool] = {}
+        # Per tool: its parameters and the required ones, as the SDK built them from the function.
+        self._params: dict[str, tuple[list[str], list[str]]] = {}
 
     def capabilities(self, protocol_version: str | None = None) -> ServerCapabilities:
         """What this server supports: the one answer of ``initialize`` and ``server/discover``.
@@ -129,7 +142,7 @@ class DocbundleMCP(MCPServer[Any]):
         tools = await super().list_tools()
         for tool in tools:
             if tool.name not in self._published:
-                self._published[tool.name] = publish(tool, REQUIRED.get(tool.name, ()))
+                self._published[tool.name] = publish(tool, PUBLISHED_REQUIRED.get(tool.name, ()))
         return [self._published[tool.name] for tool in tools]
 
     async def list_resources(self) -> list[MCPResource]:
@@ -139,15 +152,26 @@ class DocbundleMCP(MCPServer[Any]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        """Refuse an unknown tool (a protocol error, -32602) without quoting a long name back, then call it."""
-        known = {t.name for t in await super().list_tools()}
-        if name not in known:
-            listed = ", ".join(sorted(known))
+        """Refuse an unknown tool (a protocol error, -32602) without quoting a long name back, put the
+        arguments under the tool's own names (``args.canonical``), then call it."""
+        if not self._params:
+            for tool in await super().list_tools():
+                schema = tool.input_schema
+                self._params[tool.name] = (
+                    list(schema.get("properties", {})),
+                    list(schema.get("required", [])),
+                )
+        if name not in self._params:
+            listed = ", ".join(sorted(self._params))
             raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {echo(name)}; tools: {listed}")
         rctx = _request_of(context)
         started = time.monotonic()
         try:
-            answer = await super().call_tool(name, arguments, context)
+            try:
+                given = canonical(*self._params[name], arguments or {})
+            except ToolError as exc:  # worded as the SDK words the errors of a tool's own checks
+                raise ToolError(f"Error executing tool {name}: {exc}") from exc
+            answer = await super().call_tool(name, given, context)
         except ToolError as exc:
             if rctx is not None:
                 await send_client_log(rctx, "error", f"{name} failed: {exc}")
@@ -231,38 +255,44 @@ async def send_client_log(ctx: ServerRequestContext[Any], level: LoggingLevel, m
 
 
 async def _log_call(ctx: ServerRequestContext[Any], name: str, answer: CallToolResult, took: float) -> None:
-    """The notifications about one tool call (see the module docstring)."""
-    found = answer.structured_content or {}
+    """The notifications about one tool call (see the module docstring), from the result it answered."""
     if answer.is_error:
         text = " ".join(getattr(block, "text", "") for block in answer.content)
         await send_client_log(ctx, "error", f"{name} failed: {clip(text, 300)}")
         return
-    for skip in found.get("skipped") or []:
-        await send_client_log(
-            ctx, "warning", f"{skip['libraryId']}@{skip['version']} was not searched: {skip['reason']}"
-        )
-    if found.get("stopped"):
-        await send_client_log(ctx, "warning", f"{name} stopped at its time budget: the hits are partial")
-    if found.get("terms") is not None:
-        terms = ", ".join(clip_list(found["terms"])) or "(none)"
+    found = answer.result if isinstance(answer, Reply) else None
+    if isinstance(found, SearchResult):
+        for skip in found.skipped:
+            await send_client_log(
+                ctx, "warning", f"{skip.library_id}@{skip.version} was not searched: {skip.reason}"
+            )
+        if found.stopped:
+            await send_client_log(ctx, "warning", f"{name} stopped at its time budget: the hits are partial")
+        terms = ", ".join(clip_list(found.terms)) or "(none)"
         await send_client_log(ctx, "debug", f"{name} searched the words: {terms}")
     await send_client_log(ctx, "info", f"{name} answered in {took * 1000:.0f} ms: {_summary(found)}")
 
 
-def _summary(found: dict[str, Any]) -> str:
-    """What a tool answered, in a few words, from its structured content."""
-    for key, what in (("hits", "hit(s)"), ("matches", "match(es)"), ("libraries", "library(ies)")):
-        if isinstance(found.get(key), list):
-            return f"{len(found[key])} {what}"
-    where = f"{found.get('libraryId')}@{found.get('version')}" if found.get("libraryId") else ""
-    if "totalChars" in found:
-        return f"{where} {found.get('documentId')} characters {found['start']}-{found['end']} of {found['totalChars']}"
-    if "chunks" in found and isinstance(found["chunks"], list):
-        return f"{where} {found.get('documentId')}: {len(found['chunks'])} chunk(s)"
-    if "sections" in found:
-        return f"{where}: {found.get('documents')} document(s) in {len(found['sections'])} section(s)"
-    if "versions" in found:
-        return f"{len(found['versions'])} version(s)"
+def _summary(found: Model | None) -> str:
+    """What a tool answered, in a few words."""
+    match found:
+        case SearchResult():
+            return f"{len(found.hits)} hit(s)"
+        case LibraryMatches():
+            return f"{len(found.matches)} match(es)"
+        case LibraryList():
+            return f"{len(found.libraries)} library(ies)"
+        case DocumentPage():
+            return (
+                f"{found.library_id}@{found.version} {found.document_id} characters {found.start}-{found.end} "
+                f"of {found.total_chars}"
+            )
+        case ChunkContext():
+            return f"{found.library_id}@{found.version} {found.document_id}: {len(found.chunks)} chunk(s)"
+        case DocumentList():
+            return f"{found.library_id}@{found.version}: {found.documents} document(s) in {len(found.sections)} section(s)"
+        case VersionList():
+            return f"{len(found.versions)} version(s)"
     return "done"
 
 
