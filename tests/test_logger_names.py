@@ -28,7 +28,7 @@ def test_each_logger_is_named_after_its_module() -> None:
         log = getattr(importlib.import_module(name), "log", None)
         if isinstance(log, logging.Logger):
             loggers[name] = log.name
-    assert {"docbundle.server.docs", "docbundle.server.mcp.tools", "docbundle.server.http.app"} <= set(
+    assert {"docbundle.server.hits", "docbundle.server.mcp.tools", "docbundle.server.http.app"} <= set(
         loggers
     )
     assert {module: name for module, name in loggers.items() if name != module} == {}
