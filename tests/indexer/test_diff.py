@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from buildkit import build_bundle as _build
+from buildkit import write_site as _write
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release.diff import IntChange, PageState, diff_bundles, encode_diff, render_diff
 
 
@@ -83,21 +83,6 @@ class Builds:
     old: Path
     new: Path
     vdir: Path
-
-
-def _write(site: Path, pages: dict[str, str], llms: str) -> None:
-    for rel, text in pages.items():
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_text(text, encoding="utf-8")
-    (site / "llms.txt").write_text(llms, encoding="utf-8")
-
-
-def _build(config: Path, out: Path) -> Path:
-    cat = load_config(config)
-    (target,) = cat.targets(cat.libraries[0])
-    outcome = build_target(target, out)
-    assert outcome.status == "built", outcome.message
-    return Path(outcome.bundle or "")
 
 
 @pytest.fixture(scope="module")
