@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from buildkit import build_bundle as _build
 from buildkit import write_site as _write
+from clikit import index_cli as _cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.release.diff import IntChange, PageState, diff_bundles, encode_diff, render_diff
@@ -111,16 +110,6 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
     new = _build(config, root / "bundles")
     assert old.parent == new.parent and old != new and old.is_dir()
     return Builds(old, new, new.parent)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.indexer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_diff_reports_every_kind_of_change(builds: Builds) -> None:

@@ -6,8 +6,6 @@ import json
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import unquote
@@ -15,6 +13,7 @@ from urllib.parse import unquote
 import pytest
 import yaml
 from buildkit import build_bundle
+from clikit import index_cli as _cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import verify_bundle
@@ -76,16 +75,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _store(bundle: Path) -> list[DocRecord]:
     with DocStore(bundle) as store:
         return list(store)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.indexer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _tampered(tmp_path: Path) -> Path:
