@@ -13,9 +13,9 @@ breadth-first, the pages the llms.txt's pages link on the llms.txt's own origin 
   dot segments removed), so ``/docs/%2e%2e/private/x`` is not "under /docs/".
 - ``fetch_robots``: the origin's robots.txt rules, read by ``protego`` (RFC 9309: the longest
   matching rule wins, ``*`` and ``$`` are patterns), fetched once through the build's crawl session,
-  with the bounds and address policy of any page. At most ``ROBOTS_MAX_BYTES`` (500 KiB, the least RFC 9309 lets a
-  parser handle) are read: the rules in them apply, cut at their last complete line, and the rest is
-  not downloaded. As RFC 9309 says, a robots.txt that is unavailable (a 4xx other than 429:
+  with the bounds and address policy of any page (not its cache). At most ``ROBOTS_MAX_BYTES`` (500
+  KiB, the least RFC 9309 lets a parser handle) are read: the rules in them apply, cut at their last
+  complete line, and the rest is not downloaded. As RFC 9309 says, a robots.txt that is unavailable (a 4xx other than 429:
   missing) allows everything, and one that is unreachable (5xx, 429, timeouts, network errors,
   refused) allows nothing.
 - ``FollowScope``: what a followed page may reach. ``pick`` asks robots.txt about the sorted
