@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from buildkit import build_bundle
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 
 
 def build_one_page(root: Path, work: Path, library: str, word: str, *, keep: int = 3) -> str:
@@ -24,16 +23,11 @@ def build_one_page(root: Path, work: Path, library: str, word: str, *, keep: int
     (site / "llms.txt").write_text(
         f"# {library}\n\n## Docs\n\n- [Guide to {word}](page.md)\n", encoding="utf-8"
     )
-    config = work / f"{library}.toml"
-    config.write_text(
+    config_text = (
         f'[[library]]\nid = "{library}"\nllms_txt = "{library}/llms.txt"\nkeep = {keep}\n'
-        "[library.chunking]\nmin_words = 3\n",
-        encoding="utf-8",
+        "[library.chunking]\nmin_words = 3\n"
     )
-    catalogue = load_config(config)
-    (target,) = catalogue.targets(catalogue.libraries[0])
-    outcome = build_target(target, root)
-    assert outcome.status == "built", outcome.message
+    build_bundle(work / f"{library}.toml", root, config_text)
     build = read_current(root / library / "latest")
     assert build is not None
     return build

@@ -8,10 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from buildkit import build_bundle
 from docbundle.bundle.reader import Bundle, open_bundle
 from docbundle.bundle.search import MAX_WORDS, BundleSearcher
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,17 +48,13 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundle]:
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(text, encoding="utf-8")
     (site / "llms.txt").write_text(LLMS, encoding="utf-8")
-    config = root / "libraries.toml"
-    config.write_text(
+    built = build_bundle(
+        root / "libraries.toml",
+        root / "bundles",
         '[[library]]\nid = "fixture"\nllms_txt = "site/llms.txt"\nsynonyms = [["navigation", "routing"]]\n'
         "[library.chunking]\nmin_words = 3\n",
-        encoding="utf-8",
     )
-    cat = load_config(config)
-    (target,) = cat.targets(cat.libraries[0])
-    outcome = build_target(target, root / "bundles")
-    assert outcome.status == "built", outcome.message
-    opened = open_bundle(Path(outcome.bundle or ""), use_mmap=False)
+    opened = open_bundle(built, use_mmap=False)
     yield opened
     opened.close()
 

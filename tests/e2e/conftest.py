@@ -8,10 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from clikit import index_cli
 from docbundle.indexer.config import load_config
 from docbundle.indexer.pipeline.build import Outcome, build_target
 from docbundle.indexer.pipeline.cache import CrawlCache
-from docsite import index_cli
 
 Build = Callable[..., Outcome]  # the same as docsite.Build, typed
 

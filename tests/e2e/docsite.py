@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
+from clikit import index_cli
 from docbundle.bundle.release import INDEX, PackagedBundle
 from sitesrv import Site
 
@@ -89,34 +88,6 @@ def write_config(directory: Path, source: str, extra: str = "") -> Path:
 
 #: The type of the ``build`` fixture (tests/e2e/conftest.py): build library ``demo`` from a config.
 Build = Callable[..., Any]
-
-
-def index_cli(
-    *args: str, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``docbundle-index ARGS`` in a fresh process (``python -m docbundle.indexer.cli``), output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.indexer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
-
-
-def server_cli(
-    *args: str, timeout: float = 120, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``docbundle ARGS`` in a fresh process (``python -m docbundle.server``), output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
 
 
 def build_reproducibly(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:

@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from clikit import index_cli
 from docbundle.indexer.config import load_config
-from docsite import TOPICS, index_cli, llms_txt, publish_site
+from docsite import TOPICS, llms_txt, publish_site
 from sitesrv import Site, run_site
 
 CATALOGUE = """\

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clikit import index_cli
 from docbundle.bundle.reader import verify_bundle
 from docsite import TOPICS, Build, llms_txt, page_markdown, publish_site, write_config
 from sitesrv import Site, run_site
@@ -61,12 +62,9 @@ def _assert_secret_absent(root: Path) -> None:
 
 
 def _cli_build(config: Path, out: Path, *, stdin: int | None = None) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config), "--out", str(out)]
-    r = subprocess.run(
-        [*cmd, "--no-cache", "--quiet", "--json"],
+    r = index_cli(
+        *("build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet", "--json"),
         stdin=stdin,
-        capture_output=True,
-        text=True,
         timeout=GUARD_SECONDS,
     )
     assert r.returncode == 0, r.stdout + r.stderr

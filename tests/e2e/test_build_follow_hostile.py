@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import index_cli
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.cli import main as cli_main
 from docbundle.indexer.pipeline import follow
-from docsite import index_cli
 from sitesrv import Site, _norm
 
 MD = "text/markdown; charset=utf-8"

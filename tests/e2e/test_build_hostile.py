@@ -11,7 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from docsite import index_cli, page_markdown
+from clikit import index_cli
+from docsite import page_markdown
 from sitesrv import Site
 
 GOOD = 100

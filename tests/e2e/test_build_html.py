@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from clikit import index_cli
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.pipeline.build import page_key
 from docbundle.indexer.pipeline.html import CONVERTER_ID
 from docbundle.server.catalog import Catalog
 from docbundle.server.docs import Docs
 from docbundle.server.render import render_libraries
-from docsite import Build, build_reproducibly, index_cli, tree_digests, write_config
+from docsite import Build, build_reproducibly, tree_digests, write_config
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site, run_site

@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+from clikit import index_cli, server_cli
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
 from docbundle.bundle.reader import verify_bundle
-from docsite import TOPICS, index_cli, page_markdown, publish_site, server_cli, write_config
+from docsite import TOPICS, page_markdown, publish_site, write_config
 from sitesrv import Site
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from docsite import index_cli, server_cli
+from clikit import index_cli, server_cli
 
 PAGE = """\
 <!-- loio7d2b1a0c9e8f4d3b -->

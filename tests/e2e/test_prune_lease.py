@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import anyio
+from clikit import index_cli
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
-from docsite import TOPICS, index_cli, publish_site, write_config
+from docsite import TOPICS, publish_site, write_config
 from mcp import Client, StdioServerParameters
 from sitesrv import Site
 

@@ -13,12 +13,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from clikit import server_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import INDEX, SUMS, PackagedBundle, render_sums
 from docbundle.server.errors import PullError
 from docbundle.server.pull import MAX_INDEX_BYTES, Spec, choose, parse_spec
-from docsite import packaged_entry, server_cli
+from docsite import packaged_entry
 from sitesrv import Site
 
 

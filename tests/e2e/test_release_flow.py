@@ -9,28 +9,18 @@ from pathlib import Path
 
 import anyio
 import pytest
+from clikit import index_cli, server_cli
 from mcp import Client, StdioServerParameters
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", module, *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        cwd=ROOT,
-    )
-
-
 def _index(*args: str) -> subprocess.CompletedProcess[str]:
-    return _run("docbundle.indexer.cli", *args)
+    return index_cli(*args, timeout=180, cwd=ROOT)
 
 
 def _server(*args: str) -> subprocess.CompletedProcess[str]:
-    return _run("docbundle.server", *args)
+    return server_cli(*args, timeout=180, cwd=ROOT)
 
 
 def test_the_documented_release_flow_works_end_to_end(tmp_path: Path) -> None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from clikit import index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.release import INDEX, SUMS
 from docbundle.server import pull as pull_module
 from docbundle.server.errors import PullError
 from docbundle.server.pull import parse_spec, pull, release_base
-from docsite import index_cli, packaged_entry
+from docsite import packaged_entry
 from sitesrv import Site
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from buildkit import build_bundle
 from docbundle.bundle.reader import verify_bundle
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.pipeline.safety import scan_text
 from docbundle.indexer.release.audit import audit_bundle, render_audit
 from docbundle.server.catalog import Catalog
@@ -49,13 +48,11 @@ def test_findings_are_recorded_in_the_manifest_and_audited(tmp_path: Path) -> No
         f"- [{n}]({n})\n" for n in ["clean.md", *PLANTED, "empty.md"]
     )
     (site / "llms.txt").write_text(listing + "- [Gone](gone.md)\n", encoding="utf-8")
-    config = tmp_path / "libraries.toml"
-    config.write_text('[[library]]\nid = "audit"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    cat = load_config(config)
-    (target,) = cat.targets(cat.libraries[0])
-    outcome = build_target(target, tmp_path / "out")
-    assert outcome.status == "built", outcome.message
-    bundle = Path(outcome.bundle or "")
+    bundle = build_bundle(
+        tmp_path / "libraries.toml",
+        tmp_path / "out",
+        '[[library]]\nid = "audit"\nllms_txt = "site/llms.txt"\n',
+    )
     manifest = verify_bundle(bundle)
     flagged = {f.path for f in manifest.safety}
     assert flagged == set(PLANTED)

@@ -570,7 +570,7 @@ def test_options_reject_unknown_fields_and_unbounded_values() -> None:
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:
-    from docbundle.indexer.pipeline.crawl import _parse_retry_after
+    from docbundle.indexer.pipeline.session import parse_retry_after as _parse_retry_after
 
     assert _parse_retry_after("120") == 120.0
     assert _parse_retry_after(" 1.5 ") == 1.5

@@ -222,7 +222,7 @@ def test_https_keeps_the_url_host_for_tls_while_connecting_to_the_checked_addres
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
-    from docbundle.indexer.pipeline import crawl as crawl_module
+    from docbundle.indexer.pipeline import session as crawl_module
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tls.test")])

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from buildkit import build_bundle as _build
+from buildkit import write_site as _write
+from clikit import index_cli as _cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release.diff import IntChange, PageState, diff_bundles, encode_diff, render_diff
 
 
@@ -85,21 +84,6 @@ class Builds:
     vdir: Path
 
 
-def _write(site: Path, pages: dict[str, str], llms: str) -> None:
-    for rel, text in pages.items():
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_text(text, encoding="utf-8")
-    (site / "llms.txt").write_text(llms, encoding="utf-8")
-
-
-def _build(config: Path, out: Path) -> Path:
-    cat = load_config(config)
-    (target,) = cat.targets(cat.libraries[0])
-    outcome = build_target(target, out)
-    assert outcome.status == "built", outcome.message
-    return Path(outcome.bundle or "")
-
-
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
     """Build the old site, change it, and build again into the same bundles directory (keep = 5)."""
@@ -126,16 +110,6 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
     new = _build(config, root / "bundles")
     assert old.parent == new.parent and old != new and old.is_dir()
     return Builds(old, new, new.parent)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.indexer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_diff_reports_every_kind_of_change(builds: Builds) -> None:

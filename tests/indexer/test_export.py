@@ -6,21 +6,19 @@ import json
 import re
 import shutil
 import sqlite3
-import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 import yaml
+from buildkit import build_bundle
+from clikit import index_cli as _cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocRecord, DocStore
-from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ExportError, OutputExistsError
-from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release import export
 from docbundle.indexer.release.export import EXPORT_VERSION, export_bundle, markdown_paths
 
@@ -67,32 +65,16 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / "site" / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / "site" / rel).write_text(text, encoding="utf-8")
     (root / "site" / "llms.txt").write_text(LLMS, encoding="utf-8")
-    config = root / "libraries.toml"
-    config.write_text(
-        '[[library]]\nid = "exp"\nname = "Export"\nllms_txt = "site/llms.txt"\n'
-        "[library.chunking]\nmin_words = 3\n",
-        encoding="utf-8",
+    return build_bundle(
+        root / "libraries.toml",
+        root / "bundles",
+        '[[library]]\nid = "exp"\nname = "Export"\nllms_txt = "site/llms.txt"\n[library.chunking]\nmin_words = 3\n',
     )
-    cat = load_config(config)
-    (target,) = cat.targets(cat.libraries[0])
-    outcome = build_target(target, root / "bundles")
-    assert outcome.status == "built", outcome.message
-    return Path(outcome.bundle or "")
 
 
 def _store(bundle: Path) -> list[DocRecord]:
     with DocStore(bundle) as store:
         return list(store)
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.indexer.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _tampered(tmp_path: Path) -> Path:

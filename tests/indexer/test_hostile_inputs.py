@@ -124,7 +124,7 @@ def test_main_content_of_50000_nested_divs_is_chosen_in_one_pass() -> None:
         from docbundle.indexer.pipeline import html
         n = 50_000
         tree = LexborHTMLParser("<body>" + "<div>" * n + "the text" + "</div>" * n + "</body>")
-        main = html._select_main(tree, "generic")
+        main = html.select_main(tree, "generic")
         print(main.tag, main.text(deep=False))
         """,
         timeout=30,
@@ -250,7 +250,7 @@ def test_main_content_is_inside_the_body_and_text_lengths_are_exact(page: str, g
         anchors = sum(html._text_len(a) for a in node.css("a") if a.mem_id != node.mem_id)
         own = html._text_len(node) if node.tag == "a" else anchors
         assert linked.get(node.mem_id, 0) <= own
-    main = html._select_main(tree, generator)
+    main = html.select_main(tree, generator)
     assert main is None or html._text_len(main) <= len(page)
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.config import load_config
+from buildkit import build_bundle
 from docbundle.indexer.errors import ConfigError
-from docbundle.indexer.pipeline.build import build_target
 from docbundle.indexer.release.metrics import mrr, ndcg, recall
 from docbundle.indexer.release.regress import load_golden, regress, render_regress
 
@@ -56,13 +55,9 @@ def _build(root: Path, pages: dict[str, str], out: Path) -> Path:
         (site / name).write_text(text, encoding="utf-8")
     listing = "# Golden\n\n## Docs\n\n" + "".join(f"- [Page {i}]({n})\n" for i, n in enumerate(pages))
     (site / "llms.txt").write_text(listing, encoding="utf-8")
-    config = root / "libraries.toml"
-    config.write_text('[[library]]\nid = "golden"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    cat = load_config(config)
-    (target,) = cat.targets(cat.libraries[0])
-    outcome = build_target(target, out)
-    assert outcome.status == "built", outcome.message
-    return Path(outcome.bundle or "")
+    return build_bundle(
+        root / "libraries.toml", out, '[[library]]\nid = "golden"\nllms_txt = "site/llms.txt"\n'
+    )
 
 
 @pytest.fixture

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from buildkit import build_config
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from serverkit import install_golden
 
 REPEAT_PAGES = 20
@@ -102,13 +101,7 @@ def build_repeat_tree(root: Path, work: Path) -> Path:
         (site / f"p{i}.md").write_text(f"# Page {i}\n\n{body}\n", encoding="utf-8")
         links.append(f"- [Page {i}](p{i}.md)\n")
     (site / "llms.txt").write_text("# Repeat\n\n> Repeated text.\n\n## Pages\n\n" + "".join(links), "utf-8")
-    config = work / "repeat.toml"
-    config.write_text(REPEAT_CONFIG, encoding="utf-8")
-    catalogue = load_config(config)
-    for lib in catalogue.libraries:
-        for target in catalogue.targets(lib):
-            outcome = build_target(target, root)
-            assert outcome.status == "built", outcome.message
+    build_config(work / "repeat.toml", root, REPEAT_CONFIG)
     return root
 
 

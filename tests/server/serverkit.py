@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
+from buildkit import build_config
+from buildkit import write_site as _write_site
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE.parent / "bundle" / "golden" / "v1"
@@ -173,14 +173,6 @@ min_words = 3
 """
 
 
-def _write_site(folder: Path, pages: dict[str, str], llms: str) -> None:
-    for rel, text in pages.items():
-        path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    (folder / "llms.txt").write_text(llms, encoding="utf-8")
-
-
 def install_golden(root: Path, library_id: str = "golden") -> Path:
     """Copy the golden bundle under ``root/<library_id>/latest/`` (relabelled when another id)."""
     vdir = root / library_id / "latest"
@@ -200,13 +192,7 @@ def build_tree(root: Path, work: Path) -> Path:
     _write_site(work / "demo-v2", DEMO_V2, DEMO_V2_LLMS)
     _write_site(work / "demo-v1", DEMO_V1, DEMO_V1_LLMS)
     _write_site(work / "cjk", CJK, CJK_LLMS)
-    config = work / "libraries.toml"
-    config.write_text(CONFIG, encoding="utf-8")
-    catalogue = load_config(config)
-    for lib in catalogue.libraries:
-        for target in catalogue.targets(lib):
-            outcome = build_target(target, root)
-            assert outcome.status == "built", outcome.message
+    build_config(work / "libraries.toml", root, CONFIG)
     install_golden(root)
     return root
 

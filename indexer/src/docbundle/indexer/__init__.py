@@ -7,11 +7,19 @@ nothing here imports ``docbundle.server``)::
     config.py     libraries.toml: the catalogue, its validation, and the build targets it names
     errors.py     the one exception tree
     pipeline/     from a library's llms.txt to a published bundle
-        build.py      build_target: fetch, crawl, prepare, hash, write, publish (one library version)
+        build.py      build_target, BuildRun: one library version, crawl to publish, under its lock
+        source.py     the library's llms.txt fetched and parsed, or its folder listed
+        collect.py    the pages a build gathers: listed, inline, followed; their document ids
+        addresses.py  page keys, document ids, the URLs a manifest shows
+        assemble.py   prepared pages into documents, chunks, hashes and the manifest
         llmstxt.py    the lenient llms.txt / llms-full.txt parser and renderer
         page.py       front matter: the one parser of a page's key: value block
         chunk.py      markdown/MDX pages into heading-path chunks
-        crawl.py      bounded, cached, retrying HTTP (and local file) fetching
+        html.py       HTML into markdown (main content, no chrome), deterministically
+        follow.py     optional link following: page links, the follow prefix, robots.txt
+        crawl.py      the crawl's entry points: crawl(), fetch_one()
+        session.py    CrawlSession: one HTTP client and its per-host state for a whole build
+        fetched.py    fetch results and options; body, type and local-file rules
         scope.py      what a crawl may touch (addresses, hosts, local folders)
         cache.py      the on-disk crawl cache (ETag / Last-Modified)
         prepare.py    chunking and analysis in worker processes (forkserver entry points)

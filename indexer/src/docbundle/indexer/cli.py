@@ -50,6 +50,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 import msgspec
 from docbundle.bundle.errors import BundleError
@@ -63,18 +64,23 @@ from . import add
 from .config import load_config
 from .errors import ConfigError, ExportError, ExportUsageError, FetchError
 from .pipeline.build import Outcome, build_target, describe_mix
-from .pipeline.cache import CrawlCache
+from .pipeline.cache import CACHE_DIR, CrawlCache
 from .pipeline.progress import make_progress
 from .release import nightly
 from .release.audit import audit_bundle, render_audit
-from .release.diff import diff_bundles, encode_diff, render_diff
+from .release.diff import BundleDiff, diff_bundles, encode_diff, render_diff
 from .release.export import FORMATS, export_bundle
-from .release.regress import load_golden, regress, render_regress
+from .release.regress import RegressReport, load_golden, regress, render_regress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader closed the pipe
 
+#: Where the commands look when not told (relative to the current directory).
+DEFAULT_CONFIG = Path("bundles/libraries.toml")
+DEFAULT_GOLDEN_DIR = Path("bundles/golden")
+
 Handler = Callable[[argparse.Namespace], int]
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,30 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _print_json(report: msgspec.Struct) -> None:
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n")
+    sys.stdout.write(_as_json(report))
+
+
+def _as_json(report: object) -> str:
+    """``report`` as indented JSON, as ``--json`` prints it."""
+    return msgspec.json.format(msgspec.json.encode(report), indent=2).decode() + "\n"
+
+
+def _report(
+    args: argparse.Namespace,
+    failure: str,
+    make: Callable[[], R],
+    render: Callable[[R], str],
+    as_json: Callable[[R], str] = _as_json,
+) -> R | None:
+    """Make a command's report and print it (``as_json`` with ``--json``, else ``render``); None, with
+    ``docbundle-index: FAILURE: error`` on stderr, when a bundle or file cannot be read."""
+    try:
+        report = make()
+    except (BundleError, OSError) as exc:
+        print(f"docbundle-index: {failure}: {exc}", file=sys.stderr)
+        return None
+    sys.stdout.write(as_json(report) if args.json else render(report))
+    return report
 
 
 # -- build ----------------------------------------------------------------------------------------
@@ -146,9 +175,7 @@ class Report(msgspec.Struct, kw_only=True):
 
 
 def _build_arguments(b: argparse.ArgumentParser) -> None:
-    b.add_argument(
-        "--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)"
-    )
+    b.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)")
     b.add_argument(
         "--out",
         type=Path,
@@ -158,7 +185,7 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--library", action="append", default=[], metavar="ID", help="build only this library (repeat)"
     )
-    b.add_argument("--cache", type=Path, help="crawl cache directory (default: OUT/.crawl-cache)")
+    b.add_argument("--cache", type=Path, help=f"crawl cache directory (default: OUT/{CACHE_DIR})")
     b.add_argument("--no-cache", action="store_true", help="ignore and do not write the crawl cache")
     b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
     b.add_argument("--report", type=Path, help="also write the JSON crawl report to this file")
@@ -203,7 +230,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     catalogue = load_config(args.config)
     libraries = [catalogue.get(i) for i in args.library] if args.library else catalogue.libraries
     out = args.out if args.out is not None else default_bundles()
-    cache = None if args.no_cache else CrawlCache(args.cache or out / ".crawl-cache")
+    cache = None if args.no_cache else CrawlCache(args.cache or out / CACHE_DIR)
     progress = None if args.quiet else make_progress
     t0 = time.perf_counter()
     outcomes: list[Outcome] = []
@@ -240,9 +267,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def _add_arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("url", metavar="URL", help="the http(s) address of the site's llms.txt")
     a.add_argument("--id", default=None, help="the library id (default: from the llms.txt's title)")
-    a.add_argument(
-        "--config", type=Path, default=Path("bundles/libraries.toml"), help="library catalogue (TOML)"
-    )
+    a.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)")
     a.add_argument(
         "--allow-host",
         action="append",
@@ -364,33 +389,45 @@ def _diff_arguments(d: argparse.ArgumentParser) -> None:
 )
 def cmd_diff(args: argparse.Namespace) -> int:
     """Run ``diff``."""
-    try:
+
+    def make() -> _Compared:
         diff = diff_bundles(args.old, args.new)
-        effect = None
-        if args.golden:
-            new, old = resolve_bundle(args.new), resolve_bundle(args.old)
-            golden = load_golden(args.golden)
-            effect = regress(new, golden, baseline=old)
-            before = regress(old, golden)
-    except (BundleError, OSError) as exc:
-        print(f"docbundle-index: cannot compare: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    if args.json:
-        data = msgspec.json.decode(encode_diff(diff))
-        if effect is not None:
-            data["golden"] = {"before": before.overall, "after": effect.overall, "changed": effect.changed}
-        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        return EXIT_OK
-    sys.stdout.write(render_diff(diff))
-    if effect is not None:
-        o, n = before.overall, effect.overall
-        print(
-            f"golden queries ({len(effect.queries)}): "
-            + ", ".join(f"{m} {o[m]:.3f} -> {n[m]:.3f}" for m in o)
-        )
-        for ch in effect.changed:
-            print(f"  {ch['id']}: {ch['before']} -> {ch['after']} (nDCG@10 {ch['ndcg10']})")
-    return EXIT_OK
+        if not args.golden:
+            return _Compared(diff)
+        new, old = resolve_bundle(args.new), resolve_bundle(args.old)
+        golden = load_golden(args.golden)
+        return _Compared(diff, regress(new, golden, baseline=old), regress(old, golden))
+
+    return EXIT_OK if _report(args, "cannot compare", make, _render_compared, _compared_json) else EXIT_FAILED
+
+
+class _Compared(NamedTuple):
+    """What ``diff`` reports: the differences, and with ``--golden`` the queries before and after."""
+
+    diff: BundleDiff
+    effect: RegressReport | None = None
+    before: RegressReport | None = None
+
+
+def _compared_json(c: _Compared) -> str:
+    data = msgspec.json.decode(encode_diff(c.diff))
+    if c.effect is not None and c.before is not None:
+        data["golden"] = {"before": c.before.overall, "after": c.effect.overall, "changed": c.effect.changed}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _render_compared(c: _Compared) -> str:
+    text = render_diff(c.diff)
+    if c.effect is None or c.before is None:
+        return text
+    o, n = c.before.overall, c.effect.overall
+    lines = [
+        f"golden queries ({len(c.effect.queries)}): " + ", ".join(f"{m} {o[m]:.3f} -> {n[m]:.3f}" for m in o)
+    ]
+    lines += [
+        f"  {ch['id']}: {ch['before']} -> {ch['after']} (nDCG@10 {ch['ndcg10']})" for ch in c.effect.changed
+    ]
+    return text + "".join(line + "\n" for line in lines)
 
 
 # -- regress --------------------------------------------------------------------------------------
@@ -401,7 +438,8 @@ def _regress_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--golden",
         type=Path,
-        help="golden query file (default: bundles/golden/<libraryId>.toml, from the current directory)",
+        help=f"golden query file (default: {DEFAULT_GOLDEN_DIR.as_posix()}/<libraryId>.toml, from the current "
+        "directory)",
     )
     r.add_argument(
         "--baseline",
@@ -414,7 +452,7 @@ def _regress_arguments(r: argparse.ArgumentParser) -> None:
         choices=("dev", "test", "all"),
         default="all",
         help="run only the queries of one half (their `split` key); the file-wide [expect] is checked only "
-        "with all (default: all)",
+        "with all (default: %(default)s)",
     )
     r.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -428,23 +466,19 @@ def _regress_arguments(r: argparse.ArgumentParser) -> None:
 )
 def cmd_regress(args: argparse.Namespace) -> int:
     """Run ``regress``."""
-    try:
+
+    def make() -> RegressReport:
         bundle = resolve_bundle(args.bundle)
         golden_path = args.golden
         if golden_path is None:
             library = read_manifest(bundle).library.id
-            golden_path = Path("bundles") / "golden" / f"{library}.toml"
+            golden_path = DEFAULT_GOLDEN_DIR / f"{library}.toml"
         golden = load_golden(golden_path)
         baseline = resolve_bundle(args.baseline) if args.baseline else None
-        report = regress(bundle, golden, baseline=baseline, split=args.split)
-    except (BundleError, OSError) as exc:
-        print(f"docbundle-index: cannot run the golden queries: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    if args.json:
-        _print_json(report)
-    else:
-        print(render_regress(report))
-    return EXIT_FAILED if report.failed else EXIT_OK
+        return regress(bundle, golden, baseline=baseline, split=args.split)
+
+    report = _report(args, "cannot run the golden queries", make, lambda r: render_regress(r) + "\n")
+    return EXIT_FAILED if report is None or report.failed else EXIT_OK
 
 
 # -- audit ----------------------------------------------------------------------------------------
@@ -464,16 +498,13 @@ def _audit_arguments(a: argparse.ArgumentParser) -> None:
 )
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``audit``."""
-    try:
-        report = audit_bundle(resolve_bundle(args.bundle))
-    except (BundleError, OSError) as exc:
-        print(f"docbundle-index: cannot audit: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    if args.json:
-        _print_json(report)
-    else:
-        print(render_audit(report))
-    return EXIT_OK
+    report = _report(
+        args,
+        "cannot audit",
+        lambda: audit_bundle(resolve_bundle(args.bundle)),
+        lambda r: render_audit(r) + "\n",
+    )
+    return EXIT_OK if report is not None else EXIT_FAILED
 
 
 # -- package --------------------------------------------------------------------------------------
@@ -517,12 +548,12 @@ def cmd_package(args: argparse.Namespace) -> int:
 
 
 def _nightly_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--config", type=Path, default=Path("bundles/libraries.toml"))
+    ap.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
     ap.add_argument(
         "--out", type=Path, default=Path("bundles"), help="bundles directory (restored between runs)"
     )
     ap.add_argument("--dist", type=Path, default=Path("dist"), help="where release assets are written")
-    ap.add_argument("--golden", type=Path, default=Path("bundles/golden"), help="folder of <libraryId>.toml")
+    ap.add_argument("--golden", type=Path, default=DEFAULT_GOLDEN_DIR, help="folder of <libraryId>.toml")
     ap.add_argument(
         "--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"
     )

@@ -9,7 +9,7 @@ The hierarchy::
     ├── CrawlRefused         the crawl scope refused something (caught by the crawl: the page fails, kind "refused")
     │   ├── AddressRefused   a connection to an address the policy refuses (raised inside the guarded transport)
     │   └── LocalRefused     a local path the crawl may not read
-    ├── AttemptFailed        one fetch attempt failed (raised and caught inside build/crawl.py: retried or recorded)
+    ├── AttemptFailed        one fetch attempt failed (raised and caught inside pipeline/session.py: retried or recorded)
     └── ExportError          an export could not be written (exit 1)
         └── ExportUsageError the export was asked for something it refuses; nothing was written (exit 2)
             └── OutputExistsError  --out exists and may not be replaced

@@ -41,8 +41,9 @@ class ChunkRecord(msgspec.Struct, frozen=True, array_like=True):
     end_line: int
 
 
-class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One document: identity, llms.txt metadata, and its chunks in page order."""
+class DocMeta(msgspec.Struct, frozen=True, kw_only=True):
+    """One document's identity and llms.txt metadata: the fields every view of a document shares (the
+    store's record, the export's document, the diff's and the table of contents' entries)."""
 
     id: str
     url: str
@@ -50,6 +51,15 @@ class DocRecord(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
     section: str = ""
     optional: bool = False
+
+    def meta(self) -> DocMeta:
+        """These fields alone, as a ``DocMeta`` (of a record, without its chunks)."""
+        return DocMeta(**{name: getattr(self, name) for name in DocMeta.__struct_fields__})
+
+
+class DocRecord(DocMeta, frozen=True, kw_only=True):
+    """One document: identity, llms.txt metadata (``DocMeta``), and its chunks in page order."""
+
     chunks: list[ChunkRecord] = []
 
     @property

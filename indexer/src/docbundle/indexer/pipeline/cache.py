@@ -21,7 +21,10 @@ from pathlib import Path
 
 import msgspec
 
-__all__ = ["CacheEntry", "CrawlCache"]
+__all__ = ["CACHE_DIR", "CacheEntry", "CrawlCache"]
+
+#: The crawl cache's folder inside a bundles folder, unless one is given.
+CACHE_DIR = ".crawl-cache"
 
 # Bumped whenever the record layout changes; entries of another version are treated as absent.
 _FORMAT = 1

@@ -2,7 +2,7 @@
 
 A library's ``follow = { depth, prefix, max_pages }`` (``config.FollowConfig``) makes the build crawl,
 breadth-first, the pages the llms.txt's pages link on the llms.txt's own origin under ``prefix``
-(``build._follow``). This module holds what that needs and nothing of the crawl itself:
+(``collect.follow_links``). This module holds what that needs and nothing of the crawl itself:
 
 - ``page_links``: the absolute links of a fetched page, in document order and without fragments.
   HTML pages give the ``<a href>`` of their main content (``html.py``'s main-content selection, with
@@ -12,10 +12,10 @@ breadth-first, the pages the llms.txt's pages link on the llms.txt's own origin 
   (percent-decoded or not, ``\\`` as ``/`` or not, ``;params`` kept or dropped, ``//`` merged or not,
   dot segments removed), so ``/docs/%2e%2e/private/x`` is not "under /docs/".
 - ``fetch_robots``: the origin's robots.txt rules, read by ``protego`` (RFC 9309: the longest
-  matching rule wins, ``*`` and ``$`` are patterns), fetched once through the same crawler, bounds
-  and address policy as any page. At most ``ROBOTS_MAX_BYTES`` (500 KiB, the least RFC 9309 lets a
-  parser handle) are read: the rules in them apply, cut at their last complete line, and the rest is
-  not downloaded. As RFC 9309 says, a robots.txt that is unavailable (a 4xx other than 429:
+  matching rule wins, ``*`` and ``$`` are patterns), fetched once through the build's crawl session,
+  with the bounds and address policy of any page (not its cache). At most ``ROBOTS_MAX_BYTES`` (500
+  KiB, the least RFC 9309 lets a parser handle) are read: the rules in them apply, cut at their last
+  complete line, and the rest is not downloaded. As RFC 9309 says, a robots.txt that is unavailable (a 4xx other than 429:
   missing) allows everything, and one that is unreachable (5xx, 429, timeouts, network errors,
   refused) allows nothing.
 - ``FollowScope``: what a followed page may reach. ``pick`` asks robots.txt about the sorted
@@ -30,16 +30,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from urllib.parse import quote, unquote, urljoin, urlsplit, urlunsplit
 
-import msgspec
 from protego import Protego
 
 from ..errors import FetchError
 from . import html
-from .crawl import CrawlOptions, FetchResult, fetch_one
-from .scope import CrawlScope
+from .fetched import FetchResult
+from .session import CrawlSession
 
 __all__ = [
     "FOLLOWED_SECTION",
@@ -104,11 +103,11 @@ def html_links(text: str, url: str) -> list[str]:
     """The absolute links of an HTML page's main content, in document order (repeats kept)."""
     tree = html.parse_html(text)
     generator = html.detect_generator(tree)
-    base = html._base_url(tree, url)
-    main = html._select_main(tree, generator)
+    base = html.base_url(tree, url)
+    main = html.select_main(tree, generator)
     if main is None:
         return []
-    html._remove_chrome(main, generator)
+    html.remove_chrome(main, generator)
     out = []
     for anchor in main.css("a[href]"):
         found = _absolute(anchor.attributes.get("href") or "", base)
@@ -309,24 +308,17 @@ class FollowScope:
         return None
 
 
-def fetch_robots(
-    site: Origin,
-    *,
-    scope: CrawlScope,
-    options: CrawlOptions,
-    fetch: Callable[..., FetchResult] = fetch_one,
-) -> RobotsRules:
-    """The robots.txt rules of ``site``, fetched once with the crawl's bounds and address policy, and
-    at most ``ROBOTS_MAX_BYTES`` of it read."""
+async def fetch_robots(site: Origin, session: CrawlSession) -> RobotsRules:
+    """The robots.txt rules of ``site``, fetched once through the build's crawl session (its bounds and
+    address policy, not its cache), and at most ``ROBOTS_MAX_BYTES`` of it read."""
     scheme, host, port = site
     netloc = f"[{host}]" if ":" in host else host
     if port != _DEFAULT_PORTS[scheme]:
         netloc += f":{port}"
     robots_url = f"{scheme}://{netloc}/robots.txt"
-    agent = options.user_agent
+    agent = session.options.user_agent
     try:
-        bounded = msgspec.structs.replace(options, max_bytes=ROBOTS_MAX_BYTES)
-        result = fetch(robots_url, scope=scope, options=bounded, cache=None, truncate=True)
+        result = await session.fetch_one(robots_url, max_bytes=ROBOTS_MAX_BYTES, cached=False, truncate=True)
     except FetchError as exc:
         status = exc.status
         if status is not None and 400 <= status < 500 and status != 429:

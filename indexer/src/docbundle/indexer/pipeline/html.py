@@ -43,11 +43,14 @@ from .nesting import bound_nesting
 __all__ = [
     "CONVERTER_ID",
     "Converted",
+    "base_url",
     "convert_html",
     "decode_html",
     "detect_generator",
     "meta_refresh_target",
     "parse_html",
+    "remove_chrome",
+    "select_main",
 ]
 
 
@@ -243,14 +246,15 @@ def meta_refresh_target(html: str, url: str) -> str | None:
         target = refresh_url(meta.attributes.get("content") or "")
         if not target:
             continue
-        absolute = urljoin(_base_url(tree, url), target)
+        absolute = urljoin(base_url(tree, url), target)
         if urlsplit(absolute).scheme not in ("http", "https"):
             return None
         return absolute
     return None
 
 
-def _base_url(tree: LexborHTMLParser, url: str) -> str:
+def base_url(tree: LexborHTMLParser, url: str) -> str:
+    """The address the page's relative links resolve against: its http(s) ``<base href>``, else ``url``."""
     base = tree.css_first("base[href]")
     if base is not None:
         href = (base.attributes.get("href") or "").strip()
@@ -640,7 +644,8 @@ def _densest(body: LexborNode) -> LexborNode:
         node = best
 
 
-def _select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
+def select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
+    """The page's main content node (by the generator's selectors, else the densest block), or None."""
     if generator == "docbook":
         found = _docbook_main(tree)
         if found is not None:
@@ -652,13 +657,14 @@ def _select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
     body = tree.body
     if body is None:
         return None
-    _remove_chrome(body, generator)
+    remove_chrome(body, generator)
     for node in body.css("header, aside"):
         node.decompose()
     return _densest(body)
 
 
-def _remove_chrome(main: LexborNode, generator: str) -> None:
+def remove_chrome(main: LexborNode, generator: str) -> None:
+    """Remove the navigation, sidebars, footers and other chrome left inside ``main``."""
     for node in main.css(_CHROME[generator]):
         node.decompose()
     for node in main.css("header"):
@@ -901,12 +907,12 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
     """Convert one HTML page to markdown, keeping only its main content. Deterministic."""
     tree = parse_html(html)
     generator = detect_generator(tree)
-    base = _base_url(tree, url)
-    main = _select_main(tree, generator)
+    base = base_url(tree, url)
+    main = select_main(tree, generator)
     title = ""
     markdown = ""
     if main is not None:
-        _remove_chrome(main, generator)
+        remove_chrome(main, generator)
         _normalise_code(main, tree)
         _normalise_admonitions(main, tree)
         _normalise_definitions(main, tree)

@@ -15,6 +15,8 @@ from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.store import DocStore
 from docbundle.server.terminal import printable
 
+from .label import manifest_header
+
 TINY_CHUNK_CHARS = 40
 GIANT_CHUNK_CHARS = 20_000
 
@@ -64,11 +66,7 @@ def audit_bundle(bundle: Path, *, now: datetime | None = None) -> AuditReport:
     docs = manifest.documents
     return AuditReport(
         bundle=str(bundle),
-        library=manifest.library.id,
-        version=manifest.version.name,
-        build_id=manifest.build.build_id,
-        content_hash=manifest.build.content_hash,
-        built_at=manifest.build.built_at,
+        **manifest_header(manifest),
         age_days=_age_days(manifest.build.built_at, now or datetime.now(tz=UTC)),
         upstream_changed=sum(1 for d in docs if not d.error and not d.not_modified),
         upstream_unchanged=sum(1 for d in docs if d.not_modified),

@@ -30,9 +30,9 @@ import msgspec
 from docbundle.bundle.layout import resolve_bundle
 from docbundle.bundle.manifest import Conformance, Manifest, SourceDocument
 from docbundle.bundle.reader import verify_bundle
-from docbundle.bundle.store import DocStore
+from docbundle.bundle.store import DocMeta, DocStore
 
-from .label import bundle_label
+from .label import bundle_label, manifest_header
 
 PageStateName = Literal["absent", "indexed", "failed"]
 SHOWN = 10  # items listed per category in the readable report (--json has them all)
@@ -147,16 +147,9 @@ class BundleDiff(_Out, frozen=True, kw_only=True, rename="camel"):
     errors: list[ErrorChange]
 
 
-@dataclass(frozen=True)
-class _Doc:
-    """What the comparison needs of one stored document (its text only as a digest)."""
+class _Doc(DocMeta, frozen=True, kw_only=True):
+    """What the comparison needs of one stored document: its metadata, its text only as a digest."""
 
-    id: str
-    url: str
-    title: str
-    description: str
-    section: str
-    optional: bool
     digest: str
     chunks: int
 
@@ -175,21 +168,12 @@ def _load(path: Path) -> _Side:
     with DocStore(bundle) as store:
         for d in store:
             digest = hashlib.sha256(d.text.encode()).hexdigest()
-            docs[d.id] = _Doc(
-                d.id, d.url, d.title, d.description, d.section, d.optional, digest, len(d.chunks)
-            )
+            docs[d.id] = _Doc(**msgspec.structs.asdict(d.meta()), digest=digest, chunks=len(d.chunks))
     return _Side(manifest, docs, {s.path: s for s in manifest.documents})
 
 
 def _ref(m: Manifest) -> BundleRef:
-    return BundleRef(
-        bundle=bundle_label(m),
-        library=m.library.id,
-        version=m.version.name,
-        build_id=m.build.build_id,
-        content_hash=m.build.content_hash,
-        built_at=m.build.built_at,
-    )
+    return BundleRef(bundle=bundle_label(m), **manifest_header(m))
 
 
 def _words(side: _Side, doc_id: str) -> int:

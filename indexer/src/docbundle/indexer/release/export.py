@@ -28,7 +28,7 @@ import msgspec
 from docbundle.bundle.layout import resolve_bundle
 from docbundle.bundle.manifest import LibraryInfo, Manifest, VersionInfo
 from docbundle.bundle.reader import verify_bundle
-from docbundle.bundle.store import DocRecord, DocStore
+from docbundle.bundle.store import DocMeta, DocRecord, DocStore
 
 from ..errors import ExportError, ExportUsageError, OutputExistsError
 from .label import bundle_label
@@ -69,15 +69,9 @@ class ExportChunk(_Out, frozen=True, kw_only=True, rename="camel"):
     end_line: int
 
 
-class ExportDocument(_Out, frozen=True, kw_only=True, rename="camel"):
-    """One indexed document with its whole markdown text and its chunks in page order."""
+class ExportDocument(DocMeta, frozen=True, kw_only=True, rename="camel"):
+    """One indexed document (``DocMeta``) with its whole markdown text and its chunks in page order."""
 
-    id: str
-    url: str
-    title: str
-    description: str
-    section: str
-    optional: bool
     text: str
     chunks: list[ExportChunk]
 
@@ -118,12 +112,7 @@ class ExportHeader(_Out, frozen=True, kw_only=True, rename="camel"):
 
 def _export_document(doc: DocRecord) -> ExportDocument:
     return ExportDocument(
-        id=doc.id,
-        url=doc.url,
-        title=doc.title,
-        description=doc.description,
-        section=doc.section,
-        optional=doc.optional,
+        **msgspec.structs.asdict(doc.meta()),
         text=doc.text,
         chunks=[
             ExportChunk(

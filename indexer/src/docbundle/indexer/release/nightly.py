@@ -28,7 +28,7 @@ from docbundle.bundle.release import package
 
 from ..config import load_config
 from ..pipeline.build import build_target
-from ..pipeline.cache import CrawlCache
+from ..pipeline.cache import CACHE_DIR, CrawlCache
 from ..pipeline.progress import ProgressFactory
 from .regress import load_golden, regress, render_regress
 
@@ -64,7 +64,7 @@ def run(
     ``progress`` when given."""
     catalogue = load_config(config)
     chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
-    cache = CrawlCache(out / ".crawl-cache")
+    cache = CrawlCache(out / CACHE_DIR)
     entries: list[NightlyEntry] = []
     to_pack: list[Path] = []
     for lib in chosen:

@@ -1,0 +1,293 @@
+"""From crawled pages to a bundle's parts: the jobs the workers prepare, the documents and index chunks
+they give, the content and input hashes, and the manifest.
+
+``build.BuildRun`` drives these in order: ``input_hash`` (equal to the current bundle's: nothing can have
+changed, stop), ``make_jobs`` for ``prepare.prepare_all``, ``assemble`` (documents, sources, chunks fed to
+the index as they arrive), then ``make_manifest``. HTML pages are converted to markdown in the worker
+processes (``prepare.py``); each document records how its text was obtained (``SourceDocument.obtained``).
+Nothing here fetches or publishes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as pkg_version
+from urllib.parse import urlsplit
+
+import msgspec
+from docbundle.bundle.analysis import ANALYZER_ID
+from docbundle.bundle.manifest import (
+    FORMAT_VERSION,
+    BuildInfo,
+    ChunkingInfo,
+    Conformance,
+    Counts,
+    Manifest,
+    SourceDocument,
+    SourceInfo,
+)
+from docbundle.bundle.schema import SCHEMA_ID
+from docbundle.bundle.store import DocRecord
+
+from ..config import Target
+from . import write
+from .addresses import display_url, scrub
+from .collect import CrawledPage, obtained
+from .html import CONVERTER_ID
+from .prepare import CHUNKER_ID, FAILURE_KIND, PageJob, Prepared
+from .safety import scan_document
+from .source import Source
+
+__all__ = [
+    "Assembled",
+    "assemble",
+    "chunking_info",
+    "input_hash",
+    "iso",
+    "make_jobs",
+    "make_manifest",
+    "nothing_indexed",
+    "now",
+]
+
+
+def now() -> datetime:
+    """The build's time: ``SOURCE_DATE_EPOCH`` when set (reproducible builds), else now, to the second."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.strip().isdigit():
+        return datetime.fromtimestamp(int(epoch), tz=UTC)
+    return datetime.now(tz=UTC).replace(microsecond=0)
+
+
+def iso(dt: datetime) -> str:
+    """``2024-05-01T12:00:00Z``: a time as manifests record it."""
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _tool_versions() -> dict[str, str]:
+    out = {}
+    for dist in ("docbundle-indexer", "docbundle-server", "whoosh-reloaded"):
+        try:
+            out[dist] = pkg_version(dist)
+        except PackageNotFoundError:
+            out[dist] = "unknown"
+    return out
+
+
+class Assembled(msgspec.Struct):
+    """The documents of a build, the manifest's record of every page (failed ones too), and the chunks."""
+
+    docs: list[DocRecord]
+    sources: list[SourceDocument]
+    chunks: int
+
+
+def _page_url(page: CrawledPage, target: Target, base_url: str) -> str:
+    """The address an HTML page's relative links resolve against: where it was fetched from, shown as
+    the manifest shows it (a local page's path relative to the config, never the machine's path)."""
+    res = page.result
+    url = res.final_url if res is not None and res.final_url else page.link.url
+    return display_url(url, target, base_url)
+
+
+def make_jobs(
+    pages: list[CrawledPage], ids: list[str], target: Target, prefer_page_title: bool, base_url: str
+) -> list[PageJob]:
+    """The work for the worker processes: one ``PageJob`` per page that has text, in page order."""
+    c = target.library.chunking
+    return [
+        PageJob(
+            page.text,
+            urlsplit(page.link.url).path.lower().endswith(".mdx"),
+            page.link.title,
+            path,
+            page.link.section,
+            prefer_page_title,
+            c.max_depth,
+            c.min_words,
+            c.max_words,
+            obtained(page) == "html",
+            _page_url(page, target, base_url) if obtained(page) == "html" else "",
+        )
+        for page, path in zip(pages, ids, strict=True)
+        if page.text is not None
+    ]
+
+
+def assemble(
+    pages: list[CrawledPage],
+    ids: list[str],
+    prepared: Iterator[Prepared],
+    target: Target,
+    base_url: str,
+    index: write.IndexWriter,
+) -> Assembled:
+    """Pair prepared pages with their links, feeding each chunk to the index as it arrives."""
+    out = Assembled([], [], 0)
+    for page, path in zip(pages, ids, strict=True):
+        link, res = page.link, page.result
+        url = display_url(link.url, target, base_url)
+        src = SourceDocument(
+            url=url,
+            path=path,
+            title=link.title,
+            section=link.section,
+            optional=link.optional,
+            status=res.status if res else None,
+            etag=res.etag if res else None,
+            last_modified=res.last_modified if res else None,
+            not_modified=res.not_modified if res else False,
+        )
+        if page.text is None:
+            assert res is not None
+            reason = scrub(res.error or "not fetched", target)
+            err = msgspec.structs.replace(src, error=reason, error_kind=res.error_kind)
+            out.sources.append(err)
+            continue
+        prep = next(prepared)
+        if prep.failure is not None:  # over its budget (issue 19): recorded, and the build goes on
+            out.sources.append(msgspec.structs.replace(src, error=prep.failure, error_kind=FAILURE_KIND))
+            continue
+        if not prep.chunks:
+            empty = msgspec.structs.replace(
+                src, title=prep.title, error="page has no text", error_kind="empty"
+            )
+            out.sources.append(empty)
+            continue
+        record = DocRecord(
+            id=path,
+            url=url,
+            title=prep.title,
+            description=link.notes or prep.description or "",
+            section=link.section,
+            optional=link.optional,
+            chunks=prep.chunks,
+        )
+        docnum = len(out.docs)
+        for ci, analysed in enumerate(prep.analysed):
+            index.add(analysed, docnum, ci)
+        out.chunks += len(prep.chunks)
+        out.sources.append(
+            msgspec.structs.replace(
+                src,
+                title=prep.title,
+                sha256=hashlib.sha256(record.text.encode()).hexdigest(),
+                chunks=len(prep.chunks),
+                words=prep.words,
+                obtained=obtained(page),
+            )
+        )
+        out.docs.append(record)
+    return out
+
+
+def input_hash(target: Target, kind: str, pages: list[CrawledPage]) -> str:
+    """sha256 of everything a build's output depends on, computed before any parsing.
+
+    Equal to the current bundle's ``build.input_hash`` ⇒ nothing can have changed, and the build
+    stops without parsing a page (a warm nightly run of an unchanged site is then only the crawl).
+    """
+    lib = target.library
+    h = hashlib.sha256()
+    h.update(
+        msgspec.msgpack.encode(
+            [
+                "docbundle-input/1",
+                FORMAT_VERSION,
+                ANALYZER_ID,
+                SCHEMA_ID,
+                chunking_info(target),
+                lib.info(),
+                target.version,
+                lib.search(),
+                kind,
+                target.label,
+                CONVERTER_ID,
+                # Only when set, so the input hash of every library without one stays as it was.
+                *([["site_url", lib.site_url]] if lib.site_url else []),
+            ]
+        )
+    )
+    for page in pages:
+        link = page.link
+        h.update(msgspec.msgpack.encode([link.url, link.title, link.notes, link.section, link.optional]))
+        if obtained(page) == "html":
+            # Converted HTML also depends on the address its links are resolved against.
+            h.update(msgspec.msgpack.encode(["html", page.result.final_url if page.result else ""]))
+        else:
+            h.update(msgspec.msgpack.encode([obtained(page)]))
+        h.update(hashlib.sha256(page.text.encode()).digest() if page.text is not None else b"\0failed")
+    return h.hexdigest()
+
+
+def chunking_info(target: Target) -> ChunkingInfo:
+    """The library's chunking settings as the manifest records them, with the chunker's identity."""
+    return msgspec.structs.replace(target.library.chunking.info(), chunker=CHUNKER_ID)
+
+
+def make_manifest(
+    target: Target,
+    src: Source,
+    kind: str,
+    started: datetime,
+    build_id: str,
+    chash: str,
+    ihash: str,
+    asm: Assembled,
+) -> Manifest:
+    """The new bundle's manifest (its file list is filled in by ``write.finish_manifest``)."""
+    lib, res = target.library, src.result
+    return Manifest(
+        format_version=FORMAT_VERSION,
+        library=lib.info(),
+        version=target.version,
+        source=SourceInfo(
+            llms_txt=target.label or target.source,
+            kind=kind,  # type: ignore[arg-type]
+            fetched_at=iso(started),
+            title=src.llms.title,
+            summary=src.llms.summary,
+            sha256=(res.sha256 or "") if res else "",
+            etag=res.etag if res else None,
+            last_modified=res.last_modified if res else None,
+            conformance=[Conformance(code=i.code, line=i.line, message=i.message) for i in src.llms.issues],
+        ),
+        build=BuildInfo(
+            build_id=build_id,
+            content_hash=chash,
+            input_hash=ihash,
+            built_at=iso(now()),
+            analyzer=ANALYZER_ID,
+            chunking=chunking_info(target),
+            search=lib.search(),
+            tools=_tool_versions(),
+            converter=CONVERTER_ID if any(s.obtained == "html" for s in asm.sources if s.chunks) else "",
+        ),
+        safety=[f for doc in asm.docs for f in scan_document(doc)],
+        counts=Counts(
+            documents=len(asm.docs),
+            chunks=asm.chunks,
+            failed=sum(1 for s in asm.sources if s.error),
+            words=sum(s.words for s in asm.sources),
+        ),
+        documents=asm.sources,
+        files=[],
+    )
+
+
+def nothing_indexed(sources: list[SourceDocument]) -> str:
+    """Why a build indexed nothing: its pages' failures counted by kind, and the first one."""
+    kinds: dict[str, int] = {}
+    for s in sources:
+        kind = s.error_kind or "error"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+    first = next((s for s in sources if s.error), None)
+    example = f"; first: {first.url}: {first.error}" if first is not None else ""
+    return (
+        f"no page could be fetched and indexed: {len(sources)} of {len(sources)} failed ({counted}){example}"
+    )
