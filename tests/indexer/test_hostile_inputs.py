@@ -273,7 +273,7 @@ def test_llms_txt_parsing_never_raises_and_links_are_strings(text: str) -> None:
 @SETTINGS
 @given(runs())
 def test_markdown_links_are_found_inside_the_text(text: str) -> None:
-    for found in llmstxt._find_links(text):
+    for found in llmstxt.find_links(text):
         assert 0 <= found.start < found.end <= len(text)
 
 
