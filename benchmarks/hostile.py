@@ -98,7 +98,7 @@ def _chunk(text: str) -> None:
 
 def _select(page: str) -> Callable[[], object]:
     tree = html.parse_html(page)
-    return lambda: html._select_main(tree, "generic")
+    return lambda: html.select_main(tree, "generic")
 
 
 ENTRY_POINTS: list[

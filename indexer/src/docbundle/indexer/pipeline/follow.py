@@ -104,11 +104,11 @@ def html_links(text: str, url: str) -> list[str]:
     """The absolute links of an HTML page's main content, in document order (repeats kept)."""
     tree = html.parse_html(text)
     generator = html.detect_generator(tree)
-    base = html._base_url(tree, url)
-    main = html._select_main(tree, generator)
+    base = html.base_url(tree, url)
+    main = html.select_main(tree, generator)
     if main is None:
         return []
-    html._remove_chrome(main, generator)
+    html.remove_chrome(main, generator)
     out = []
     for anchor in main.css("a[href]"):
         found = _absolute(anchor.attributes.get("href") or "", base)
