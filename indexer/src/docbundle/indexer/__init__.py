@@ -8,9 +8,11 @@ nothing here imports ``docbundle.server``)::
     errors.py     the one exception tree
     pipeline/     from a library's llms.txt to a published bundle
         build.py      build_target: fetch, crawl, prepare, hash, write, publish (one library version)
-        llmstxt.py    the lenient llms.txt / llms-full.txt parser and renderer
+        llmstxt/      the lenient llms.txt / llms-full.txt parser and renderer (one module per step)
         page.py       front matter: the one parser of a page's key: value block
         chunk.py      markdown/MDX pages into heading-path chunks
+        html/         HTML pages into markdown (convert, normalise, content, generator, refresh, tree, decode)
+        nesting.py    the element-nesting bound applied before an HTML page is parsed
         crawl.py      bounded, cached, retrying HTTP (and local file) fetching
         scope.py      what a crawl may touch (addresses, hosts, local folders)
         cache.py      the on-disk crawl cache (ETag / Last-Modified)
