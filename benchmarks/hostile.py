@@ -110,7 +110,7 @@ ENTRY_POINTS: list[
     ("main-content selection", HTML_SHAPES, lambda page: _select(str(page))),  # type: ignore[dict-item]
     ("html conversion", HTML_SHAPES, lambda page: lambda: html.convert_html(str(page), URL)),  # type: ignore[dict-item]
     ("llms.txt", TEXT_SHAPES, lambda text: lambda: llmstxt.parse_llms_txt(str(text), URL)),  # type: ignore[dict-item]
-    ("markdown links", TEXT_SHAPES, lambda text: lambda: llmstxt._find_links(str(text))),  # type: ignore[dict-item]
+    ("markdown links", TEXT_SHAPES, lambda text: lambda: llmstxt.find_links(str(text))),  # type: ignore[dict-item]
     ("front matter", FRONT_SHAPES, lambda text: lambda: parse_page(str(text))),  # type: ignore[dict-item]
     ("chunking", TEXT_SHAPES, lambda text: lambda: _chunk(str(text))),  # type: ignore[dict-item]
 ]

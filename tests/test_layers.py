@@ -6,6 +6,7 @@ of the packages runs). The rules, with their reasons in that file:
     indexer.pipeline   <- indexer.release, cli       (release tools use the pipeline, never the reverse)
     no HTTP client in docbundle.server or docbundle.bundle
     the rooms of docbundle.server (tests/server/test_server_layout.py draws them)
+    the rooms of indexer.pipeline.llmstxt and indexer.pipeline.html (their package docstrings draw them)
 
 The second test proves each contract bites: a copy of the sources, with one import added per contract
 that breaks it, must be reported broken on every one of them.
@@ -33,6 +34,8 @@ BREAKS = {
     "server-rooms": ("server/src/docbundle/server/catalog.py", "from . import render"),
     "server-roots": ("server/src/docbundle/server/jsonrpc.py", "from . import keys"),
     "mcp-free": ("server/src/docbundle/server/models.py", "import starlette.responses"),
+    "llmstxt-rooms": ("indexer/src/docbundle/indexer/pipeline/llmstxt/model.py", "from . import links"),
+    "html-rooms": ("indexer/src/docbundle/indexer/pipeline/html/tree.py", "from . import convert"),
 }
 
 

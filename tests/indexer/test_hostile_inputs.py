@@ -244,14 +244,14 @@ def test_main_content_is_inside_the_body_and_text_lengths_are_exact(page: str, g
     tree = LexborHTMLParser(f"<html><body>{page}</body></html>")
     body = tree.body
     assert body is not None
-    lengths, linked = html._text_lengths(body)
+    lengths, linked = html.text_lengths(body)
     for node in body.traverse():
-        assert lengths.get(node.mem_id, 0) == html._text_len(node)
-        anchors = sum(html._text_len(a) for a in node.css("a") if a.mem_id != node.mem_id)
-        own = html._text_len(node) if node.tag == "a" else anchors
+        assert lengths.get(node.mem_id, 0) == html.text_len(node)
+        anchors = sum(html.text_len(a) for a in node.css("a") if a.mem_id != node.mem_id)
+        own = html.text_len(node) if node.tag == "a" else anchors
         assert linked.get(node.mem_id, 0) <= own
     main = html.select_main(tree, generator)
-    assert main is None or html._text_len(main) <= len(page)
+    assert main is None or html.text_len(main) <= len(page)
 
 
 @SETTINGS
@@ -273,7 +273,7 @@ def test_llms_txt_parsing_never_raises_and_links_are_strings(text: str) -> None:
 @SETTINGS
 @given(runs())
 def test_markdown_links_are_found_inside_the_text(text: str) -> None:
-    for found in llmstxt._find_links(text):
+    for found in llmstxt.find_links(text):
         assert 0 <= found.start < found.end <= len(text)
 
 

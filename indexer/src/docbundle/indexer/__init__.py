@@ -12,10 +12,11 @@ nothing here imports ``docbundle.server``)::
         collect.py    the pages a build gathers: listed, inline, followed; their document ids
         addresses.py  page keys, document ids, the URLs a manifest shows
         assemble.py   prepared pages into documents, chunks, hashes and the manifest
-        llmstxt.py    the lenient llms.txt / llms-full.txt parser and renderer
+        llmstxt/      the lenient llms.txt / llms-full.txt parser and renderer (one module per step)
         page.py       front matter: the one parser of a page's key: value block
         chunk.py      markdown/MDX pages into heading-path chunks
-        html.py       HTML into markdown (main content, no chrome), deterministically
+        html/         HTML pages into markdown (convert, normalise, content, generator, refresh, tree, decode)
+        nesting.py    the element-nesting bound applied before an HTML page is parsed
         follow.py     optional link following: page links, the follow prefix, robots.txt
         crawl.py      the crawl's entry points: crawl(), fetch_one()
         session.py    CrawlSession: one HTTP client and its per-host state for a whole build

@@ -19,7 +19,7 @@ Its readers:
   the llms.txt itself (stricter, because an llms.txt may well start with a ``---`` rule: its first line
   must be a field, and it must close within 60 lines), and the per-page blocks of an llms-full file are
   read with ``field`` and ``scalar``; where those blocks begin and end (``-{3,}`` fences, ``Back to
-  top---`` openers glued to the previous page) is llms-full structure, decided in ``llmstxt.py``.
+  top---`` openers glued to the previous page) is llms-full structure, decided in ``llmstxt/scan.py``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,193 @@
+"""``convert_html``: one HTML page to markdown, keeping only its main content; and ``CONVERTER_ID``.
+
+The steps, each in its module:
+
+1. ``tree.parse_html`` and ``generator.detect_generator``: the bounded tree, and which documentation
+   generator wrote the page.
+2. ``content.select_main``: the main element; ``content.remove_chrome``: the site's chrome inside it.
+3. ``normalise``: code blocks, admonitions, definition terms and tables holding code, rewritten in the
+   tree.
+4. Conversion by the compiled ``html-to-markdown``, with links made absolute against ``<base href>`` or
+   the page URL (``tree.base_url``); then no-break spaces become spaces and zero-width spaces go.
+
+The title is the main content's top heading (a site-name ``<h1>`` outside it is never taken), else the
+``<title>`` without its site suffix, else the link text the llms.txt gave. Everything is deterministic:
+the same input gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib.metadata import version as _dist_version
+
+import html_to_markdown
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from .content import remove_chrome, select_main
+from .generator import detect_generator
+from .normalise import (
+    normalise_admonitions,
+    normalise_code,
+    normalise_definitions,
+    plain_spaces,
+    unfold_block_tables,
+)
+from .tree import base_url, parse_html
+
+__all__ = ["CONVERTER_ID", "Converted", "convert_html"]
+
+
+def _short_version(dist: str) -> str:
+    parts = _dist_version(dist).split(".")
+    return ".".join(parts[:2])
+
+
+#: The converter's name and version, recorded per document in the manifests. Its own number changes
+#: whenever the output for the same HTML may change.
+CONVERTER_ID = (
+    f"docbundle-html/1 (selectolax {_short_version('selectolax')}, "
+    f"html-to-markdown {_short_version('html-to-markdown')})"
+)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """One converted page."""
+
+    title: str
+    """The page's title; ``""`` when none was found."""
+    markdown: str
+    generator: str
+    """``sphinx``, ``mkdocs``, ``docusaurus``, ``mdbook``, ``docbook``, ``vitepress``, ``starlight``,
+    ``mintlify``, ``gitbook``, ``nextra``, ``docsy`` or ``generic``."""
+
+
+# A title heading some generators put outside their content element.
+_TITLE_OUTSIDE: dict[str, str] = {
+    "starlight": "h1#_top",
+    "mintlify": "#page-title",
+    "vitepress": "h1",
+}
+
+_TITLE_SEPARATORS = (" — ", " – ", " | ", " · ", " :: ", " - ")
+_SPACE_RE = re.compile(r"\s+")
+# Anchor glyphs left at the end of a heading's text ("C#" keeps its "#": only a detached one goes).
+_TRAILING_GLYPH_RE = re.compile(r"(?:\s*[¶§🔗⚓]|\s+#)+$")
+_BLANK_LINES_RE = re.compile(r"\n{3,}")
+_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _clean_title(text: str) -> str:
+    text = _SPACE_RE.sub(" ", plain_spaces(text)).strip()
+    return _TRAILING_GLYPH_RE.sub("", text)
+
+
+def _top_heading(main: LexborNode) -> str:
+    for level in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        heading = main.css_first(level)
+        if heading is not None:
+            title_span = heading.css_first("span.refentrytitle")
+            text = _clean_title((title_span or heading).text(deep=True))
+            if text:
+                return text
+    title_span = main.css_first("span.refentrytitle")
+    if title_span is not None:
+        return _clean_title(title_span.text(deep=True))
+    return ""
+
+
+def _document_title(tree: LexborHTMLParser) -> str:
+    node = tree.css_first("title")
+    if node is None:
+        return ""
+    text = _clean_title(node.text(deep=True))
+    for separator in _TITLE_SEPARATORS:
+        head, found, _site = text.rpartition(separator)
+        if found and head.strip():
+            return head.strip()
+    return text
+
+
+def _options(base: str) -> html_to_markdown.ConversionOptions:
+    return html_to_markdown.ConversionOptions(
+        heading_style="atx",
+        bullets="-",
+        code_block_style="backticks",
+        extract_metadata=False,
+        preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
+        autolinks=False,
+        base_url=base,
+        skip_images=False,
+        hidden_content="drop",
+        wrap=False,
+        newline_style="backslash",
+        compact_tables=True,  # no padding: a wide cell would widen every row of its column
+    )
+
+
+def _separate_quotes(markdown: str) -> str:
+    """A blank line before a blockquote glued to the paragraph above it (outside code fences)."""
+    if "\n>" not in markdown:
+        return markdown
+    out: list[str] = []
+    fence = ""
+    previous = ""
+    for line in markdown.split("\n"):
+        match = _FENCE_RE.match(line)
+        if fence:
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+                fence = ""
+        elif match:
+            fence = match.group(1)
+        elif line.startswith(">") and previous.strip() and not previous.startswith(">"):
+            out.append("")
+        out.append(line)
+        previous = line
+    return "\n".join(out)
+
+
+def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
+    """Convert one HTML page to markdown, keeping only its main content. Deterministic."""
+    tree = parse_html(html)
+    generator = detect_generator(tree)
+    base = base_url(tree, url)
+    main = select_main(tree, generator)
+    title = ""
+    markdown = ""
+    if main is not None:
+        remove_chrome(main, generator)
+        normalise_code(main, tree)
+        normalise_admonitions(main, tree)
+        normalise_definitions(main, tree)
+        unfold_block_tables(main, tree)
+        title = _top_heading(main)
+        outside = _TITLE_OUTSIDE.get(generator)
+        prefix = ""
+        if not title and outside:
+            heading = tree.css_first(outside)
+            if heading is not None:
+                title = _clean_title(heading.text(deep=True))
+                if title:
+                    prefix = f"# {title}\n\n"
+        # Spans carry no markdown; unwrapped they cannot split an inline code run (html-to-markdown
+        # turns a line break between two spans inside <code> into a hard break), and the converter
+        # reads less markup. Hidden ones go first, as the converter would have dropped them.
+        for node in main.css("span[hidden], span[style*='display:none'], span[style*='display: none']"):
+            node.decompose()
+        main.unwrap_tags(["span"])
+        try:
+            result = html_to_markdown.convert(main.html or "", _options(base))
+            markdown = result.content or ""
+        except Exception:  # the converter refused the fragment: its text is better than nothing
+            markdown = main.text(deep=True, separator="\n")
+        markdown = prefix + markdown
+    markdown = plain_spaces(markdown)
+    markdown = "\n".join(line.rstrip() for line in markdown.split("\n"))
+    markdown = _separate_quotes(markdown)
+    markdown = _BLANK_LINES_RE.sub("\n\n", markdown).strip("\n")
+    if markdown:
+        markdown += "\n"
+    if not title:
+        title = _document_title(tree) or _clean_title(link_text)
+    return Converted(title=title, markdown=markdown, generator=generator)
