@@ -5,7 +5,7 @@ breadth-first, the pages the llms.txt's pages link on the llms.txt's own origin 
 (``collect.follow_links``). This module holds what that needs and nothing of the crawl itself:
 
 - ``page_links``: the absolute links of a fetched page, in document order and without fragments.
-  HTML pages give the ``<a href>`` of their main content (``html.py``'s main-content selection, with
+  HTML pages give the ``<a href>`` of their main content (``html.content``'s main-content selection, with
   its chrome removed, so navigation bars and sidebars do not drag the whole site in); markdown pages
   give their ``[text](url)`` links outside code blocks (images excluded).
 - ``within_prefix``: whether a link's path stays under ``follow.prefix`` however a server reads it
