@@ -8,9 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from docbundle.bundle.embed import (
     PASSAGE_TOKENS,
     EmbedderUnavailableError,
@@ -19,6 +16,8 @@ from docbundle.bundle.embed import (
     passage_text,
     text_key,
 )
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_importing_the_semantic_modules_loads_neither_numpy_nor_a_model() -> None:
@@ -48,7 +47,7 @@ def test_cut_is_a_fitting_prefix_within_slack_of_the_longest(parts: list[str], l
     assert words(cut) <= limit or cut == ""
     if cut != text:
         longer = len(cut) + max(8, int(len(cut) * 0.05)) + 1
-        assert words(text[:longer]) > limit or longer > len(text) and words(text) > limit
+        assert words(text[:longer]) > limit or (longer > len(text) and words(text) > limit)
 
 
 def test_passage_text_joins_title_and_heading_path() -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from docbundle.bundle.hybrid import fuse
 from hypothesis import given
 from hypothesis import strategies as st
-
-from docbundle.bundle.hybrid import fuse
 
 
 def test_scores_follow_the_formula_and_a_missing_page_gets_no_term() -> None:
@@ -54,5 +55,5 @@ def test_fusion_holds_every_page_once_sorted_and_deterministic(
 ) -> None:
     out = fuse(kw, sem, alpha, k)
     assert sorted(d for d, _ in out) == sorted(set(kw) | set(sem))
-    assert all(a[1] >= b[1] for a, b in zip(out, out[1:]))
+    assert all(a[1] >= b[1] for a, b in itertools.pairwise(out))
     assert out == fuse(list(kw), list(sem), alpha, k)
