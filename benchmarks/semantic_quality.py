@@ -333,13 +333,11 @@ def prepare_all(args: argparse.Namespace, split: str) -> tuple[list[SetRun], Any
     return runs, embedder
 
 
-def report(split: str, runs: list[SetRun], alpha: float, k: int, save: Path | None) -> None:
+def report(split: str, runs: list[SetRun], alpha: float, k: int, depth: int, save: Path | None) -> None:
     """Print the keyword / dense / hybrid table of one split and save the runs."""
     from docbundle.indexer.release.metrics import paired_test
 
-    print(
-        f"\n=== {split} halves: nDCG@10 (hybrid: alpha {alpha}, K {k}, depth {runs[0] and len(next(iter(runs[0].keyword_deep.values()), []))}) ==="
-    )
+    print(f"\n=== {split} halves: nDCG@10 (hybrid: alpha {alpha}, K {k}, {depth} pages per side) ===")
     print(
         f"{'set':<16} {'n':>4} {'keyword':>8} {'dense f32':>10} {'dense int8':>10} {'hybrid f32':>10} {'hybrid':>8} {'delta':>7}  paired test hybrid vs keyword"
     )
@@ -388,13 +386,13 @@ def cmd_tune(args: argparse.Namespace) -> None:
                 best = (m, alpha, k)
     assert best is not None
     print(f"\nchosen on dev: alpha = {best[1]}, K = {best[2]} (mean dev nDCG@10 {best[0]:.3f})")
-    report("dev", runs, best[1], best[2], args.save_runs)
+    report("dev", runs, best[1], best[2], args.depth, args.save_runs)
 
 
 def cmd_test(args: argparse.Namespace) -> None:
     """Score the test halves once with the α and K chosen on dev."""
     runs, _ = prepare_all(args, "test")
-    report("test", runs, args.alpha, args.k, args.save_runs)
+    report("test", runs, args.alpha, args.k, args.depth, args.save_runs)
 
 
 # --------------------------------------------------------------------------------------------------
