@@ -95,8 +95,6 @@ def cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int], slack
     bisecting the whole text. It is a pure function of the text and the tokenizer (deterministic).
     """
     n_chars = len(text)
-    if n_chars + 8 <= max_tokens:  # a token covers at least one character, plus prefix and specials
-        return text
     lo, hi = 0, n_chars + 1  # text[:lo] fits; text[:hi] does not (n_chars + 1: not known yet)
     probe = min(n_chars, 4 * max_tokens)
     for step in range(24):
