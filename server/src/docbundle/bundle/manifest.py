@@ -169,6 +169,33 @@ class FileEntry(Base, frozen=True, kw_only=True):
     sha256: str
 
 
+class EmbedderInfo(Base, frozen=True, kw_only=True):
+    """The embedder that made a bundle's vectors (``docbundle.bundle.embed.EmbedderIdentity``): a reader
+    uses the vectors only with an embedder of the same ``key``."""
+
+    backend: str
+    model: str
+    version: str
+    dimensions: int
+    weights_sha256: str
+    key: str  # sha256 of the identity's canonical JSON, as vectors.bin's header records it
+
+
+class VectorsInfo(Base, frozen=True, kw_only=True):
+    """The optional semantic vectors of a bundle (issue 21): one row per section, in index order.
+
+    The file is also listed in ``files`` (size and sha256), so verification covers it like any other.
+    """
+
+    path: str = "vectors.bin"
+    dtype: Literal["int8", "float16"] = "int8"
+    rows: int
+    dims: int
+    embedder: EmbedderInfo
+    embedded: int = 0  # sections embedded by this build
+    reused: int = 0  # sections whose vector was copied from the previous bundle (same text, same embedder)
+
+
 class Manifest(Base, frozen=True, kw_only=True):
     """The whole manifest. ``format_version`` must stay the first field."""
 
@@ -181,6 +208,7 @@ class Manifest(Base, frozen=True, kw_only=True):
     documents: list[SourceDocument]
     files: list[FileEntry]
     safety: list[SafetyFinding] = []
+    vectors: VectorsInfo | None = None  # optional addition (no format bump): absent = keyword search only
 
 
 class _Header(msgspec.Struct):
