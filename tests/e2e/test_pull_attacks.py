@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clikit import server_cli
 from docbundle.bundle.release import INDEX
-from docsite import packaged_entry, server_cli
+from docsite import packaged_entry
 from sitesrv import Site, run_site
 
 

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from clikit import index_cli, server_cli
 from docbundle.bundle.release import INDEX
 from docbundle.server.terminal import printable
-from docsite import index_cli, server_cli
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site
