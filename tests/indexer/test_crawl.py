@@ -26,6 +26,7 @@ from docbundle.indexer.pipeline.progress import (
     make_progress,
 )
 from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy
+from docbundle.indexer.pipeline.session import Clock, CrawlSession
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site
@@ -143,16 +144,54 @@ async def test_a_transient_503_is_retried_until_the_page_is_served(site: Site) -
     assert result.attempts == 3 and site.hits("/flaky.md") == 3
 
 
+class _Waits(Clock):
+    """A crawler's clock that records each wait and returns at once; its time moves only by ``advance``."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+        self.waits: list[float] = []
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await anyio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        self.time += seconds
+
+
 @pytest.mark.anyio
 async def test_429_with_retry_after_waits_that_long_then_succeeds(site: Site) -> None:
     site.add("/busy.md", "# Busy\n")
     site.fault("/busy.md", "retry-after", times=1, after=1)
-    (result,) = await _crawl([site.url("/busy.md")], CrawlOptions(retries=2, backoff=0.01))
+    clock = _Waits()
+    async with CrawlSession(LOOPBACK, CrawlOptions(retries=2, backoff=0.01), clock=clock) as session:
+        (result,) = await session.crawl([site.url("/busy.md")])
     assert _ok(result).text == "# Busy\n" and result.attempts == 2
     first, second = site.requests_for("/busy.md")
     assert first.status == 429 and second.status == 200
-    # The jittered backoff alone would be ~10 ms: only Retry-After explains a full second.
-    assert second.started - first.started >= 0.95
+    # The jittered backoff alone would be at most 10 ms: the one wait is the Retry-After's second.
+    assert clock.waits == [1.0]
+
+
+@pytest.mark.anyio
+async def test_a_retry_after_pauses_every_later_request_to_that_host(site: Site) -> None:
+    site.add("/busy.md", "# Busy\n")
+    site.add("/next.md", "# Next\n")
+    site.fault("/busy.md", "retry-after", times=1, after=30)
+    clock = _Waits()
+    async with CrawlSession(LOOPBACK, CrawlOptions(retries=2, backoff=0.01), clock=clock) as session:
+        (busy,) = await session.crawl([site.url("/busy.md")])
+        assert _ok(busy).attempts == 2 and clock.waits == [30.0]
+        clock.advance(10)  # a later crawl through the same session, 10 s into the pause
+        (later,) = await session.crawl([site.url("/next.md")])
+        assert _ok(later).attempts == 1 and clock.waits == [30.0, 20.0]
+        clock.advance(20)  # the pause is over: no wait
+        assert _ok(await session.fetch_one(site.url("/next.md"))).attempts == 1
+    assert clock.waits == [30.0, 20.0]
+    assert [r.status for r in site.requests_for("/next.md")] == [200, 200]
 
 
 @pytest.mark.anyio

@@ -8,10 +8,12 @@ for the catalogue's grace time, so a prune running meanwhile cannot delete it.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from docbundle.server.catalog import Catalog
+from docbundle.server.catalog import Catalog, CatalogChange
 from docbundle.server.errors import UnknownLibraryError
 from onepage import build_one_page, builds
 
@@ -182,5 +184,137 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
         anyio.run(stdio_loop)
         assert {r.name for r in caplog.records if r.getMessage() == failed} == {"docbundle.server.catalog"}
         assert catalog.library_ids() == ["alpha"]  # the previous catalogue still serves
+    finally:
+        catalog.close()
+
+
+# -- a reload during a publish ----------------------------------------------------------------------
+#
+# The writer's steps (``docbundle.bundle.layout``): take the version lock (the version folder and its
+# ``.lock`` appear), write a ``.tmp-*`` folder, fsync it, rename it to the build id, then write CURRENT.
+# The hooks below stop a real build at each step and let the catalogue look at the folder right then.
+
+
+def _publish_steps(monkeypatch: pytest.MonkeyPatch, look: Callable[[str], None]) -> None:
+    """Call ``look(step)`` at each intermediate state of every publish the indexer runs from now on."""
+    from docbundle.bundle import layout
+
+    lock, temp, tree, current = (
+        layout.version_lock,
+        layout.new_temp_dir,
+        layout.fsync_tree,
+        layout.write_current,
+    )
+
+    @contextmanager
+    def version_lock(vdir: Path) -> Iterator[None]:
+        with lock(vdir):
+            look("locked")
+            yield
+
+    def new_temp_dir(vdir: Path, name: str) -> Path:
+        tmp = temp(vdir, name)
+        look("temp folder")
+        return tmp
+
+    def fsync_tree(root: Path) -> None:
+        tree(root)
+        look("bundle written, not renamed")
+
+    def write_current(vdir: Path, build_id: str) -> None:
+        look("renamed, CURRENT not written")
+        current(vdir, build_id)
+
+    monkeypatch.setattr(layout, "version_lock", version_lock)
+    monkeypatch.setattr(layout, "new_temp_dir", new_temp_dir)
+    monkeypatch.setattr(layout, "fsync_tree", fsync_tree)
+    monkeypatch.setattr(layout, "write_current", write_current)
+
+
+def test_a_library_being_built_is_listed_only_once_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, work = tmp_path / "bundles", tmp_path / "work"
+    build_one_page(root, work, "alpha", "aardvarks")
+    catalog = Catalog.load(root)
+    seen: dict[str, tuple[CatalogChange, list[str]]] = {}
+
+    def look(step: str) -> None:
+        seen[step] = (catalog.refresh(), catalog.library_ids())
+
+    try:
+        _publish_steps(monkeypatch, look)
+        build_one_page(root, work, "beta", "beetles")
+        assert list(seen) == [
+            "locked",
+            "temp folder",
+            "bundle written, not renamed",
+            "renamed, CURRENT not written",
+        ]
+        for step, (change, ids) in seen.items():
+            assert not change and ids == ["alpha"], f"{step}: {change.describe()}, listed {ids}"
+        # Published: announced once, listed, and it answers (nothing from the looks above was kept).
+        assert catalog.refresh().added == ("beta",)
+        assert catalog.state(catalog.resolve("beta")) == ("available", None)
+        assert _titles(catalog, "beta", "beetles") == ["Guide to beetles"]
+        assert not catalog.refresh()
+    finally:
+        catalog.close()
+
+
+def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, work = tmp_path / "bundles", tmp_path / "work"
+    first = build_one_page(root, work, "alpha", "aardvarks", keep=1)
+    catalog = Catalog.load(root)
+    seen: dict[str, tuple[CatalogChange, str | None, list[str]]] = {}
+
+    def look(step: str) -> None:
+        change = catalog.refresh()
+        seen[step] = (change, catalog.resolve("alpha").build_id, _titles(catalog, "alpha", "aardvarks"))
+
+    try:
+        _publish_steps(monkeypatch, look)
+        second = build_one_page(root, work, "alpha", "zebras", keep=1)
+        assert len(seen) == 4
+        for step, (change, build, titles) in seen.items():
+            assert not change and build == first and titles == ["Guide to aardvarks"], step
+        assert catalog.refresh().updated == (("alpha", "latest"),)
+        assert catalog.resolve("alpha").build_id == second
+        assert _titles(catalog, "alpha", "zebras") == ["Guide to zebras"]
+    finally:
+        catalog.close()
+
+
+def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalogue reads beta's CURRENT (build X); before it takes its lease on X, a second build of
+    beta publishes Y and its prune (keep = 1) deletes X. That reading describes the race, not beta."""
+    from docbundle.server import catalog as catalog_module
+
+    root, work = tmp_path / "bundles", tmp_path / "work"
+    build_one_page(root, work, "alpha", "aardvarks")
+    catalog = Catalog.load(root)
+    first = build_one_page(root, work, "beta", "beetles", keep=1)
+    take_lease = catalog_module.take_lease
+    raced: list[str] = []
+
+    def lease_after_a_publish(bundle: Path) -> int | None:
+        if bundle.name == first and not raced:
+            raced.append(build_one_page(root, work, "beta", "bees", keep=1))
+            assert not bundle.exists(), "the prune kept the build the race needs gone"
+        return take_lease(bundle)
+
+    monkeypatch.setattr(catalog_module, "take_lease", lease_after_a_publish)
+    try:
+        change = catalog.refresh()
+        assert raced, "the catalogue never read beta's first build"
+        assert change.added == ("beta",) and not change.updated
+        assert catalog.state(catalog.resolve("beta")) == ("available", None)
+        assert catalog.resolve("beta").build_id == raced[0]
+        assert _titles(catalog, "beta", "bees") == ["Guide to bees"]
+        assert not catalog.refresh()
     finally:
         catalog.close()

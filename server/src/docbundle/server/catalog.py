@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +58,7 @@ DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-i
 WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
 WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
 WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
+MAX_READS = 3  # a version whose CURRENT moved while it was read is read again, this many times at most
 T = TypeVar("T")
 
 
@@ -73,6 +74,9 @@ class VersionEntry:
     bundle_path: Path | None
     manifest: Manifest | None
     problem: str | None = None  # set when the version was refused at start-up
+    # No CURRENT yet: a first build or install between taking its lock and publishing (or one that
+    # never finished). Listed at start-up with its problem; a reload lists it only once it publishes.
+    pending: bool = False
 
     @property
     def build_id(self) -> str | None:
@@ -180,7 +184,34 @@ def _looks_like_version_dir(vdir: Path) -> bool:
     )
 
 
+def _current_or_problem(vdir: Path) -> str | None:
+    """What ``CURRENT`` holds now, or the error it raises (only compared, never served)."""
+    try:
+        return read_current(vdir)
+    except BundleError as exc:
+        return str(exc)
+
+
 def _load_version(
+    root: Path, library_id: str, version: str, lock: LockFile | None, leases: dict[Path, int]
+) -> VersionEntry:
+    """Read one version; read it again when its CURRENT moved meanwhile (a publish, then a prune, ran).
+
+    A reading taken while a writer replaced CURRENT may describe a build that the writer's prune is
+    deleting (no lease was taken yet): its problem would be the race's, not the bundle's.
+    """
+    vdir = root / library_id / version
+    for _ in range(MAX_READS):
+        before = _current_or_problem(vdir)
+        entry = _read_version(root, library_id, version, lock, leases)
+        if _current_or_problem(vdir) == before:
+            break
+        if entry.bundle_path is not None and entry.bundle_path in leases:
+            os.close(leases.pop(entry.bundle_path))
+    return entry
+
+
+def _read_version(
     root: Path, library_id: str, version: str, lock: LockFile | None, leases: dict[Path, int]
 ) -> VersionEntry:
     vdir = root / library_id / version
@@ -191,7 +222,7 @@ def _load_version(
         return VersionEntry(library_id, version, None, None, _relative(str(exc), root))
     if build_id is None:
         return VersionEntry(
-            library_id, version, None, None, f"no bundle built yet in {where} (no CURRENT file)"
+            library_id, version, None, None, f"no bundle built yet in {where} (no CURRENT file)", pending=True
         )
     bundle = vdir / build_id
     if not bundle.is_dir():
@@ -279,8 +310,15 @@ def _order(versions: dict[str, VersionEntry], default: str) -> dict[str, Version
     return {default: versions[default], **{v.version: v for v in rest}}
 
 
-def _scan(root: Path, lockfile: LockFile | None) -> tuple[dict[str, LibraryEntry], dict[Path, int]]:
-    """Every library version under ``root`` (CURRENT and manifest read, leases taken), nothing opened."""
+def _scan(
+    root: Path, lockfile: LockFile | None, listed: Collection[tuple[str, str]] | None = None
+) -> tuple[dict[str, LibraryEntry], dict[Path, int]]:
+    """Every library version under ``root`` (CURRENT and manifest read, leases taken), nothing opened.
+
+    ``listed`` (a reload's): the versions served so far. A version without CURRENT that is not among
+    them is left out: a writer is at work there, and it is listed once its CURRENT names a complete
+    build (announcing it earlier would send clients to a library that cannot answer yet).
+    """
     libraries: dict[str, LibraryEntry] = {}
     leases: dict[Path, int] = {}
     for lib_dir in sorted(root.iterdir()):
@@ -289,7 +327,11 @@ def _scan(root: Path, lockfile: LockFile | None) -> tuple[dict[str, LibraryEntry
         versions: dict[str, VersionEntry] = {}
         for vdir in sorted(lib_dir.iterdir()):
             if vdir.is_dir() and VERSION_RE.fullmatch(vdir.name) and _looks_like_version_dir(vdir):
-                versions[vdir.name] = _load_version(root, lib_dir.name, vdir.name, lockfile, leases)
+                entry = _load_version(root, lib_dir.name, vdir.name, lockfile, leases)
+                if entry.pending and listed is not None and (entry.library_id, entry.version) not in listed:
+                    log.debug("%s/%s has no CURRENT yet: listed once it publishes", lib_dir.name, vdir.name)
+                    continue
+                versions[vdir.name] = entry
         if not versions:
             # Not a library directory (the bundles folder also holds config and query files).
             continue
@@ -575,7 +617,9 @@ class Catalog:
         sig = signature(self.root)
         if self._closed:
             return CatalogChange()
-        scanned, leases = _scan(self.root, self.lock)
+        with self._guard:
+            listed = {(e.library_id, e.version) for e in self.entries()}
+        scanned, leases = _scan(self.root, self.lock, listed)
         now = time.monotonic()
         extra: list[int] = []
         with self._guard:

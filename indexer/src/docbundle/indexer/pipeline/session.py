@@ -113,9 +113,24 @@ class _Terms:
 @dataclass
 class _Host:
     slots: asyncio.Semaphore
-    not_before: float = 0.0  # loop time before which no request may start (Retry-After)
+    not_before: float = 0.0  # clock time (``Clock.now``) before which no request may start (Retry-After)
     twins: bool | None = None  # whether the host serves llms.txt .md twins (None: not probed yet)
     probing: asyncio.Event | None = None  # set once the host's first twin probe has answered
+
+
+class Clock:
+    """The time a session waits by (Retry-After pauses, backoff): the event loop's clock and sleep.
+
+    A test passes its own to see what the crawler waited for, without waiting.
+    """
+
+    def now(self) -> float:
+        """Seconds on the running loop's monotonic clock."""
+        return asyncio.get_running_loop().time()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``."""
+        await asyncio.sleep(seconds)
 
 
 class CrawlSession:
@@ -128,10 +143,13 @@ class CrawlSession:
         scope: CrawlScope,
         options: CrawlOptions = CrawlOptions(),  # noqa: B008 - frozen, so a shared default is safe
         cache: CrawlCache | None = None,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.scope = scope
         self.options = options
         self.cache = cache
+        self.clock = clock or Clock()
         self.hosts: dict[tuple[str, str, int | None], _Host] = {}
 
     async def __aenter__(self) -> CrawlSession:
@@ -322,8 +340,7 @@ class CrawlSession:
         return host
 
     async def _fetch_http(self, url: str, t: _Terms) -> tuple[FetchResult, BaseException | None]:
-        opts = t.options
-        loop = asyncio.get_running_loop()
+        opts, clock = t.options, self.clock
         try:
             target = httpx.URL(url)
         except httpx.InvalidURL as exc:
@@ -335,10 +352,10 @@ class CrawlSession:
         delay = 0.0
         while True:
             attempts += 1
-            wait = max(delay, host.not_before - loop.time())
+            wait = max(delay, host.not_before - clock.now())
             if wait > 0:
                 # Sleep outside the slots so other hosts (and other pages) keep the concurrency.
-                await asyncio.sleep(wait)
+                await clock.sleep(wait)
             trace = _Trace(url)
             try:
                 async with host.slots, self.slots:
@@ -362,7 +379,7 @@ class CrawlSession:
                     delay = _backoff(opts.backoff, attempts)
                     if ra is not None:
                         delay = max(delay, ra)
-                        host.not_before = max(host.not_before, loop.time() + ra)
+                        host.not_before = max(host.not_before, clock.now() + ra)
                     continue
                 if failure.status in _GONE_STATUSES and t.cache is not None:
                     t.cache.discard(url)
