@@ -63,6 +63,10 @@ if hasattr(nox.options, "download_python"):
 
 ROOT = Path(__file__).parent
 PACKAGES = ["-e", "./server", "-e", "./indexer"]
+# With the semantic extras (the embedding model, numpy): the tests, so that the semantic tests run in CI
+# (tests/conftest.py switches embedding off for every test not marked `semantic`), and the nightly builds,
+# which embed. `serve` and the other sessions keep the default install and its start time.
+SEMANTIC_PACKAGES = ["-e", "./server[semantic]", "-e", "./indexer[semantic]"]
 # hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
 # contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py.
 TEST_DEPS = [
@@ -74,7 +78,7 @@ SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the test suite (no network, no ../shared needed)."""
-    session.install(*PACKAGES, *TEST_DEPS)
+    session.install(*SEMANTIC_PACKAGES, *TEST_DEPS)
     session.run("pytest", *session.posargs)
 
 
@@ -188,8 +192,12 @@ def nightly(session: nox.Session) -> None:
     """The nightly release job, runnable locally: nox -s nightly -- [--library ID,ID] [--dist DIR].
 
     Also: nox -s nightly -- --shards 20 (the CI matrix) and nox -s nightly -- --merge DIR ... --dist DIR.
+    A build installs the semantic extras and embeds (reusing the vectors of the previous bundles); the
+    planning, merging and rolling steps need no model and install without them.
     """
-    session.install(*PACKAGES)
+    tools = {"--shards", "--merge", "--roll"}
+    builds = not any(a.split("=")[0] in tools for a in session.posargs)
+    session.install(*(SEMANTIC_PACKAGES if builds else PACKAGES))
     session.run("docbundle-index", "nightly", *session.posargs)
 
 

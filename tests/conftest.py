@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: a live loopback HTTP site and the anyio backend."""
+"""Shared pytest fixtures: a live loopback HTTP site, private user folders, embedding off unless a test is
+marked ``semantic``, and the anyio backend."""
 
 from __future__ import annotations
 
@@ -28,6 +29,22 @@ def _private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.delenv("DOCBUNDLE_BUNDLES", raising=False)
     monkeypatch.delenv("DOCBUNDLE_KEYS", raising=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``semantic`` marker (``--strict-markers`` refuses unknown ones)."""
+    config.addinivalue_line(
+        "markers", "semantic: builds embed their chunks (the semantic extra); every other test builds without"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _embedding_only_when_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds embed nothing (DOCBUNDLE_EMBED=0, in this process and its subprocesses) unless the test is
+    marked ``semantic``: with the semantic extra installed every build would embed, at about a second
+    per chunk on two busy cores. A semantic test embeds a few short pages with the real model."""
+    embed = request.node.get_closest_marker("semantic") is not None
+    monkeypatch.setenv("DOCBUNDLE_EMBED", "1" if embed else "0")
 
 
 @pytest.fixture

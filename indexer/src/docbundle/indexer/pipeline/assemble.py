@@ -29,6 +29,7 @@ from docbundle.bundle.manifest import (
     Manifest,
     SourceDocument,
     SourceInfo,
+    VectorsInfo,
 )
 from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord
@@ -185,11 +186,13 @@ def assemble(
     return out
 
 
-def input_hash(target: Target, kind: str, pages: list[CrawledPage]) -> str:
+def input_hash(target: Target, kind: str, pages: list[CrawledPage], vectors_key: str | None = None) -> str:
     """sha256 of everything a build's output depends on, computed before any parsing.
 
     Equal to the current bundle's ``build.input_hash`` ⇒ nothing can have changed, and the build
     stops without parsing a page (a warm nightly run of an unchanged site is then only the crawl).
+    ``vectors_key`` is the embedder's key when the bundle has vectors (``semantic.py``): a bundle built
+    without vectors, or with another model, is not "unchanged" for a build that embeds.
     """
     lib = target.library
     h = hashlib.sha256()
@@ -209,6 +212,7 @@ def input_hash(target: Target, kind: str, pages: list[CrawledPage]) -> str:
                 CONVERTER_ID,
                 # Only when set, so the input hash of every library without one stays as it was.
                 *([["site_url", lib.site_url]] if lib.site_url else []),
+                *([["vectors", vectors_key]] if vectors_key else []),
             ]
         )
     )
@@ -238,6 +242,7 @@ def make_manifest(
     chash: str,
     ihash: str,
     asm: Assembled,
+    vectors: VectorsInfo | None = None,
 ) -> Manifest:
     """The new bundle's manifest (its file list is filled in by ``write.finish_manifest``)."""
     lib, res = target.library, src.result
@@ -276,6 +281,7 @@ def make_manifest(
         ),
         documents=asm.sources,
         files=[],
+        vectors=vectors,
     )
 
 

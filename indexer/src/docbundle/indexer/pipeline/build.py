@@ -13,8 +13,14 @@ the ``Outcome``, and runs the phases in order under the version lock:
 2. the input hash: equal to the current bundle's, nothing can have changed and the build stops;
 3. the pages prepared in worker processes (``prepare.py``, where HTML is converted to markdown) and
    assembled into documents and index chunks (``assemble.py``), and the content hash: equal to the
-   current bundle's, nothing is written;
-4. the bundle written and published (``write.py``), old builds pruned.
+   current bundle's (and the current bundle has the vectors this build would give it), nothing is
+   written;
+4. the chunks embedded when the build embeds (``semantic.py``: the vectors of unchanged passages are
+   copied from the current bundle, only the others embedded);
+5. the bundle written and published (``write.py``), old builds pruned.
+
+Whether a build embeds is decided before the crawl (``semantic.plan_vectors``), so a model that cannot
+load fails the library before any page is fetched.
 
 Links to one page under several URL styles (``x``, ``x.html``, ``x/``, ``x/index.html``, with or without
 ``#fragment``) are fetched and indexed once (``addresses.page_key``), and so are two links that land on
@@ -37,7 +43,7 @@ from docbundle.bundle import layout
 from docbundle.bundle.contenthash import content_hash
 from docbundle.bundle.errors import VersionLockedError
 from docbundle.bundle.layout import make_build_id, version_dir
-from docbundle.bundle.manifest import Manifest, obtained_mix
+from docbundle.bundle.manifest import Manifest, VectorsInfo, obtained_mix
 from docbundle.bundle.store import write_store
 
 from ..config import Target
@@ -63,6 +69,7 @@ from .llmstxt import LlmsLink, LlmsTxt
 from .prepare import FAILURE_KIND, PageJob, Prepared, prepare_all
 from .progress import Progress, ProgressFactory, QuietProgress
 from .scope import CrawlScope
+from .semantic import VectorPlan, build_hash, embedding_requested, make_vectors, plan_vectors
 from .session import CrawlSession
 from .source import Source, fetch_source
 
@@ -101,6 +108,10 @@ class Outcome(msgspec.Struct, kw_only=True):
     pruned: list[str] = []
     crawl_seconds: float = 0.0
     build_seconds: float = 0.0
+    embedded: int = 0  # chunks embedded by this build (semantic vectors)
+    reused: int = 0  # chunks whose vector was copied from the previous bundle
+    embed_seconds: float = 0.0  # reuse and embedding, within build_seconds
+    vectors_note: str = ""  # why the bundle has no vectors ("" when it has them)
 
 
 def build_target(
@@ -109,9 +120,12 @@ def build_target(
     *,
     cache: CrawlCache | None = None,
     progress: ProgressFactory | None = None,
+    embed: bool | None = None,
 ) -> Outcome:
-    """Build one library version into ``out_dir``; never raises for a library-level failure."""
-    return BuildRun(target, out_dir, cache=cache, progress=progress).run()
+    """Build one library version into ``out_dir``; never raises for a library-level failure.
+
+    ``embed=False`` builds without embedding (``--no-embed``); None follows ``DOCBUNDLE_EMBED``."""
+    return BuildRun(target, out_dir, cache=cache, progress=progress, embed=embed).run()
 
 
 class BuildRun:
@@ -124,8 +138,10 @@ class BuildRun:
         *,
         cache: CrawlCache | None = None,
         progress: ProgressFactory | None = None,
+        embed: bool | None = None,
     ) -> None:
         lib, version = target.library, target.version
+        self.embed = embed
         self.target = target
         self.cache = cache
         self.progress = progress
@@ -175,6 +191,7 @@ class BuildRun:
     def _build_locked(self) -> None:
         """Under the version lock: crawl, and publish a bundle unless nothing changed."""
         target, outcome = self.target, self.outcome
+        plan = plan_vectors(target.library.semantic, embedding_requested(self.embed))
         t0 = time.perf_counter()
         started = now()
         src, pages = asyncio.run(self._crawl())
@@ -182,15 +199,17 @@ class BuildRun:
 
         t1 = time.perf_counter()
         kind = "directory" if src.result is None and not is_url(target.source) else src.llms.kind
-        ihash = input_hash(target, kind, pages)
+        ihash = input_hash(target, kind, pages, plan.key)
         current = write.current_manifest(self.vdir)
-        if current is not None and current.build.input_hash == ihash:
-            self._unchanged(current, t1)
+        if current is not None and current.build.input_hash in {
+            input_hash(target, kind, pages, key) for key in plan.input_keys(current)
+        }:
+            self._unchanged(current, t1, plan)
             return
-        built = self._write_bundle(src, pages, kind, ihash, current, started)
+        built = self._write_bundle(src, pages, kind, ihash, current, started, plan)
         if built is None:
             assert current is not None
-            self._unchanged(current, t1)
+            self._unchanged(current, t1, plan)
             return
         build_id, final, asm = built
         outcome.status = "built"
@@ -202,6 +221,8 @@ class BuildRun:
             f"built {build_id}: {len(asm.docs)} documents ({describe_mix(outcome.obtained)}), "
             f"{asm.chunks} chunks"
         )
+        if not outcome.vectors_note:
+            outcome.message += f" ({outcome.embedded} embedded, {outcome.reused} reused)"
         if outcome.pages_followed:
             outcome.message += f", {outcome.pages_followed} page(s) followed"
         if outcome.pages_failed:
@@ -317,9 +338,11 @@ class BuildRun:
         ihash: str,
         current: Manifest | None,
         started: datetime,
+        plan: VectorPlan,
     ) -> tuple[str, Path, Assembled] | None:
         """Index, store and publish the pages as a new bundle: its buildId, folder and contents, or None
-        (nothing written) when its content hash equals the current bundle's."""
+        (nothing written) when its content hash equals the current bundle's and the current bundle has
+        the vectors ``plan`` wants."""
         target, outcome = self.target, self.outcome
         ids = page_ids(pages, src.base_url)
         jobs = make_jobs(pages, ids, target, src.result is None, src.base_url)
@@ -331,10 +354,11 @@ class BuildRun:
                 asm = self._assemble(pages, ids, jobs, src.base_url, index)
                 chash = outcome.content_hash
                 assert chash is not None
-                if current is not None and current.build.content_hash == chash:
+                if current is not None and current.build.content_hash == chash and plan.keeps(current):
                     index.cancel()
                     shutil.rmtree(tmp)
                     return None
+                vectors = self._vectors(tmp, asm, current, plan)
             except BaseException:
                 index.cancel()
                 raise
@@ -345,11 +369,11 @@ class BuildRun:
                     index.cancel()
                     raise
                 bar.advance(note="search index")
-                build_id = make_build_id(build_id_date, chash)
+                build_id = make_build_id(build_id_date, build_hash(chash, plan.key))
                 (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
                 write_store(tmp, asm.docs)
                 bar.advance(note="document store")
-                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm)
+                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
                 write.finish_manifest(tmp, manifest)
                 bar.advance(note="manifest, files hashed")
                 final, _ = layout.publish(self.vdir, tmp, build_id)
@@ -385,9 +409,31 @@ class BuildRun:
         outcome.chunks = asm.chunks
         return asm
 
-    def _unchanged(self, current: Manifest, t1: float) -> None:
+    def _vectors(
+        self, tmp: Path, asm: Assembled, current: Manifest | None, plan: VectorPlan
+    ) -> VectorsInfo | None:
+        """Write ``vectors.bin`` into ``tmp`` when the build embeds (reusing the current bundle's rows)."""
+        outcome = self.outcome
+        if plan.embedder is None:
+            outcome.vectors_note = plan.reason
+            return None
+        previous = self.vdir / current.build.build_id if current is not None else None
+        made = make_vectors(
+            tmp,
+            asm.docs,
+            plan.embedder,
+            previous,
+            lambda total, verb: self._display(total, self.label, verb=verb, unit="chunks"),
+        )
+        outcome.embedded, outcome.reused = made.info.embedded, made.info.reused
+        outcome.embed_seconds = made.seconds
+        return made.info
+
+    def _unchanged(self, current: Manifest, t1: float, plan: VectorPlan) -> None:
         """Record that the current bundle is kept: nothing changed since it was built."""
         outcome = self.outcome
+        if current.vectors is None:
+            outcome.vectors_note = plan.reason or "built without vectors"
         outcome.obtained = obtained_mix(current.documents)
         outcome.status = "unchanged"
         outcome.build_id = current.build.build_id

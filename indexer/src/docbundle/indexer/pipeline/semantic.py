@@ -1,0 +1,361 @@
+"""A build's semantic vectors: whether it embeds, which vectors it reuses, and the writing of ``vectors.bin``.
+
+Whether a build embeds (``plan_vectors``):
+
+- ``embed``: the ``semantic`` extra is installed (the embedder loads), the library does not opt out
+  (``semantic = false``) and the operator did not switch embedding off for the run (``--no-embed`` or
+  ``DOCBUNDLE_EMBED=0``). The bundle gets ``vectors.bin``.
+- ``off``: the library opts out. The bundle has no vectors; a current bundle that has some is rebuilt
+  without them.
+- ``skip``: the run does not embed (the extra is missing, or embedding was switched off for the run).
+  New content is built without vectors; a current bundle whose content is unchanged is kept as it is,
+  with its vectors if it has them.
+
+A model that does not load although the extra is installed fails the build of the library with a clear
+message (``BuildError``), its previous bundle untouched; a missing extra is not an error.
+
+Reuse (``make_vectors``): the previous bundle of the library version (the one ``CURRENT`` names) is the
+cache. Its manifest must name the same embedder (``key``), and its ``vectors.bin`` and document store
+are checked against the sizes and sha256 its manifest lists, through the descriptors that are then read.
+A chunk whose ``text_key`` (embedder identity + passage text) equals one of its rows gets that row's
+stored bytes (int8 values and scale, not recomputed); only the other chunks are embedded. A chunk whose
+title, heading path and text are unchanged has an unchanged passage text, so those are matched first
+without counting tokens; the passage texts of the rest, on both sides, are then cut and compared.
+
+Row ``i`` of ``vectors.bin`` is index document ``i``: the chunks of ``docs`` record by record, in order,
+as ``assemble.assemble`` numbers them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from docbundle.bundle.embed import (
+    Embedder,
+    EmbedderUnavailableError,
+    load_embedder,
+    passage_text,
+    text_key,
+)
+from docbundle.bundle.errors import BundleError
+from docbundle.bundle.manifest import EmbedderInfo, Manifest, VectorsInfo
+from docbundle.bundle.reader import read_manifest
+from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, DocRecord, DocStore
+from docbundle.bundle.vectors import VECTORS_FILE, Quantized, VectorFile, encode_quantized, quantize
+
+from ..errors import BuildError
+from .progress import Progress, QuietProgress
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+log = logging.getLogger(__name__)
+
+#: The operator's switch for one run: ``0`` (or ``false``, ``no``, ``off``) builds without embedding.
+ENV_EMBED = "DOCBUNDLE_EMBED"
+_OFF = {"0", "false", "no", "off"}
+
+Mode = Literal["embed", "off", "skip"]
+#: Opens the display of one step: (units of work, verb) -> a progress display, closed when the step ends.
+Display = Callable[[int, str], contextlib.AbstractContextManager[Progress]]
+
+
+@dataclass(frozen=True)
+class VectorPlan:
+    """What a build does about vectors, and why (``reason`` is empty when it embeds)."""
+
+    mode: Mode
+    embedder: Embedder | None = None
+    reason: str = ""
+
+    @property
+    def key(self) -> str | None:
+        """The embedder's key when the build embeds, else None."""
+        return self.embedder.identity.key() if self.embedder is not None else None
+
+    def keeps(self, current: Manifest) -> bool:
+        """Whether ``current`` (same content) already has the vectors this plan wants."""
+        have = current.vectors.embedder.key if current.vectors is not None else None
+        return self.mode == "skip" or have == self.key
+
+    def input_keys(self, current: Manifest | None) -> list[str | None]:
+        """The vector keys an unchanged input may have been built with (``assemble.input_hash``)."""
+        if self.mode != "skip":
+            return [self.key]
+        have = current.vectors.embedder.key if current is not None and current.vectors is not None else None
+        return [have] if have is not None else [None]
+
+
+def embedding_requested(flag: bool | None = None) -> bool:
+    """The operator's choice for this run: ``flag`` when given (``--no-embed``), else ``DOCBUNDLE_EMBED``."""
+    if flag is not None:
+        return flag
+    return os.environ.get(ENV_EMBED, "1").strip().lower() not in _OFF
+
+
+def plan_vectors(library_semantic: bool, requested: bool) -> VectorPlan:
+    """Decide whether this build embeds; ``BuildError`` when the extra is installed but its model fails."""
+    if not library_semantic:
+        return VectorPlan("off", reason="the library opts out (semantic = false)")
+    if not requested:
+        return VectorPlan("skip", reason=f"embedding switched off for this run (--no-embed or {ENV_EMBED}=0)")
+    embedder, error = _embedder()
+    if embedder is not None:
+        return VectorPlan("embed", embedder)
+    if error is None:
+        return VectorPlan("skip", reason="the semantic extra is not installed")
+    raise BuildError(
+        f"the semantic extra is installed but its model did not load ({error}); repair the installation, "
+        f"or build without vectors with --no-embed or {ENV_EMBED}=0"
+    )
+
+
+@functools.cache
+def _embedder() -> tuple[Embedder | None, str | None]:
+    """The embedder, loaded once per process on every core (or None, and why: None when the extra is
+    missing, the error when it is installed and fails)."""
+    try:
+        threads = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        threads = os.cpu_count() or 1
+    try:
+        embedder = load_embedder(threads=threads)
+        embedder.identity.key()  # hashes the weights now, not in the middle of the first build
+    except EmbedderUnavailableError as exc:
+        if isinstance(exc.__cause__, ImportError):
+            log.info("no vectors: %s", exc)
+            return None, None
+        return None, str(exc)
+    except OSError as exc:  # the weights file cannot be read for its hash
+        return None, f"the model's weights cannot be read: {exc}"
+    return embedder, None
+
+
+def build_hash(content_hash: str, vectors_key: str | None) -> str:
+    """What a buildId's hex part is cut from: the content hash for a keyword-only bundle; with vectors,
+    sha256 of the content hash and the embedder key, so adding vectors or changing the model gives a
+    new buildId even on the same day (the content hash itself stays a function of the documents)."""
+    if vectors_key is None:
+        return content_hash
+    return hashlib.sha256(f"docbundle-vectors/1\0{content_hash}\0{vectors_key}".encode()).hexdigest()
+
+
+def raw_key(embedder_key: str, title: str, heading_path: list[str], text: str) -> str:
+    """sha256 of what ``passage_text`` is made from: equal raw keys give equal passage texts."""
+    h = hashlib.sha256(embedder_key.encode("ascii"))
+    for part in (title, "\x1f".join(heading_path), text):
+        h.update(b"\0")
+        h.update(part.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _chunks(docs: list[DocRecord]) -> Iterator[tuple[str, list[str], str]]:
+    """(title, heading path, text) of every chunk, in index document order."""
+    for doc in docs:
+        for chunk in doc.chunks:
+            yield doc.title, chunk.heading_path, chunk.text
+
+
+# -- the previous bundle, checked --------------------------------------------------------------------
+
+
+class _Previous:
+    """The previous bundle's store and vectors, opened through descriptors whose bytes were checked."""
+
+    def __init__(self, bundle: Path, manifest: Manifest) -> None:
+        listed = {f.path: f for f in manifest.files}
+        self.fds: dict[str, int] = {}
+        self.store: DocStore | None = None
+        self.vectors: VectorFile | None = None
+        try:
+            for rel in (DOCS_BIN, DOCS_IDX, VECTORS_FILE):
+                entry = listed.get(rel)
+                if entry is None:
+                    raise BuildError(f"{rel} is not listed in its manifest")
+                fd = os.open(bundle / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                self.fds[rel] = fd
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size != entry.size:
+                    raise BuildError(f"{rel} is not the {entry.size}-byte regular file its manifest lists")
+                if _sha256_fd(fd) != entry.sha256:
+                    raise BuildError(f"{rel} does not match its sha256 in the manifest")
+            idx = os.pread(self.fds[DOCS_IDX], listed[DOCS_IDX].size, 0)
+            self.store = DocStore.from_held(self.fds[DOCS_BIN], idx)
+            self.vectors = VectorFile.from_held(self.fds[VECTORS_FILE])
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release the maps and the descriptors (idempotent)."""
+        if self.vectors is not None:
+            self.vectors.close()
+            self.vectors = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        fds, self.fds = self.fds, {}
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _sha256_fd(fd: int) -> str:
+    digest = hashlib.sha256()
+    offset = 0
+    while block := os.pread(fd, 1 << 20, offset):
+        digest.update(block)
+        offset += len(block)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _previous(bundle: Path | None, key: str) -> Iterator[_Previous | None]:
+    """The previous bundle opened for reuse, or None (none, other embedder, or failing its checks)."""
+    if bundle is None:
+        yield None
+        return
+    try:
+        manifest = read_manifest(bundle)
+        if manifest.vectors is None or manifest.vectors.embedder.key != key:
+            yield None
+            return
+        prev = _Previous(bundle, manifest)
+        assert prev.vectors is not None
+        prev.vectors.check(manifest.counts.chunks, key)
+    except (BundleError, BuildError, OSError, ValueError) as exc:
+        log.warning("not reusing the vectors of %s: %s", bundle.name, exc)
+        yield None
+        return
+    try:
+        yield prev
+    finally:
+        prev.close()
+
+
+# -- the vectors of a new bundle ---------------------------------------------------------------------
+
+
+@dataclass
+class Vectors:
+    """The vectors a build wrote: the manifest entry, and how long embedding took."""
+
+    info: VectorsInfo
+    seconds: float
+
+
+def _match(
+    docs: list[DocRecord], embedder: Embedder, prev: _Previous | None, display: Display
+) -> tuple[list[int], list[str], list[int | None]]:
+    """For each new chunk, the previous row holding its vector (or None), and the passage texts to embed
+    with their chunk numbers."""
+    key = embedder.identity.key()
+    count = embedder.token_count
+    chunks = list(_chunks(docs))
+    source: list[int | None] = [None] * len(chunks)
+    old_raw: dict[str, int] = {}
+    old_chunks: list[tuple[str, list[str], str]] = []
+    if prev is not None:
+        assert prev.store is not None
+        old_chunks = [(d.title, c.heading_path, c.text) for d in prev.store for c in d.chunks]
+        for row, (t, h, x) in enumerate(old_chunks):
+            old_raw.setdefault(raw_key(key, t, h, x), row)
+    used: set[int] = set()
+    for i, (t, h, x) in enumerate(chunks):
+        hit = old_raw.get(raw_key(key, t, h, x))
+        if hit is not None:
+            source[i] = hit
+            used.add(hit)
+    rest = [i for i, hit in enumerate(source) if hit is None]
+    spare = [row for row in range(len(old_chunks)) if row not in used] if rest else []
+    passages: dict[int, str] = {}
+    old_text: dict[str, int] = {}
+    with display(len(rest) + len(spare), "cut") if rest else contextlib.nullcontext(QuietProgress()) as bar:
+        for row in spare:
+            old_text.setdefault(text_key(embedder.identity, passage_text(*old_chunks[row], count)), row)
+            bar.advance()
+        for i in rest:
+            passages[i] = passage_text(*chunks[i], count)
+            source[i] = old_text.get(text_key(embedder.identity, passages[i]))
+            bar.advance()
+    todo = [i for i in rest if source[i] is None]
+    return todo, [passages[i] for i in todo], source
+
+
+def make_vectors(
+    directory: Path,
+    docs: list[DocRecord],
+    embedder: Embedder,
+    previous: Path | None,
+    display: Display,
+) -> Vectors:
+    """Write ``vectors.bin`` into ``directory`` for ``docs``, reusing what ``previous`` holds."""
+    import numpy as np
+
+    identity = embedder.identity
+    key = identity.key()
+    t0 = time.perf_counter()
+    with _previous(previous, key) as prev:
+        todo, texts, source = _match(docs, embedder, prev, display)
+        rows = len(source)
+        dims = identity.dimensions
+        values = np.zeros((rows, dims), dtype=np.int8)
+        scales = np.zeros(rows, dtype=np.float32)
+        reuse = [(i, row) for i, row in enumerate(source) if row is not None]
+        if reuse and prev is not None and prev.vectors is not None:
+            copied = prev.vectors.stored([row for _, row in reuse])
+            at = np.array([i for i, _ in reuse], dtype=np.int64)
+            values[at] = copied.values
+            assert copied.scales is not None
+            scales[at] = copied.scales
+    if texts:
+        with display(len(texts), "embedded") as bar:
+            done = [0]
+
+            def step(n: int) -> None:
+                bar.advance(n - done[0])
+                done[0] = n
+
+            fresh = embedder.passages(texts, progress=step)
+        _store(values, scales, np.array(todo, dtype=np.int64), fresh)
+    (directory / VECTORS_FILE).write_bytes(encode_quantized(Quantized(values, scales), key))
+    info = VectorsInfo(
+        path=VECTORS_FILE,
+        dtype="int8",
+        rows=rows,
+        dims=dims,
+        embedder=EmbedderInfo(
+            backend=identity.backend,
+            model=identity.model,
+            version=identity.version,
+            dimensions=identity.dimensions,
+            weights_sha256=identity.weights_sha256,
+            key=key,
+        ),
+        embedded=len(texts),
+        reused=len(reuse),
+    )
+    return Vectors(info, round(time.perf_counter() - t0, 3))
+
+
+def _store(
+    values: npt.NDArray[np.int8],
+    scales: npt.NDArray[np.float32],
+    at: npt.NDArray[np.int64],
+    fresh: npt.NDArray[np.float32],
+) -> None:
+    """Quantize freshly embedded rows into ``values``/``scales`` at rows ``at`` (as the file stores them)."""
+    q = quantize(fresh, "int8")
+    assert q.scales is not None
+    values[at] = q.values
+    scales[at] = q.scales

