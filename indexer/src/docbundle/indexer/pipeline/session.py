@@ -53,8 +53,7 @@ from docbundle.indexer.pipeline.scope import CrawlScope, GuardedTransport
 
 __all__ = ["CrawlSession", "parse_retry_after"]
 
-# Logged under the crawl's name, as before the crawler had a module of its own.
-log = logging.getLogger("docbundle.indexer.pipeline.crawl")
+log = logging.getLogger(__name__)
 
 # httpcore runs `import sniffio` on every request to detect the async library. Recent anyio no
 # longer installs sniffio, and then every one of those imports fails only after rescanning sys.path,
