@@ -3,6 +3,7 @@ each was built (``build_target``, in this process)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from docbundle.indexer.config import load_config
@@ -15,6 +16,26 @@ def write_site(site: Path, pages: dict[str, str], llms: str) -> None:
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(text, encoding="utf-8")
     (site / "llms.txt").write_text(llms, encoding="utf-8")
+
+
+def write_sized_site(
+    root: Path, head: list[str], min_bytes: float, page: Callable[[int], tuple[str, str, str]]
+) -> Path:
+    """A local site ``root/site`` of pages ``page(i)`` for i = 0, 1, ... until their text passes
+    ``min_bytes``: each gives (file name under ``pages/``, its text, its llms.txt line); ``head``
+    opens the llms.txt."""
+    site = root / "site"
+    (site / "pages").mkdir(parents=True)
+    lines = list(head)
+    size = i = 0
+    while size <= min_bytes:
+        name, text, link = page(i)
+        (site / "pages" / name).write_text(text, encoding="utf-8")
+        lines.append(link)
+        size += len(text.encode())
+        i += 1
+    (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return site
 
 
 def build_config(config: Path, out: Path, text: str | None = None) -> list[Outcome]:
