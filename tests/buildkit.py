@@ -1,8 +1,10 @@
 """Build libraries for real in a test: write the config, build every library version it lists, and insist
-each was built (``build_target``, in this process)."""
+each was built (``build_target``, in this process); and write the golden query files that check them."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,3 +60,32 @@ def build_bundle(config: Path, out: Path, text: str | None = None) -> Path:
     (outcome,) = build_config(config, out, text)
     assert outcome.bundle is not None
     return Path(outcome.bundle)
+
+
+def golden_query(id: str, text: str, answer: str, **more: object) -> dict[str, object]:
+    """One ``[[query]]`` of a golden file: ``answer`` is the page graded 2; ``more`` adds keys (labels,
+    ``expect``)."""
+    return {"id": id, "text": text, **more, "relevant": {answer: 2}}
+
+
+def golden_toml(
+    queries: list[dict[str, object]], *, library: str | None = None, expect: dict[str, object] | None = None
+) -> str:
+    """A golden query file: ``library``, the file-wide ``[expect]``, then one ``[[query]]`` per mapping."""
+    lines = [f"library = {_toml(library)}"] if library is not None else []
+    if expect:
+        lines += ["", "[expect]", *(f"{key} = {_toml(value)}" for key, value in expect.items())]
+    for query in queries:
+        lines += ["", "[[query]]", *(f"{key} = {_toml(value)}" for key, value in query.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value: object) -> str:
+    """``value`` (a string, a number or a mapping of them) as a TOML value; mappings inline."""
+    if isinstance(value, dict):
+        pairs = (
+            f"{k if re.fullmatch(r'[A-Za-z0-9_-]+', k) else json.dumps(k)} = {_toml(v)}"
+            for k, v in value.items()
+        )
+        return "{ " + ", ".join(pairs) + " }"
+    return json.dumps(value)
