@@ -262,24 +262,14 @@ def make_markdownify() -> Convert:
 def make_trafilatura() -> Convert:
     import trafilatura
 
+    # The same extraction twice: once for the title (metadata), once for the markdown.
+    keep = {"include_formatting": True, "include_tables": True, "include_links": True}
+
     def convert(html: bytes) -> tuple[str | None, str]:
-        doc = trafilatura.bare_extraction(
-            html,
-            output_format="python",
-            include_formatting=True,
-            include_tables=True,
-            include_links=True,
-            with_metadata=True,
-        )
+        doc = trafilatura.bare_extraction(html, output_format="python", with_metadata=True, **keep)
         if doc is None:
             return "", ""
-        text = trafilatura.extract(
-            html,
-            output_format="markdown",
-            include_formatting=True,
-            include_tables=True,
-            include_links=True,
-        )
+        text = trafilatura.extract(html, output_format="markdown", **keep)
         title = getattr(doc, "title", None) or ""
         return norm_title(title), text or ""
 

@@ -58,6 +58,7 @@ from html_candidates import (
     score_outputs,
     split_output,
 )
+from process import stop
 
 QUERIES = Path(__file__).resolve().parent / "queries"
 K = 10
@@ -243,12 +244,7 @@ def run_corpus(corpora: Path, name: str, work: Path, worst: int = 0) -> None:
         )
         wall = time.perf_counter() - t0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 10)
     print(f"  llms.txt links {len(linked)} distinct pages ({len(dangling)} links name no page on disk)")
     try:
         report: dict[str, Any] = json.loads(done.stdout)

@@ -44,6 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import anyio
+from process import stop
 from quality import bundle_path, default_corpora, ensure_bundles
 from serve_bench import HAND_WRITTEN, _pct, make_queries
 
@@ -253,12 +254,7 @@ def main() -> int:
             tally, samples = anyio.run(run_load, plan, keys, proc.pid, args.sample_every)
             wall = plan.t_end - plan.t_start
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+            stop(proc, 20)
         access = [
             line for line in log.read_text(errors="replace").splitlines() if '"event":"request"' in line
         ]

@@ -42,6 +42,10 @@ import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from docbundle.bundle.store import DocStore
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES_DIR = Path(__file__).resolve().parent / "queries"
@@ -246,6 +250,18 @@ def _distinct(doc_ids: Iterable[str], k: int = K) -> list[str]:
     return out
 
 
+def _doc_ids(store: DocStore) -> Callable[[int], str]:
+    """A document's id from its number in ``store``, each looked up once."""
+    names: dict[int, str] = {}
+
+    def doc_id(n: int) -> str:
+        if n not in names:
+            names[n] = store.get(n).id
+        return names[n]
+
+    return doc_id
+
+
 def ours(bundle_dir: Path, per_doc: int, mode: str = "balanced") -> tuple[Ranker, Callable[[], None]]:
     """A ranker over the server's ``BundleSearcher``."""
     from docbundle.bundle.reader import open_bundle
@@ -253,13 +269,7 @@ def ours(bundle_dir: Path, per_doc: int, mode: str = "balanced") -> tuple[Ranker
 
     bundle = open_bundle(bundle_dir, use_mmap=False)
     searcher = BundleSearcher(bundle)
-    store = bundle.store
-    names: dict[int, str] = {}
-
-    def doc_id(n: int) -> str:
-        if n not in names:
-            names[n] = store.get(n).id
-        return names[n]
+    doc_id = _doc_ids(bundle.store)
 
     def rank(text: str) -> list[str]:
         outcome = searcher.search(text, limit=K, per_doc=per_doc, mode=mode)  # type: ignore[arg-type]
@@ -280,13 +290,7 @@ def plain(bundle_dir: Path) -> tuple[Ranker, Callable[[], None]]:
     parser = MultifieldParser(["title", "headings", "body", "code"], schema, group=OrGroup)
     # `code` has no positions, so a quoted phrase cannot run on it: phrases fall back to the others.
     no_code = MultifieldParser(["title", "headings", "body"], schema, group=OrGroup)
-    store = bundle.store
-    names: dict[int, str] = {}
-
-    def doc_id(n: int) -> str:
-        if n not in names:
-            names[n] = store.get(n).id
-        return names[n]
+    doc_id = _doc_ids(bundle.store)
 
     def rank(text: str) -> list[str]:
         with searching(bundle.index) as s:

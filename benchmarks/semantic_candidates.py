@@ -43,6 +43,7 @@ It prints figures and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -228,6 +229,18 @@ def dev_questions() -> list[str]:
 # speed (one candidate, one thread count, in this process)
 
 
+def _time_queries(out: dict[str, Any], calls: list[Callable[[], object]]) -> None:
+    """Time each call; record the median and 95th percentile in ms as ``out["query_ms_*"]``."""
+    lat = []
+    for call in calls:
+        t0 = time.perf_counter()
+        call()
+        lat.append(1000 * (time.perf_counter() - t0))
+    lat.sort()
+    out["query_ms_median"] = statistics.median(lat)
+    out["query_ms_p95"] = lat[int(0.95 * (len(lat) - 1))]
+
+
 def speed_one(name: str, threads: int, bundles: Path, count: int) -> dict[str, Any]:
     import importlib
 
@@ -247,28 +260,14 @@ def speed_one(name: str, threads: int, bundles: Path, count: int) -> dict[str, A
         t0 = time.perf_counter()
         enc.query(questions[0])
         out["first_query_ms"] = 1000 * (time.perf_counter() - t0)
-        lat = []
-        for q in questions:
-            t0 = time.perf_counter()
-            enc.query(q)
-            lat.append(1000 * (time.perf_counter() - t0))
-        lat.sort()
-        out["query_ms_median"] = statistics.median(lat)
-        out["query_ms_p95"] = lat[int(0.95 * (len(lat) - 1))]
+        _time_queries(out, [functools.partial(enc.query, q) for q in questions])
     else:
         assert isinstance(enc, MiniLMOnnx)
         t0 = time.perf_counter()
         enc.run(enc.ids(1, 16))
         out["first_query_ms"] = 1000 * (time.perf_counter() - t0)
-        lat = []
-        for _ in range(50):
-            ids = enc.ids(1, 16)  # a short question: ~16 WordPiece tokens
-            t0 = time.perf_counter()
-            enc.run(ids)
-            lat.append(1000 * (time.perf_counter() - t0))
-        lat.sort()
-        out["query_ms_median"] = statistics.median(lat)
-        out["query_ms_p95"] = lat[int(0.95 * (len(lat) - 1))]
+        # a short question: ~16 WordPiece tokens
+        _time_queries(out, [functools.partial(enc.run, enc.ids(1, 16)) for _ in range(50)])
     sources = long_texts(bundles, count) if enc.can_rank else []
     for length in (256, 512):
         if enc.can_rank:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 
@@ -32,23 +33,8 @@ def run_module(
     )
 
 
-def index_cli(
-    *args: str,
-    timeout: float = 120,
-    env: dict[str, str] | None = None,
-    cwd: Path | None = None,
-    stdin: int | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """``docbundle-index ARGS`` in a fresh process (``python -m docbundle.indexer.cli``), output captured."""
-    return run_module("docbundle.indexer.cli", *args, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
+#: ``docbundle-index ARGS`` in a fresh process (``python -m docbundle.indexer.cli``), output captured.
+index_cli = partial(run_module, "docbundle.indexer.cli")
 
-
-def server_cli(
-    *args: str,
-    timeout: float = 120,
-    env: dict[str, str] | None = None,
-    cwd: Path | None = None,
-    stdin: int | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """``docbundle ARGS`` in a fresh process (``python -m docbundle.server``), output captured."""
-    return run_module("docbundle.server", *args, timeout=timeout, env=env, cwd=cwd, stdin=stdin)
+#: ``docbundle ARGS`` in a fresh process (``python -m docbundle.server``), output captured.
+server_cli = partial(run_module, "docbundle.server")

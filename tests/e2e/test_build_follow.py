@@ -7,11 +7,12 @@ crawl report and the requests the server saw.
 
 from __future__ import annotations
 
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
+import pytest
+from clikit import index_cli
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.pipeline.follow import FOLLOWED_SECTION, html_links, markdown_links, origin
 from docsite import Build, write_config
@@ -61,6 +62,15 @@ def _site(site: Site, other: Site) -> None:
     site.add("/docs/llms.txt", "# Demo\n\n## Docs\n\n- [Start](start.html)\n", content_type="text/plain")
 
 
+@pytest.fixture
+def other(site: Site) -> Iterator[Site]:
+    """A second origin on 127.0.0.1, running, and ``site`` published (``_site``) with links to it."""
+    served = Site()
+    with run_site(served):
+        _site(site, served)
+        yield served
+
+
 FOLLOWED = ["/docs/a.html", "/docs/b/", "/docs/notes.md", "/docs/deep.html", "/docs/gamma.html"]
 NOT_FOLLOWED = [
     "/docs/deeper.html",
@@ -73,18 +83,15 @@ NOT_FOLLOWED = [
 
 
 def test_links_are_followed_to_the_depth_under_the_prefix_on_the_origin(
-    site: Site, tmp_path: Path, build: Build
+    site: Site, other: Site, tmp_path: Path, build: Build
 ) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        config = write_config(
-            tmp_path,
-            site.url("/docs/llms.txt"),
-            'allow_hosts = ["127.0.0.1"]\nfollow = { depth = 2, prefix = "/docs/", max_pages = 50 }',
-        )
-        o = build(config)
-        assert other.requests == []  # another origin is never followed, even when allowed
+    config = write_config(
+        tmp_path,
+        site.url("/docs/llms.txt"),
+        'allow_hosts = ["127.0.0.1"]\nfollow = { depth = 2, prefix = "/docs/", max_pages = 50 }',
+    )
+    o = build(config)
+    assert other.requests == []  # another origin is never followed, even when allowed
     assert o.status == "built", o.message
     assert o.pages_listed == 1 and o.pages_followed == 5 and o.pages_fetched == 6
     assert "5 page(s) followed" in o.message
@@ -102,14 +109,12 @@ def test_links_are_followed_to_the_depth_under_the_prefix_on_the_origin(
     assert all(d.chunks > 0 for d in m.documents)
 
 
+@pytest.mark.usefixtures("other")
 def test_max_pages_caps_the_followed_pages_in_sorted_order(site: Site, tmp_path: Path, build: Build) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        config = write_config(
-            tmp_path, site.url("/docs/llms.txt"), 'follow = { depth = 3, prefix = "/docs/", max_pages = 2 }'
-        )
-        o = build(config)
+    config = write_config(
+        tmp_path, site.url("/docs/llms.txt"), 'follow = { depth = 3, prefix = "/docs/", max_pages = 2 }'
+    )
+    o = build(config)
     assert o.status == "built", o.message
     assert o.pages_followed == 2
     assert site.hits("/docs/a.html") == site.hits("/docs/b/") == 1
@@ -117,11 +122,9 @@ def test_max_pages_caps_the_followed_pages_in_sorted_order(site: Site, tmp_path:
         assert site.hits(path) == 0, path
 
 
+@pytest.mark.usefixtures("other")
 def test_without_follow_nothing_is_followed(site: Site, tmp_path: Path, build: Build) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        o = build(write_config(tmp_path, site.url("/docs/llms.txt")))
+    o = build(write_config(tmp_path, site.url("/docs/llms.txt")))
     assert o.status == "built", o.message
     assert o.pages_followed == 0 and o.documents == 1
     # Exactly today's requests: the llms.txt, its page and the host's one twin probe.
@@ -132,37 +135,31 @@ def test_without_follow_nothing_is_followed(site: Site, tmp_path: Path, build: B
     ]
 
 
+@pytest.mark.usefixtures("other")
 def test_an_unreachable_robots_txt_allows_nothing_and_a_missing_one_everything(
     site: Site, tmp_path: Path, build: Build
 ) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        site.fault("/robots.txt", "status", code=503)
-        extra = 'follow = { depth = 1, prefix = "/docs/" }'
-        o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
-        assert o.status == "built", o.message
-        assert o.pages_followed == 0 and site.hits("/robots.txt") >= 1
-        assert site.hits("/docs/a.html") == 0
+    site.fault("/robots.txt", "status", code=503)
+    extra = 'follow = { depth = 1, prefix = "/docs/" }'
+    o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
+    assert o.status == "built", o.message
+    assert o.pages_followed == 0 and site.hits("/robots.txt") >= 1
+    assert site.hits("/docs/a.html") == 0
 
-        site.clear_fault("/robots.txt")
-        site.remove("/robots.txt")
-        o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
+    site.clear_fault("/robots.txt")
+    site.remove("/robots.txt")
+    o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
     assert o.status == "built", o.message
     # Depth 1: the entry page's links under /docs/ on this origin, secret/ included now.
     assert o.pages_followed == 4
     assert site.hits("/docs/secret/plan.html") == 1 and site.hits("/docs/deep.html") == 0
 
 
+@pytest.mark.usefixtures("other")
 def test_two_builds_of_one_site_give_the_same_bundle(site: Site, tmp_path: Path, build: Build) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        config = write_config(
-            tmp_path, site.url("/docs/llms.txt"), 'follow = { depth = 3, prefix = "/docs/" }'
-        )
-        first = build(config, out=tmp_path / "one", cache=False)
-        second = build(config, out=tmp_path / "two", cache=False)
+    config = write_config(tmp_path, site.url("/docs/llms.txt"), 'follow = { depth = 3, prefix = "/docs/" }')
+    first = build(config, out=tmp_path / "one", cache=False)
+    second = build(config, out=tmp_path / "two", cache=False)
     assert first.status == second.status == "built", (first.message, second.message)
     assert first.pages_followed == second.pages_followed == 6
     assert first.content_hash == second.content_hash
@@ -214,40 +211,25 @@ def test_origin_makes_the_default_port_explicit() -> None:
     assert origin("mailto:x@example.org") is None and origin("file:///etc/passwd") is None
 
 
+@pytest.mark.usefixtures("other")
 def test_the_summary_line_says_how_many_pages_were_followed(site: Site, tmp_path: Path) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        config = write_config(
-            tmp_path, site.url("/docs/llms.txt"), 'follow = { depth = 1, prefix = "/docs/" }'
-        )
-        r = subprocess.run(
-            [
-                *(sys.executable, "-m", "docbundle.indexer.cli", "build", "--config", str(config)),
-                *("--out", str(tmp_path / "out"), "--quiet", "--no-cache"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+    config = write_config(tmp_path, site.url("/docs/llms.txt"), 'follow = { depth = 1, prefix = "/docs/" }')
+    r = index_cli("build", "--config", str(config), "--out", str(tmp_path / "out"), "--quiet", "--no-cache")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "4 fetched, 3 followed, 0 not modified" in r.stdout
 
 
+@pytest.mark.usefixtures("other")
 def test_robots_rules_for_this_crawler_and_the_library_exclude_apply(
     site: Site, tmp_path: Path, build: Build
 ) -> None:
-    other = Site()
-    with run_site(other):
-        _site(site, other)
-        site.add(
-            "/robots.txt",
-            "User-agent: *\nDisallow:\n\nUser-agent: docbundle-indexer\nDisallow: /docs/b/\n",
-            content_type="text/plain; charset=utf-8",
-        )
-        extra = 'exclude = ["*/notes.md"]\nfollow = { depth = 1, prefix = "/docs/" }'
-        o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
+    site.add(
+        "/robots.txt",
+        "User-agent: *\nDisallow:\n\nUser-agent: docbundle-indexer\nDisallow: /docs/b/\n",
+        content_type="text/plain; charset=utf-8",
+    )
+    extra = 'exclude = ["*/notes.md"]\nfollow = { depth = 1, prefix = "/docs/" }'
+    o = build(write_config(tmp_path, site.url("/docs/llms.txt"), extra), cache=False)
     assert o.status == "built", o.message
     # The group naming this crawler wins over '*'; the library's exclude applies to followed links.
     assert site.hits("/docs/b/") == 0 and site.hits("/docs/notes.md") == 0

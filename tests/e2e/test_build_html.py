@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from buildkit import write_sized_site
 from clikit import index_cli
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.pipeline.build import page_key
@@ -169,22 +170,17 @@ def test_a_build_whose_pages_all_fail_exits_1_and_says_why(site: Site, tmp_path:
 
 def _local_html_site(root: Path) -> Path:
     """A local folder of HTML pages big enough (over 1 MB) that a build may use worker processes."""
-    site = root / "site"
-    (site / "pages").mkdir(parents=True)
-    lines = ["# Repro HTML\n", "> Reproducibility fixture, HTML pages.\n", "## Pages\n"]
-    size = i = 0
-    while size <= 1_200_000:
+
+    def page(i: int) -> tuple[str, str, str]:
         text = _page(
             f"Topic {i}",
             _section(f"Topic {i} explains setting number {i * 7}.", 12)
             + f'<p><a href="{i + 1}.html">next</a></p><table><tr><th>k</th><td>{i}</td></tr></table>',
         )
-        (site / "pages" / f"{i}.html").write_text(text, encoding="utf-8")
-        lines.append(f"- [Topic {i}](pages/{i}.html)")
-        size += len(text.encode())
-        i += 1
-    (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return site
+        return f"{i}.html", text, f"- [Topic {i}](pages/{i}.html)"
+
+    head = ["# Repro HTML\n", "> Reproducibility fixture, HTML pages.\n", "## Pages\n"]
+    return write_sized_site(root, head, 1_200_000, page)
 
 
 def test_an_html_site_built_twice_gives_byte_identical_bundles(tmp_path: Path) -> None:

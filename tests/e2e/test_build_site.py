@@ -8,6 +8,7 @@ from pathlib import Path
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import open_bundle, verify_bundle
 from docbundle.bundle.whooshio import searching
+from docbundle.indexer.pipeline.build import Outcome
 from docsite import TOPICS, Build, llms_txt, page_markdown, publish_site, write_config
 from sitesrv import Site
 
@@ -18,6 +19,13 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def _vdir(tmp_path: Path) -> Path:
     return tmp_path / "bundles" / "demo" / "latest"
+
+
+def _published_and_built(site: Site, tmp_path: Path, build: Build) -> tuple[list[str], Path, Outcome]:
+    """Publish the demo site and build it once: its page paths, the config and the first outcome."""
+    paths = publish_site(site)
+    config = write_config(tmp_path, site.url("/llms.txt"))
+    return paths, config, build(config)
 
 
 def test_full_crawl_builds_a_verified_bundle(site: Site, tmp_path: Path, build: Build) -> None:
@@ -54,9 +62,7 @@ def test_full_crawl_builds_a_verified_bundle(site: Site, tmp_path: Path, build: 
 def test_second_run_sends_conditional_requests_and_builds_nothing(
     site: Site, tmp_path: Path, build: Build
 ) -> None:
-    paths = publish_site(site)
-    config = write_config(tmp_path, site.url("/llms.txt"))
-    first = build(config)
+    paths, config, first = _published_and_built(site, tmp_path, build)
     before = _tree(_vdir(tmp_path))
     site.reset_log()
     second = build(config)
@@ -73,9 +79,7 @@ def test_second_run_sends_conditional_requests_and_builds_nothing(
 def test_one_changed_page_gives_a_new_bundle_and_keeps_the_old(
     site: Site, tmp_path: Path, build: Build
 ) -> None:
-    paths = publish_site(site)
-    config = write_config(tmp_path, site.url("/llms.txt"))
-    first = build(config)
+    paths, config, first = _published_and_built(site, tmp_path, build)
     slug, title, lead = TOPICS[0]
     site.add(paths[0], page_markdown(slug, title, lead, revision=1))
     site.reset_log()

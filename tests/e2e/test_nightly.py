@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from buildkit import golden_query, golden_toml
 from docbundle.bundle.layout import read_current
 from docbundle.indexer.cli import main as cli_main
 from docbundle.indexer.release.nightly import shards
@@ -14,20 +15,13 @@ PAGES = {
     "install.md": "# Installation\n\nInstall the package with pip and set the API key.\n",
     "webhooks.md": "# Webhooks\n\nEvery webhook event is signed with the signing secret.\n",
 }
-GOLDEN = """
-[expect]
-mrr10 = { value = 1.0, tolerance = 0.0, reason = "both queries name their page" }
-
-[[query]]
-id = "install"
-text = "install the package"
-relevant = { "install.md" = 2 }
-
-[[query]]
-id = "signing"
-text = "webhook signing secret"
-relevant = { "webhooks.md" = 2 }
-"""
+GOLDEN = golden_toml(
+    [
+        golden_query("install", "install the package", "install.md"),
+        golden_query("signing", "webhook signing secret", "webhooks.md"),
+    ],
+    expect={"mrr10": {"value": 1.0, "tolerance": 0.0, "reason": "both queries name their page"}},
+)
 
 
 def _site(root: Path, pages: dict[str, str]) -> None:

@@ -34,26 +34,27 @@ def test_smallest_entry_is_accepted(tmp_path: Path) -> None:
     assert t.keep == 3
 
 
-def test_unknown_key_names_library_and_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"library 'atmos': key 'llm_txt': unknown key"):
-        _load(tmp_path, '[[library]]\nid = "atmos"\nllm_txt = "x"\n')
-
-
-def test_unknown_nested_key_names_its_path(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"library 'atmos': key 'chunking.depth': unknown key"):
-        _load(tmp_path, '[[library]]\nid = "atmos"\nllms_txt = "x"\n[library.chunking]\ndepth = 2\n')
-
-
-def test_wrong_type_names_library_and_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"library 'atmos': key 'max_pages': Expected `int`"):
-        _load(tmp_path, '[[library]]\nid = "atmos"\nllms_txt = "x"\nmax_pages = "many"\n')
-
-
-def test_bad_crawl_option_names_the_crawl_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"library 'atmos': crawl.timeout"):
-        _load(tmp_path, '[[library]]\nid = "atmos"\nllms_txt = "x"\ncrawl = { timeout = "slow" }\n')
-    with pytest.raises(ConfigError, match=r"library 'atmos': crawl.speed"):
-        _load(tmp_path, '[[library]]\nid = "atmos"\nllms_txt = "x"\ncrawl = { speed = 3 }\n')
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param('llm_txt = "x"\n', r"key 'llm_txt': unknown key", id="unknown-key"),
+        pytest.param(
+            'llms_txt = "x"\n[library.chunking]\ndepth = 2\n',
+            r"key 'chunking.depth': unknown key",
+            id="unknown-nested-key-by-its-path",
+        ),
+        pytest.param(
+            'llms_txt = "x"\nmax_pages = "many"\n', r"key 'max_pages': Expected `int`", id="wrong-type"
+        ),
+        pytest.param(
+            'llms_txt = "x"\ncrawl = { timeout = "slow" }\n', r"crawl.timeout", id="bad-crawl-timeout"
+        ),
+        pytest.param('llms_txt = "x"\ncrawl = { speed = 3 }\n', r"crawl.speed", id="unknown-crawl-option"),
+    ],
+)
+def test_a_bad_key_is_refused_naming_the_library_and_the_key(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=r"library 'atmos': " + message):
+        _load(tmp_path, '[[library]]\nid = "atmos"\n' + body)
 
 
 @pytest.mark.parametrize("bad_id", ["Atmos", "-x", "a_b", "", "a b"])

@@ -226,170 +226,215 @@ def test_converter_id_names_both_libraries() -> None:
     assert "selectolax" in CONVERTER_ID and "html-to-markdown" in CONVERTER_ID
 
 
-def test_sphinx() -> None:
-    out = conv(SPHINX, "https://docs.python.org/3/library/functions.html")
-    assert out.generator == "sphinx"
-    assert out.title == "Built-in Functions"
+@pytest.mark.parametrize(
+    ("html", "url", "generator", "title", "start", "present", "absent"),
+    [
+        pytest.param(
+            SPHINX,
+            "https://docs.python.org/3/library/functions.html",
+            "sphinx",
+            "Built-in Functions",
+            "# Built-in Functions\n",
+            [
+                "number of functions built in",  # &nbsp; became a space
+                "[str](https://docs.python.org/3/library/stdtypes.html#str)",
+                "```python3\n>>> abs(-3)\n3\n```",
+                "```c\nint main(void)\n{ return 0; }\n```",
+                "> **Note**",
+                "> Mind the gap.",
+                "**plain term**",
+                "its definition",
+                "Return the absolute value",
+                "A sidebar directive's text.",  # docutils <aside>s
+                "The footnote text.",
+            ],
+            ["¶", "Navigation", "Sidebar entry", "Copyright", "next", "Table of Contents"],
+            id="sphinx",
+        ),
+        pytest.param(
+            MKDOCS,
+            "https://squidfunk.example.io/site/setup/config/",
+            "mkdocs",
+            "Configuration",
+            "",
+            [
+                "```yaml\nsite_name: demo\ntheme: material\n```",
+                "> **Warning**",
+                "Restart the server.",
+                "| site_name | The name |",  # nbsp and zero-width space cleaned in the table
+            ],
+            ["Edit", "¶", "Material Site", "Home nav link", "On this page", "Last update", "Previous"],
+            id="mkdocs-material",
+        ),
+        pytest.param(
+            DOCUSAURUS,
+            URL,
+            "docusaurus",
+            "Installation",
+            "# Installation\n",
+            [
+                "```bash\nnpm install my-project\nnpm run start\n```",
+                "Use Node 18.",
+                "**tip**",
+                "An aside of prose, kept.",
+            ],
+            [
+                "Aside link",
+                "navbar",
+                "Sidebar Intro",
+                "Breadcrumb",
+                "Edit this page",
+                "Previous",
+                "TOC",
+                "Copy",
+                "footer",
+            ],
+            id="docusaurus",
+        ),
+        pytest.param(
+            MDBOOK,
+            "https://doc.example-lang.org/book/ch03-02-data-types.html",
+            "mdbook",
+            "Data Types",  # not the site-name <h1> of the menu bar
+            "## Data Types\n",  # the heading's self-link is unwrapped
+            [
+                '```rust\nlet guess: u32 = "42".parse().expect("Not a number!");\n```',
+                "| Length | Signed |\n| --- | --- |\n| 8-bit | `i8` |",
+            ],
+            [
+                "allow(unused)",  # boring lines
+                "fn main",
+                "Sidebar",
+                "Rust Programming Language",
+                "Prev chapter",
+                "Next chapter",
+                "Print",
+            ],
+            id="mdbook",
+        ),
+        pytest.param(
+            DOCBOOK,
+            "https://www.example.org/docs/16/functions-string.html",
+            "docbook",
+            "9.4. String Functions and Operators",
+            "## 9.4. String Functions and Operators\n",  # so no permalink " #" on the first line
+            [
+                "> **Note**",
+                "non-string input",
+                "```\nSELECT 'Post' || 'greSQL';\n```",
+                "Result: PostgreSQL",
+                # a table whose cells hold code blocks is unfolded: the block keeps its lines and its fence
+                "Converts the string to upper case.\n\n```\nSELECT upper('tom');\n-- TOM\n```",
+                "flags",
+                "9.4.1. format",  # a DocBook page's own TOC is content
+            ],
+            ["#\n", "Navheader", "Navfooter", "Prev", "Up"],
+            id="docbook-sect1",
+        ),
+        pytest.param(
+            REFENTRY,
+            URL,
+            "docbook",
+            "CREATE TABLE",  # a refentry has no <h1>
+            "",
+            ["define a new table", "Creates a table."],
+            ["Navheader"],
+            id="docbook-refentry",
+        ),
+        pytest.param(
+            VITEPRESS,
+            "https://vitepress.example.dev/guide/routing.html",
+            "vitepress",
+            "Routing",
+            "",
+            [
+                "[markdown files](https://vitepress.example.dev/guide/markdown)",
+                "```ts\nexport default {\n  srcDir: './src'\n}\n```",
+                "Use clean URLs.",
+                "**TIP**",
+            ],
+            ["\u200b", "nav bar", "Sidebar", "outline", "Edit this page", "Previous page"],
+            id="vitepress",
+        ),
+        pytest.param(
+            STARLIGHT,
+            URL,
+            "starlight",
+            "Authoring Content",  # its title stands outside the content
+            "# Authoring Content\n",
+            [
+                "```js\nimport starlight from '@astrojs/starlight';\nexport default {};\n```",
+                "> **Note**",
+                "Frontmatter is optional.",
+            ],
+            ["Copy", "site header", "Sidebar", "Edit page"],
+            id="starlight",
+        ),
+        pytest.param(
+            DOCSY,
+            URL,
+            "docsy",
+            "Run a task",
+            "# Run a task\n",
+            ["Tasks run to completion.", "```shell\nkubectl apply -f job.yaml\n```"],
+            ["Docsy", "Edit this page", "Feedback", "helpful"],
+            id="docsy",
+        ),
+        pytest.param(
+            NEXTRA,
+            URL,
+            "nextra",
+            "Getting Started",
+            "",
+            ["Nextra builds sites from MDX.", "```sh\nnpm i nextra\n```"],
+            ["navbar", "sidebar", "toc", "footer", "Docs ›"],
+            id="nextra",
+        ),
+        pytest.param(
+            GENERIC,
+            "https://acme.example.com/guides/widgets",
+            "generic",
+            "Widgets guide",
+            "# Widgets guide\n",
+            [
+                # relative links resolve against <base href>, not the page URL
+                "[the config file](https://cdn.example.net/docs/v2/config.html)",
+                "[the API](https://cdn.example.net/api/)",
+                "![a widget](https://cdn.example.net/docs/v2/img/w.png)",
+                "```python\nimport acme\nacme.widget(size=3)\n```",
+                "[`the Library Reference`](https://cdn.example.net/docs/v2/ref.html)",
+                "- first item",
+                "  - nested item",
+                "1. step one",
+                *("\n" + "#" * level + " " for level in range(2, 7)),
+            ],
+            ["Hidden span", "cookie", "Pricing", "Acme Docs", "Related articles", "footer", "Docs /"],
+            id="generic",
+        ),
+        pytest.param(
+            NO_MAIN,
+            URL,
+            "generic",
+            "The real article",  # found by density: the page has no <main>
+            "",
+            ["densest part", "second paragraph"],
+            ["About us", "Menu entries", "Footer links"],
+            id="density-fallback-without-main",
+        ),
+    ],
+)
+def test_a_generators_page_converts_to_its_content_without_chrome(
+    html: str, url: str, generator: str, title: str, start: str, present: list[str], absent: list[str]
+) -> None:
+    out = conv(html, url)
+    assert out.generator == generator
+    assert out.title == title
     md = out.markdown
-    assert md.startswith("# Built-in Functions\n")
-    assert "number of functions built in" in md  # &nbsp; became a space
-    assert "[str](https://docs.python.org/3/library/stdtypes.html#str)" in md
-    assert "```python3\n>>> abs(-3)\n3\n```" in md
-    assert "```c\nint main(void)\n{ return 0; }\n```" in md
-    assert "¶" not in md
-    assert "> **Note**" in md and "> Mind the gap." in md
-    assert "**plain term**" in md and "its definition" in md
-    assert "Return the absolute value" in md
-    assert "A sidebar directive's text." in md and "The footnote text." in md  # docutils <aside>s
-    for chrome in ("Navigation", "Sidebar entry", "Copyright", "next", "Table of Contents"):
-        assert chrome not in md
-
-
-def test_mkdocs_material() -> None:
-    out = conv(MKDOCS, "https://squidfunk.example.io/site/setup/config/")
-    assert out.generator == "mkdocs"
-    assert out.title == "Configuration"
-    md = out.markdown
-    assert "```yaml\nsite_name: demo\ntheme: material\n```" in md
-    assert "Edit" not in md and "¶" not in md
-    assert "> **Warning**" in md and "Restart the server." in md
-    assert "| site_name | The name |" in md  # nbsp and zero-width space cleaned in the table
-    for chrome in ("Material Site", "Home nav link", "On this page", "Last update", "Previous"):
-        assert chrome not in md
-
-
-def test_docusaurus() -> None:
-    out = conv(DOCUSAURUS)
-    assert out.generator == "docusaurus"
-    assert out.title == "Installation"
-    md = out.markdown
-    assert md.startswith("# Installation\n")
-    assert "```bash\nnpm install my-project\nnpm run start\n```" in md
-    assert "Use Node 18." in md and "**tip**" in md
-    assert "An aside of prose, kept." in md and "Aside link" not in md
-    for chrome in (
-        "navbar",
-        "Sidebar Intro",
-        "Breadcrumb",
-        "Edit this page",
-        "Previous",
-        "TOC",
-        "Copy",
-        "footer",
-    ):
-        assert chrome not in md
-
-
-def test_mdbook() -> None:
-    out = conv(MDBOOK, "https://doc.example-lang.org/book/ch03-02-data-types.html")
-    assert out.generator == "mdbook"
-    assert out.title == "Data Types"  # not the site-name <h1> of the menu bar
-    md = out.markdown
-    assert md.startswith("## Data Types\n")  # the heading's self-link is unwrapped
-    assert '```rust\nlet guess: u32 = "42".parse().expect("Not a number!");\n```' in md
-    assert "allow(unused)" not in md and "fn main" not in md  # boring lines
-    assert "| Length | Signed |\n| --- | --- |\n| 8-bit | `i8` |" in md
-    for chrome in ("Sidebar", "Rust Programming Language", "Prev chapter", "Next chapter", "Print"):
-        assert chrome not in md
-
-
-def test_docbook_sect1() -> None:
-    out = conv(DOCBOOK, "https://www.example.org/docs/16/functions-string.html")
-    assert out.generator == "docbook"
-    assert out.title == "9.4. String Functions and Operators"
-    md = out.markdown
-    assert md.startswith("## 9.4. String Functions and Operators\n")
-    assert "#\n" not in md and " #" not in md.splitlines()[0]
-    assert "> **Note**" in md and "non-string input" in md
-    assert "```\nSELECT 'Post' || 'greSQL';\n```" in md
-    assert "Result: PostgreSQL" in md
-    # a table whose cells hold code blocks is unfolded: the block keeps its lines and its fence
-    assert "Converts the string to upper case.\n\n```\nSELECT upper('tom');\n-- TOM\n```" in md
-    assert "**flags**" in md or "flags" in md
-    assert "9.4.1. format" in md  # a DocBook page's own TOC is content
-    for chrome in ("Navheader", "Navfooter", "Prev", "Up"):
-        assert chrome not in md
-
-
-def test_docbook_refentry_title_without_h1() -> None:
-    out = conv(REFENTRY)
-    assert out.title == "CREATE TABLE"
-    assert "define a new table" in out.markdown and "Creates a table." in out.markdown
-    assert "Navheader" not in out.markdown
-
-
-def test_vitepress() -> None:
-    out = conv(VITEPRESS, "https://vitepress.example.dev/guide/routing.html")
-    assert out.generator == "vitepress"
-    assert out.title == "Routing"
-    md = out.markdown
-    assert "[markdown files](https://vitepress.example.dev/guide/markdown)" in md
-    assert "```ts\nexport default {\n  srcDir: './src'\n}\n```" in md
-    assert "Use clean URLs." in md and "**TIP**" in md
-    assert "\u200b" not in md
-    for chrome in ("nav bar", "Sidebar", "outline", "Edit this page", "Previous page"):
-        assert chrome not in md
-
-
-def test_starlight_title_outside_the_content() -> None:
-    out = conv(STARLIGHT)
-    assert out.generator == "starlight"
-    assert out.title == "Authoring Content"
-    assert out.markdown.startswith("# Authoring Content\n")
-    assert "```js\nimport starlight from '@astrojs/starlight';\nexport default {};\n```" in out.markdown
-    assert "Copy" not in out.markdown
-    assert "> **Note**" in out.markdown and "Frontmatter is optional." in out.markdown
-    for chrome in ("site header", "Sidebar", "Edit page"):
-        assert chrome not in out.markdown
-
-
-def test_docsy() -> None:
-    out = conv(DOCSY)
-    assert out.generator == "docsy"
-    assert out.title == "Run a task"
-    md = out.markdown
-    assert md.startswith("# Run a task\n")
-    assert "Tasks run to completion." in md and "```shell\nkubectl apply -f job.yaml\n```" in md
-    for chrome in ("Docsy", "Edit this page", "Feedback", "helpful"):
-        assert chrome not in md
-
-
-def test_nextra() -> None:
-    out = conv(NEXTRA)
-    assert out.generator == "nextra"
-    assert out.title == "Getting Started"
-    md = out.markdown
-    assert "Nextra builds sites from MDX." in md and "```sh\nnpm i nextra\n```" in md
-    for chrome in ("navbar", "sidebar", "toc", "footer", "Docs ›"):
-        assert chrome not in md
-
-
-def test_generic_page() -> None:
-    out = conv(GENERIC, "https://acme.example.com/guides/widgets")
-    assert out.generator == "generic"
-    assert out.title == "Widgets guide"
-    md = out.markdown
-    assert md.startswith("# Widgets guide\n")
-    # relative links resolve against <base href>, not the page URL
-    assert "[the config file](https://cdn.example.net/docs/v2/config.html)" in md
-    assert "[the API](https://cdn.example.net/api/)" in md
-    assert "![a widget](https://cdn.example.net/docs/v2/img/w.png)" in md
-    assert "```python\nimport acme\nacme.widget(size=3)\n```" in md
-    assert "[`the Library Reference`](https://cdn.example.net/docs/v2/ref.html)" in md
-    assert "Hidden span" not in md
-    assert "- first item" in md and "  - nested item" in md and "1. step one" in md
-    for level in range(2, 7):
-        assert "\n" + "#" * level + " " in md
-    for chrome in ("cookie", "Pricing", "Acme Docs", "Related articles", "footer", "Docs /"):
-        assert chrome not in md
-
-
-def test_density_fallback_without_main() -> None:
-    out = conv(NO_MAIN)
-    assert out.title == "The real article"
-    assert "densest part" in out.markdown and "second paragraph" in out.markdown
-    for chrome in ("About us", "Menu entries", "Footer links"):
-        assert chrome not in out.markdown
+    assert md.startswith(start)
+    for text in present:
+        assert text in md
+    for text in absent:
+        assert text not in md, text
 
 
 @pytest.mark.parametrize(

@@ -631,35 +631,51 @@ def test_skip_to_content_lines_mark_scraped_pages() -> None:
     ]
 
 
-def test_large_prose_file_is_split_at_h1_pages() -> None:
-    pages = "".join(
-        f"# Page {i}\n\n{_prose(500, 'w')}\n\n## Sub {i}\n\n{_prose(100, 's')}\n\n" for i in range(6)
-    )
-    doc = parse_llms_txt(f"<SYSTEM>Full docs.</SYSTEM>\n\n# Start of docs\n\n{pages}")
+_H1_PAGES = "".join(
+    f"# Page {i}\n\n{_prose(500, 'w')}\n\n## Sub {i}\n\n{_prose(100, 's')}\n\n" for i in range(6)
+)
+_RULED_H2_PAGES = "".join(
+    f"---\n\n## Page {i}\n\n{_prose(400, 'p')}\n\n## Part {i}\n\n{_prose(200, 'q')}\n\n" for i in range(5)
+)
+_H2_PARTS = "".join(
+    f"## Part {i}\n\n{_prose(900, 'x')}\n\n### Detail {i}\n\n{_prose(100, 'y')}\n\n" for i in range(4)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "titles", "attrs", "kept"),
+    [
+        pytest.param(
+            f"<SYSTEM>Full docs.</SYSTEM>\n\n# Start of docs\n\n{_H1_PAGES}",
+            [f"Page {i}" for i in range(6)],
+            {"title": "Start of docs", "sections": []},
+            "## Sub {i}",  # each page keeps its sub-heading
+            id="prose-file-at-h1-pages",
+        ),
+        pytest.param(
+            f"# atmos\n\n> Tool.\n\n## Best Practices\n\n{_prose(50, 'b')}\n\n{_RULED_H2_PAGES}",
+            ["Best Practices"] + [f"Page {i}" for i in range(5)],
+            {},
+            "",
+            id="prose-file-with-rule-separated-h2-pages",
+        ),
+        pytest.param(
+            f"# Instructor\n\nA library.\n\n{_H2_PARTS}",
+            [f"Part {i}" for i in range(4)],
+            {"details": "A library."},
+            "",
+            id="single-document-at-h2",
+        ),
+    ],
+)
+def test_a_large_full_file_is_split_into_pages_at_its_headings(
+    text: str, titles: list[str], attrs: dict[str, object], kept: str
+) -> None:
+    doc = parse_llms_txt(text)
     assert doc.kind == "full"
-    assert doc.title == "Start of docs"
-    assert [d.title for d in doc.inline_docs] == [f"Page {i}" for i in range(6)]
-    assert all(f"## Sub {i}" in d.text for i, d in enumerate(doc.inline_docs))
-    assert doc.sections == []
-
-
-def test_large_prose_file_with_rule_separated_h2_pages() -> None:
-    body = "".join(
-        f"---\n\n## Page {i}\n\n{_prose(400, 'p')}\n\n## Part {i}\n\n{_prose(200, 'q')}\n\n" for i in range(5)
-    )
-    doc = parse_llms_txt(f"# atmos\n\n> Tool.\n\n## Best Practices\n\n{_prose(50, 'b')}\n\n{body}")
-    assert doc.kind == "full"
-    assert [d.title for d in doc.inline_docs] == ["Best Practices"] + [f"Page {i}" for i in range(5)]
-
-
-def test_large_single_document_is_split_at_h2() -> None:
-    sections = "".join(
-        f"## Part {i}\n\n{_prose(900, 'x')}\n\n### Detail {i}\n\n{_prose(100, 'y')}\n\n" for i in range(4)
-    )
-    doc = parse_llms_txt(f"# Instructor\n\nA library.\n\n{sections}")
-    assert doc.kind == "full"
-    assert doc.details == "A library."
-    assert [d.title for d in doc.inline_docs] == [f"Part {i}" for i in range(4)]
+    assert [d.title for d in doc.inline_docs] == titles
+    assert {name: getattr(doc, name) for name in attrs} == attrs
+    assert all(kept.format(i=i) in d.text for i, d in enumerate(doc.inline_docs))
 
 
 def test_small_index_with_some_prose_stays_an_index() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from buildkit import golden_query, golden_toml
 from docbundle.indexer.release.metrics import (
     DEPTH,
     PERMUTATIONS,
@@ -157,34 +158,25 @@ def _quality() -> ModuleType:
     return module
 
 
-QSET = """
-[[query]]
-id = "a"
-text = "install the package"
-kind = "question"
-need = "how-to"
-split = "dev"
-relevant = { "install.md" = 2 }
-
-[[query]]
-id = "b"
-text = "ConnectionResetError"
-kind = "identifier"
-need = "error"
-split = "test"
-relevant = { "errors.md" = 2 }
-
-[[query]]
-id = "c"
-text = "retries"
-relevant = { "retries.md" = 2 }
-"""
+def _qset(b_need: str = "error") -> str:
+    """A query set in the benchmark's form: ``a`` a dev how-to, ``b`` a test ``b_need``, ``c`` unlabelled."""
+    return golden_toml(
+        [
+            golden_query(
+                "a", "install the package", "install.md", kind="question", need="how-to", split="dev"
+            ),
+            golden_query(
+                "b", "ConnectionResetError", "errors.md", kind="identifier", need=b_need, split="test"
+            ),
+            golden_query("c", "retries", "retries.md"),
+        ]
+    )
 
 
 def test_quality_reads_need_and_split_and_selects_a_half(tmp_path: Path) -> None:
     quality = _quality()
     path = tmp_path / "set.toml"
-    path.write_text(QSET, encoding="utf-8")
+    path.write_text(_qset(), encoding="utf-8")
     every = quality.load_queries(path)
     assert [(q.id, q.need, q.split) for q in every] == [
         ("a", "how-to", "dev"),
@@ -196,7 +188,7 @@ def test_quality_reads_need_and_split_and_selects_a_half(tmp_path: Path) -> None
     groups = dict(quality.label_groups(every))
     assert groups["need how-to"] == ["a"] and groups["split test"] == ["b"]
     assert groups["split all"] == ["a", "b", "c"] and groups[""] == ["a", "b", "c"]
-    path.write_text(QSET.replace('need = "error"', 'need = "bug"'), encoding="utf-8")
+    path.write_text(_qset(b_need="bug"), encoding="utf-8")
     with pytest.raises(ValueError, match=r"query 'b': unknown need 'bug'"):
         quality.load_queries(path)
 
@@ -204,7 +196,7 @@ def test_quality_reads_need_and_split_and_selects_a_half(tmp_path: Path) -> None
 def test_quality_compares_with_a_saved_run(tmp_path: Path) -> None:
     quality = _quality()
     path = tmp_path / "set.toml"
-    path.write_text(QSET, encoding="utf-8")
+    path.write_text(_qset(), encoding="utf-8")
     queries = quality.load_queries(path)
     now = quality.Report("ours")
     for q, v in zip(queries, (1.0, 0.5, 0.0), strict=True):

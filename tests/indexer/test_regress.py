@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from buildkit import build_bundle
+from buildkit import build_bundle, golden_query, golden_toml
 from docbundle.indexer.errors import ConfigError
 from docbundle.indexer.release.metrics import mrr, ndcg, recall
 from docbundle.indexer.release.regress import load_golden, regress, render_regress
@@ -16,34 +16,21 @@ PAGES = {
     "retries.md": "# Retries\n\nFailed requests are retried with exponential backoff up to max_retry_after.\n",
     "tables.md": "# Tables\n\nThe sap.m.Table control renders rows bound to a JSON model.\n",
 }
-GOLDEN = """
-library = "golden"
-
-[expect]
-ndcg10 = { value = 0.95, tolerance = 0.05, reason = "every query names its page" }
-mrr10 = { value = 1.0, tolerance = 0.0, reason = "the answer ranks first" }
-
-[[query]]
-id = "install"
-text = "how do I install the package"
-relevant = { "install.md" = 2 }
-expect = { ndcg10 = { value = 1.0, tolerance = 0.0, reason = "title match" } }
-
-[[query]]
-id = "signing"
-text = "webhook signing secret"
-relevant = { "webhooks.md" = 2 }
-
-[[query]]
-id = "backoff"
-text = "exponential backoff"
-relevant = { "retries.md" = 2 }
-
-[[query]]
-id = "table"
-text = "sap.m.Table rows"
-relevant = { "tables.md" = 2 }
-"""
+TITLE_MATCH = {"ndcg10": {"value": 1.0, "tolerance": 0.0, "reason": "title match"}}
+QUERIES = [
+    golden_query("install", "how do I install the package", "install.md"),
+    golden_query("signing", "webhook signing secret", "webhooks.md"),
+    golden_query("backoff", "exponential backoff", "retries.md"),
+    golden_query("table", "sap.m.Table rows", "tables.md"),
+]
+GOLDEN = golden_toml(
+    [{**QUERIES[0], "expect": TITLE_MATCH}, *QUERIES[1:]],
+    library="golden",
+    expect={
+        "ndcg10": {"value": 0.95, "tolerance": 0.05, "reason": "every query names its page"},
+        "mrr10": {"value": 1.0, "tolerance": 0.0, "reason": "the answer ranks first"},
+    },
+)
 
 
 def _build(root: Path, pages: dict[str, str], out: Path) -> Path:
@@ -114,47 +101,25 @@ def test_malformed_golden_files_are_config_errors(tmp_path: Path, text: str, mes
         load_golden(path)
 
 
-LABELLED = """
-library = "golden"
+# Per query: kind, need, split; the one query expectation sits on a dev query.
+LABELS = {
+    "install": {"kind": "question", "need": "how-to", "split": "dev"},
+    "signing": {"need": "concept", "split": "test"},
+    "backoff": {"need": "config", "split": "dev", "expect": TITLE_MATCH},
+    "table": {"need": "identifier", "split": "test"},
+}
 
-[expect]
-ndcg10 = { value = 1.0, tolerance = 0.0, reason = "set for every query" }
 
-[[query]]
-id = "install"
-text = "how do I install the package"
-kind = "question"
-need = "how-to"
-split = "dev"
-relevant = { "install.md" = 2 }
-
-[[query]]
-id = "signing"
-text = "webhook signing secret"
-need = "concept"
-split = "test"
-relevant = { "webhooks.md" = 2 }
-
-[[query]]
-id = "backoff"
-text = "exponential backoff"
-need = "config"
-split = "dev"
-relevant = { "retries.md" = 2 }
-expect = { ndcg10 = { value = 1.0, tolerance = 0.0, reason = "title match" } }
-
-[[query]]
-id = "table"
-text = "sap.m.Table rows"
-need = "identifier"
-split = "test"
-relevant = { "tables.md" = 2 }
-"""
+def _labelled(**changed: dict[str, object]) -> str:
+    """The golden file with ``LABELS`` on its queries (``changed``: label updates by query id)."""
+    queries = [{**q, **LABELS[str(q["id"])], **changed.get(str(q["id"]), {})} for q in QUERIES]
+    expect = {"ndcg10": {"value": 1.0, "tolerance": 0.0, "reason": "set for every query"}}
+    return golden_toml(queries, library="golden", expect=expect)
 
 
 def test_need_and_split_give_means_per_half_and_select_one(tmp_path: Path) -> None:
     path = tmp_path / "labelled.toml"
-    path.write_text(LABELLED, encoding="utf-8")
+    path.write_text(_labelled(), encoding="utf-8")
     golden = load_golden(path)
     bundle = _build(tmp_path, PAGES, tmp_path / "out")
     report = regress(bundle, golden)
@@ -172,20 +137,17 @@ def test_need_and_split_give_means_per_half_and_select_one(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "message"),
+    ("query", "label", "message"),
     [
-        ('need = "config"', 'need = "configuration"', "query 'backoff': unknown need 'configuration'"),
-        (
-            'split = "test"\nrelevant = { "tables.md"',
-            'split = "holdout"\nrelevant = { "tables.md"',
-            "query 'table': unknown split 'holdout'",
-        ),
+        ("backoff", {"need": "configuration"}, "query 'backoff': unknown need 'configuration'"),
+        ("table", {"split": "holdout"}, "query 'table': unknown split 'holdout'"),
     ],
 )
-def test_unknown_need_or_split_is_a_config_error(tmp_path: Path, old: str, new: str, message: str) -> None:
+def test_unknown_need_or_split_is_a_config_error(
+    tmp_path: Path, query: str, label: dict[str, object], message: str
+) -> None:
     path = tmp_path / "g.toml"
-    assert old in LABELLED
-    path.write_text(LABELLED.replace(old, new), encoding="utf-8")
+    path.write_text(_labelled(**{query: label}), encoding="utf-8")
     with pytest.raises(ConfigError, match=message):
         load_golden(path)
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from buildkit import write_sized_site
 from docbundle.indexer.pipeline import prepare
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
@@ -28,19 +29,13 @@ START_WITHIN = 60.0
 
 def _site(root: Path) -> Path:
     """A local site a few times PARALLEL_MIN_BYTES, so the build uses workers for a while."""
-    site = root / "site"
-    (site / "pages").mkdir(parents=True)
-    lines = ["# Big\n", "## Pages\n"]
-    size = i = 0
-    while size <= prepare.PARALLEL_MIN_BYTES * 4:
+
+    def page(i: int) -> tuple[str, str, str]:
         prose = " ".join(f"word{(i * 7 + k) % 997} configures the widget number {k}." for k in range(40))
         text = f"# Page {i}\n\n{prose}\n\n## Details {i}\n\n{prose}\n\n```python\nx = {i}\n```\n"
-        (site / "pages" / f"{i}.md").write_text(text, encoding="utf-8")
-        lines.append(f"- [Page {i}](pages/{i}.md)")
-        size += len(text.encode())
-        i += 1
-    (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return site
+        return f"{i}.md", text, f"- [Page {i}](pages/{i}.md)"
+
+    return write_sized_site(root, ["# Big\n", "## Pages\n"], prepare.PARALLEL_MIN_BYTES * 4, page)
 
 
 def _stat(pid: int) -> tuple[int, str, int] | None:

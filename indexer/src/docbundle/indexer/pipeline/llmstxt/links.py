@@ -192,33 +192,37 @@ class _Inline:
         self.parens: dict[int, int] = {}
         open_brackets: list[int] = []
         open_parens: list[int] = []
-        n = len(s)
-        pos = 0
+        j = self.next_special(_PAIR_RE, 0)
+        while j >= 0:
+            ch = s[j]
+            if ch == "[":
+                open_brackets.append(j)
+            elif ch == "]":
+                if open_brackets:
+                    self.brackets[open_brackets.pop()] = j
+            elif ch == "(":
+                open_parens.append(j)
+            elif open_parens:
+                self.parens[open_parens.pop()] = j
+            j = self.next_special(_PAIR_RE, j + 1)
+
+    def next_special(self, pattern: re.Pattern[str], pos: int) -> int:
+        """Index of the first character at or after ``pos`` that ``pattern`` matches outside backslash
+        escapes and code spans, or -1 (``pattern`` must match backslash and backtick too)."""
+        s = self.s
         while True:
-            m = _PAIR_RE.search(s, pos)
+            m = pattern.search(s, pos)
             if m is None:
-                break
+                return -1
             j = m.start()
             ch = s[j]
             if ch == "\\":
                 pos = j + 2
             elif ch == "`":
                 end = self.code_span_end(j)
-                pos = end if end > 0 else _run_end(s, j, n)
-            elif ch == "[":
-                open_brackets.append(j)
-                pos = j + 1
-            elif ch == "]":
-                if open_brackets:
-                    self.brackets[open_brackets.pop()] = j
-                pos = j + 1
-            elif ch == "(":
-                open_parens.append(j)
-                pos = j + 1
+                pos = end if end > 0 else _run_end(s, j, len(s))
             else:
-                if open_parens:
-                    self.parens[open_parens.pop()] = j
-                pos = j + 1
+                return j
 
     def code_span_end(self, start: int) -> int:
         """Index just past the code span opening at ``start``, or -1 when it is never closed."""
@@ -267,33 +271,20 @@ class _Inline:
         """All top-level markdown links, images and ``<http...>`` autolinks, skipping code spans."""
         s = self.s
         out: list[FoundLink] = []
-        n = len(s)
-        i = 0
-        while i < n:
-            m = _SPECIAL_RE.search(s, i)
-            if m is None:
-                break
-            j = m.start()
-            ch = s[j]
-            if ch == "\\":
-                i = j + 2
-            elif ch == "`":
-                end = self.code_span_end(j)
-                i = end if end > 0 else _run_end(s, j, n)
-            elif ch == "<":
+        j = self.next_special(_SPECIAL_RE, 0)
+        while j >= 0:
+            i = j + 1
+            if s[j] == "<":
                 auto = _AUTOLINK_RE.match(s, j)
                 if auto is not None:
                     out.append(FoundLink(j, auto.end(), "", auto.group(1), False))
                     i = auto.end()
-                else:
-                    i = j + 1
             else:
                 found = self.link_at(j)
-                if found is None:
-                    i = j + 1
-                else:
+                if found is not None:
                     out.append(found)
                     i = found.end
+            j = self.next_special(_SPECIAL_RE, i)
         return out
 
 
