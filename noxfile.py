@@ -93,7 +93,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy over the package code."""
-    session.install(*PACKAGES, "mypy>=1.10", "types-PyYAML")
+    session.install(*SEMANTIC_PACKAGES, "mypy>=1.10", "types-PyYAML")  # numpy types for bundle.vectors
     session.run("mypy")
 
 
