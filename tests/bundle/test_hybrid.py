@@ -28,7 +28,7 @@ def test_equal_scores_break_by_keyword_rank_then_semantic_rank() -> None:
     # b is keyword 1st only, a semantic 1st only: with alpha 0.5 their scores are equal
     assert [d for d, _ in fuse(["b"], ["a"], alpha=0.5, k=60)] == ["b", "a"]
     # z: keyword 1st, semantic 3rd; a: keyword 3rd, semantic 1st -> equal scores, the keyword rank wins
-    assert next(d for d, _ in fuse(["z", "m", "a"], ["a", "m", "z"], alpha=0.5, k=10)) == "z"
+    assert [d for d, _ in fuse(["z", "m", "a"], ["a", "m", "z"], alpha=0.5, k=10)][:2] == ["z", "a"]
 
 
 def test_a_repeated_page_counts_at_its_best_rank_only() -> None:
