@@ -6,17 +6,20 @@ from __future__ import annotations
 
 from docbundle.bundle.manifest import obtained_mix
 
-from .catalog import Catalog, LibraryEntry
+from .catalog import Catalog, LibraryEntry, VersionEntry
+from .encoder import describe
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip, echo
 from .models import (
     LibraryList,
     LibraryMatch,
     LibraryMatches,
     LibrarySummary,
+    VectorsSummary,
     VersionList,
     VersionSummary,
 )
 from .resolve import Resolver
+from .semantic import vector_problem
 
 
 def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
@@ -40,6 +43,28 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         safety_findings=len(m.safety) if m else 0,
         safety_kinds=sorted({f.kind for f in m.safety}) if m else [],
         obtained=obtained_mix(m.documents) if m else {},
+        vectors=vectors_summary(catalog, entry),
+    )
+
+
+def vectors_summary(catalog: Catalog, entry: VersionEntry) -> VectorsSummary | None:
+    """A version's semantic vectors and whether this server can search them (None: it has none).
+
+    Reads the manifest and the query encoder's state only; nothing is loaded.
+    """
+    m = entry.manifest
+    if m is None or m.vectors is None:
+        return None
+    problem = vector_problem(m, catalog.encoder)
+    status = catalog.encoder.status()
+    note = None
+    if problem is None and status in ("idle", "loading"):
+        note = "the query encoder loads on first use" if status == "idle" else "the query encoder is loading"
+    return VectorsSummary(
+        embedder=describe(m.vectors.embedder),
+        sections=m.vectors.rows,
+        usable=problem is None,
+        reason=problem or note,
     )
 
 

@@ -8,7 +8,7 @@ buildId and content hash it came from.
 from __future__ import annotations
 
 from docbundle.bundle.manifest import VersionStatus
-from docbundle.bundle.query import Mode
+from docbundle.bundle.query import RanMode, SearchMode
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
@@ -52,6 +52,15 @@ class SkippedLibrary(Model):
     reason: str
 
 
+class VectorsSummary(Model):
+    """The semantic vectors of a library version, and whether this server can search with them."""
+
+    embedder: str = Field(description="The model that made them: backend, model, version, dimensions")
+    sections: int
+    usable: bool = Field(description="Whether hybrid and semantic search can use them here")
+    reason: str | None = Field(default=None, description="Why they cannot be used (or not yet)")
+
+
 class LibrarySummary(Model):
     """One library of the catalogue."""
 
@@ -80,6 +89,9 @@ class LibrarySummary(Model):
         default={},
         description="Documents of the default version by how their text was obtained: markdown (a "
         "markdown URL), negotiated (Accept: text/markdown), md-url (the llms.txt .md URL), html (converted)",
+    )
+    vectors: VectorsSummary | None = Field(
+        default=None, description="Semantic vectors of the default version (null: keyword search only)"
     )
 
 
@@ -160,7 +172,12 @@ class SearchResult(Model):
 
     query: str | None = Field(description=f"The query (its first {MAX_ECHO_CHARS} characters)")
     keywords: list[str] = Field(description=f"The keywords (at most {MAX_ECHO_ITEMS} shown)")
-    mode: Mode
+    mode: RanMode = Field(description="The mode that ran")
+    requested_mode: SearchMode | None = Field(default=None, description="The mode asked for (null: default)")
+    mode_reason: str | None = Field(
+        default=None,
+        description="Why this mode ran: the default's choice, or why the one asked for could not",
+    )
     library_id: str | None = Field(description="Set when one library was searched")
     version: str | None
     build_id: str | None
