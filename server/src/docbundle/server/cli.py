@@ -857,7 +857,9 @@ def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
         else:
             state = f"{s.documents} docs, build {s.build_id}"
             if s.vectors is not None:
-                state += "; vectors" + ("" if s.vectors.usable else " (keyword search only here)")
+                state += "; vectors" + (
+                    " (keyword search only here)" if "keyword search only" in s.vectors else ""
+                )
             if s.safety_findings:
                 state += f"; {plural(s.safety_findings, 'safety finding', 'safety findings')} "
                 state += f"({', '.join(s.safety_kinds)}): see `docbundle info {s.id}`"
@@ -906,11 +908,10 @@ def _info_library(args: argparse.Namespace, catalog: Catalog) -> int:
 def _print_vectors(catalog: Catalog, entry: VersionEntry) -> None:
     """The version's semantic vectors: the model that made them, and whether this install can use them."""
     from .libraries import vectors_summary
-    from .render import vectors_line
 
     summary = vectors_summary(catalog, entry)
     if summary is not None:
-        print(f"    {printable(vectors_line(summary), 400)}")
+        print(f"    vectors: {printable(summary, 400)}")
     else:
         print("    no semantic vectors: searched by keywords")
 

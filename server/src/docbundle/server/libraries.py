@@ -14,7 +14,6 @@ from .models import (
     LibraryMatch,
     LibraryMatches,
     LibrarySummary,
-    VectorsSummary,
     VersionList,
     VersionSummary,
 )
@@ -47,25 +46,21 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
     )
 
 
-def vectors_summary(catalog: Catalog, entry: VersionEntry) -> VectorsSummary | None:
-    """A version's semantic vectors and whether this server can search them (None: it has none).
+def vectors_summary(catalog: Catalog, entry: VersionEntry) -> str | None:
+    """A version's semantic vectors in one line: the embedder, and whether this server can search them.
 
-    Reads the manifest and the query encoder's state only; nothing is loaded.
+    None when it has none. Reads the manifest and the query encoder's state only; nothing is loaded.
     """
     m = entry.manifest
     if m is None or m.vectors is None:
         return None
+    made = f"{m.vectors.rows} sections embedded by {describe(m.vectors.embedder)}"
     problem = vector_problem(m, catalog.encoder)
+    if problem is not None:
+        return f"{made}; keyword search only here, as {problem}"
     status = catalog.encoder.status()
-    note = None
-    if problem is None and status in ("idle", "loading"):
-        note = "the query encoder loads on first use" if status == "idle" else "the query encoder is loading"
-    return VectorsSummary(
-        embedder=describe(m.vectors.embedder),
-        sections=m.vectors.rows,
-        usable=problem is None,
-        reason=problem or note,
-    )
+    note = {"idle": " (the query encoder loads on first use)", "loading": " (the query encoder is loading)"}
+    return f"{made}; hybrid and semantic search{note.get(status, '')}"
 
 
 def library_list(catalog: Catalog, category: str | None) -> LibraryList:

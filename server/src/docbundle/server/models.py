@@ -7,11 +7,13 @@ buildId and content hash it came from.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from docbundle.bundle.manifest import VersionStatus
 from docbundle.bundle.query import RanMode, SearchMode
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import SkipJsonSchema
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
 from .catalog import State
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
@@ -52,15 +54,6 @@ class SkippedLibrary(Model):
     reason: str
 
 
-class VectorsSummary(Model):
-    """The semantic vectors of a library version, and whether this server can search with them."""
-
-    embedder: str = Field(description="The model that made them: backend, model, version, dimensions")
-    sections: int
-    usable: bool = Field(description="Whether hybrid and semantic search can use them here")
-    reason: str | None = Field(default=None, description="Why they cannot be used (or not yet)")
-
-
 class LibrarySummary(Model):
     """One library of the catalogue."""
 
@@ -90,8 +83,10 @@ class LibrarySummary(Model):
         description="Documents of the default version by how their text was obtained: markdown (a "
         "markdown URL), negotiated (Accept: text/markdown), md-url (the llms.txt .md URL), html (converted)",
     )
-    vectors: VectorsSummary | None = Field(
-        default=None, description="Semantic vectors of the default version (null: keyword search only)"
+    vectors: str | None = Field(
+        default=None,
+        description="The default version's semantic vectors: their embedder, and whether hybrid search can "
+        "use them here (null: it has none; keyword search only)",
     )
 
 
@@ -172,8 +167,11 @@ class SearchResult(Model):
 
     query: str | None = Field(description=f"The query (its first {MAX_ECHO_CHARS} characters)")
     keywords: list[str] = Field(description=f"The keywords (at most {MAX_ECHO_ITEMS} shown)")
-    mode: RanMode = Field(description="The mode that ran")
-    requested_mode: SearchMode | None = Field(default=None, description="The mode asked for (null: default)")
+    # Published as a plain string (an enum of five would cost tools/list its budget); docs/server.md
+    # lists the values, and the model still checks them.
+    mode: Annotated[RanMode, WithJsonSchema({"type": "string"})] = Field(description="The mode that ran")
+    # The mode asked for (None: the default), for the text rendering; the caller knows it: not on the wire.
+    requested_mode: SkipJsonSchema[SearchMode | None] = Field(default=None, exclude=True)
     mode_reason: str | None = Field(
         default=None,
         description="Why this mode ran: the default's choice, or why the one asked for could not",

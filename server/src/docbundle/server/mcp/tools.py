@@ -183,8 +183,8 @@ def search_documents_tool(docs: Docs) -> Tool:
         mode: Annotated[
             SearchMode | None,
             Field(
-                description="hybrid (default with vectors): words and meaning; semantic: meaning; "
-                "balanced (fulltext, default without): most words; broad: any word; precise: every word"
+                description="hybrid (words + meaning; default with vectors), semantic, "
+                "balanced = fulltext (default without), broad, precise"
             ),
         ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Hits to return")] = DEFAULT_LIMIT,
@@ -192,10 +192,10 @@ def search_documents_tool(docs: Docs) -> Tool:
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search documentation; returns the best-matching sections as markdown.
 
-        Each hit has libraryId, documentId, chunkId, title, URL and the section's text (cut to fit
-        maxTokens); at most 2 hits per document. Read more with get_chunk_with_context or
+        Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens);
+        at most 2 hits per document. Read more with get_chunk_with_context or
         get_document. No hits comes with suggestions (mode="broad", fewer words). The query is
-        matched literally: no wildcards or query syntax. mode tells which mode ran (modeReason: why).
+        matched literally: no wildcards or query syntax.
         """
         return await _in_thread(
             lambda: check_search_input(query, keywords, libraryId, version),
