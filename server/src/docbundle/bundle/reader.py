@@ -11,6 +11,13 @@ opening a bundle could run code. Three defences, in order:
 - every whoosh pickle goes through the restricted unpickler (``safepickle``, handed to whoosh by
   ``whooshio`` for each read), so even a bundle whose manifest was rewritten to match altered files
   cannot run code; the schema comes from code.
+
+The optional vector file (``manifest.vectors``, issue 21) is listed in ``files`` like any other, so it is
+hashed with them; ``open_bundle`` then checks its header through the held descriptor with the standard
+library alone (size, rows against the bundle's sections, dimensions, value type and embedder key against
+the manifest) and refuses the bundle when they disagree. The file is memory-mapped from that same
+descriptor only when a semantic search first asks for it (``Bundle.vector_file``), which is when numpy
+is imported: a keyword search of a bundle with vectors never imports it.
 """
 
 from __future__ import annotations
@@ -18,14 +25,17 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from .embed import EmbedderIdentity
 from .errors import BundleError, BundleFormatError, BundleIntegrityError
 from .manifest import MANIFEST_NAME, Manifest, decode_manifest, manifest_bytes
 from .schema import INDEX_DIR, INDEX_NAME, make_schema
 from .store import DOCS_BIN, DOCS_IDX, DocStore
+from .vectors import HEADER_SIZE, VectorFile, VectorHeader, parse_header
 from .whooshio import Index, check_index, open_held_index, open_index_dir
 
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
@@ -173,16 +183,77 @@ class Bundle:
     store: DocStore
     index: Index
     held: HeldFiles | None = field(default=None, repr=False)
+    # The checked header of the vector file when the manifest lists one (``manifest.vectors``).
+    vectors: VectorHeader | None = None
+    _vector_file: VectorFile | None = field(default=None, repr=False)
+    _vector_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _closed: bool = field(default=False, repr=False)
 
+    def vector_file(self) -> VectorFile:
+        """The vector file, memory-mapped from the held descriptor on first use (imports numpy).
+
+        Raises ``BundleFormatError`` when the bundle has no vectors or the file's contents are invalid
+        (a row scale that is negative or not finite), ``ImportError`` without numpy.
+        """
+        with self._vector_lock:
+            if self._vector_file is not None:
+                return self._vector_file
+            info = self.manifest.vectors
+            if self._closed or info is None or self.held is None or info.path not in self.held.fds:
+                raise BundleFormatError(f"{self.path.name}: the bundle has no vector file open")
+            vf = VectorFile.from_held(self.held.fds[info.path])
+            self._vector_file = vf
+            return vf
+
     def close(self) -> None:
-        """Close the index, the document store and the held files."""
+        """Close the index, the document store, the vector map and the held files."""
         if not self._closed:
-            self._closed = True
+            with self._vector_lock:
+                self._closed = True
+                if self._vector_file is not None:
+                    self._vector_file.close()
+                    self._vector_file = None
             self.index.close()
             self.store.close()
             if self.held is not None:
                 self.held.close()
+
+
+def section_count(manifest: Manifest) -> int:
+    """How many sections (search units) the bundle holds: the chunks of its indexed documents."""
+    return sum(d.chunks for d in manifest.documents if d.chunks > 0 and not d.error)
+
+
+def check_vectors(manifest: Manifest, held: HeldFiles) -> VectorHeader | None:
+    """Check the vector file's header (through its held descriptor) against the manifest; None without one.
+
+    Standard library only: the header's size arithmetic, and rows, dimensions, value type and embedder
+    key as the manifest records them; the embedder key must also be the hash of the identity the
+    manifest spells out. Raises ``BundleFormatError`` naming what disagrees.
+    """
+    info = manifest.vectors
+    if info is None:
+        return None
+    if info.path not in held.fds:
+        raise BundleFormatError(
+            f"the manifest's vectors name {info.path!r}, which its file list does not hold"
+        )
+    header = parse_header(os.pread(held.fds[info.path], HEADER_SIZE, 0), held.sizes[info.path])
+    sections = section_count(manifest)
+    e = info.embedder
+    identity = EmbedderIdentity(e.backend, e.model, e.version, e.dimensions, e.weights_sha256)
+    problems = []
+    if header.rows != sections or info.rows != sections:
+        problems.append(f"{header.rows} rows (manifest: {info.rows}) for {sections} sections")
+    if header.dims != info.dims or e.dimensions != info.dims:
+        problems.append(f"{header.dims} dimensions (manifest: {info.dims})")
+    if header.dtype != info.dtype:
+        problems.append(f"values of type {header.dtype} (manifest: {info.dtype})")
+    if header.embedder_key != e.key or identity.key() != e.key:
+        problems.append("an embedder key that differs from the manifest's embedder")
+    if problems:
+        raise BundleFormatError(f"{info.path} does not match the manifest: {'; '.join(problems)}")
+    return header
 
 
 def open_index(bundle: Path, *, use_mmap: bool = True) -> Index:
@@ -207,6 +278,7 @@ def open_bundle(bundle: Path, *, verify: bool = True, use_mmap: bool = False) ->
         manifest = read_manifest(bundle)
         held = _hold(bundle, manifest)
     try:
+        vectors = check_vectors(manifest, held)
         store = DocStore.from_held(held.fds[DOCS_BIN], held.read(DOCS_IDX))
     except BaseException:
         held.close()
@@ -225,7 +297,7 @@ def open_bundle(bundle: Path, *, verify: bool = True, use_mmap: bool = False) ->
         store.close()
         held.close()
         raise BundleFormatError(f"{bundle}: the search index cannot be opened: {exc}") from exc
-    return Bundle(bundle, manifest, store, index, held)
+    return Bundle(bundle, manifest, store, index, held, vectors)
 
 
 def check_bundle(bundle: Path) -> Manifest:

@@ -353,6 +353,20 @@ class BundleSearcher:
         )
         self._deadline = threading.local()
 
+    @property
+    def starts(self) -> list[int]:
+        """The first chunk number of each store record (the rows of a vector file line up with them)."""
+        return self._starts
+
+    @property
+    def chunk_count(self) -> int:
+        """How many chunks (search units) the bundle holds."""
+        return self._chunk_count
+
+    def locate(self, docnum: int) -> tuple[int, int]:
+        """A chunk number as (store record, chunk of that record)."""
+        return self._locate(docnum)
+
     # -- postings ------------------------------------------------------------------------------
 
     def _reader(self) -> PostingReader:

@@ -34,6 +34,7 @@ from docbundle.bundle.errors import BundleError, BundleFormatError
 from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current, take_lease
 from docbundle.bundle.manifest import MAX_MANIFEST_BYTES, Manifest, decode_manifest, manifest_bytes
 
+from .encoder import QueryEncoder
 from .errors import (
     MAX_LIBRARY_ID_CHARS,
     MAX_VERSION_CHARS,
@@ -423,6 +424,10 @@ class Catalog:
         # Terms whose postings a newly opened bundle caches in a background thread (0: none). A server
         # sets it (``docbundle serve``); one-shot commands leave it at 0.
         self.warm_terms = 0
+        # The query encoder of semantic search, loaded once per process (``start_encoder``, or on the
+        # first search that needs it).
+        self.encoder = QueryEncoder()
+        self._preload_encoder = False
         self._guard = threading.Lock()
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._closed = False
@@ -496,6 +501,19 @@ class Catalog:
         if key in self._failed:
             return "failed", self._failed[key]
         return "available", None
+
+    def has_vectors(self) -> bool:
+        """Whether any library version served has semantic vectors (manifests only)."""
+        return any(e.manifest is not None and e.manifest.vectors is not None for e in self.entries())
+
+    def start_encoder(self) -> bool:
+        """Load the query encoder in a background thread now if a library has vectors, and again after a
+        reload that brings one (a server calls this once it serves; a one-shot command never does).
+
+        Returns whether loading started (False without vectors or without the semantic extra).
+        """
+        self._preload_encoder = True
+        return self.has_vectors() and self.encoder.start()
 
     # -- opening ------------------------------------------------------------------------------------
 
@@ -660,6 +678,8 @@ class Catalog:
         for fd in extra:
             os.close(fd)
         self.expire()
+        if self._preload_encoder:
+            self.start_encoder()
         change = CatalogChange(added, removed, tuple(updated))
         if change:
             log.info("bundles reloaded: %s", change.describe())

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.errors import BundleError, BundleNotFoundError
 from docbundle.bundle.layout import CURRENT, resolve_bundle
-from docbundle.bundle.query import MODES
+from docbundle.bundle.query import SEARCH_MODES
 from docbundle.bundle.userdirs import ENV_BUNDLES, ENV_KEYS, bundles_origin, default_bundles, default_keys
 
 from .catalog import DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog, VersionEntry
@@ -284,7 +284,13 @@ def _add_search(sub: Subparsers) -> None:
     q.add_argument("library", metavar="LIBRARY", help="library id")
     q.add_argument("query", metavar="QUERY", help="what to search for")
     q.add_argument("--version", dest="doc_version", default=None, help="docs version (default: latest)")
-    q.add_argument("--mode", choices=MODES, default="balanced")
+    q.add_argument(
+        "--mode",
+        choices=SEARCH_MODES,
+        default=None,
+        help="hybrid (words and meaning; the default when the library has vectors), semantic (meaning), "
+        "fulltext = balanced (most words; the default without vectors), broad (any word), precise (every word)",
+    )
     q.add_argument("--limit", type=int, default=5, help="hits (1-20, default 5)")
     q.add_argument("--max-tokens", type=int, default=5000, help="budget for the hits' text (500-50000)")
     q.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -601,6 +607,9 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from .stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
+    # Semantic search's query encoder loads in a background thread while the client connects (only when
+    # a library has vectors and the extra is installed; numpy and the model are not imported otherwise).
+    catalog.start_encoder()
     background = None
     if args.reload_interval > 0:
         from .reload import watch_bundles
@@ -782,8 +791,11 @@ def _search(args: argparse.Namespace) -> int:
         print(result.model_dump_json(by_alias=True, indent=2))
         return EXIT_OK
     print(
-        f"{result.library_id}@{result.version} (build {result.build_id}): {len(result.hits)} hit(s) for {args.query!r}"
+        f"{result.library_id}@{result.version} (build {result.build_id}): {len(result.hits)} hit(s) for "
+        f"{args.query!r} (mode {result.mode})"
     )
+    if result.requested_mode is not None and result.mode_reason:
+        print(f"mode: {printable(result.mode_reason, 400)}")
     if result.dropped:
         print(f"ignored words: {', '.join(result.dropped)}")
     for h in result.hits:
@@ -844,6 +856,10 @@ def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
             state = _problem_text(s.reason or "")
         else:
             state = f"{s.documents} docs, build {s.build_id}"
+            if s.vectors is not None:
+                state += "; vectors" + (
+                    " (keyword search only here)" if "keyword search only" in s.vectors else ""
+                )
             if s.safety_findings:
                 state += f"; {plural(s.safety_findings, 'safety finding', 'safety findings')} "
                 state += f"({', '.join(s.safety_kinds)}): see `docbundle info {s.id}`"
@@ -856,6 +872,8 @@ def _info_library(args: argparse.Namespace, catalog: Catalog) -> int:
     from .docs import Docs
 
     lib_entry = catalog.library(args.library)
+    if any(e.manifest is not None and e.manifest.vectors is not None for e in lib_entry.versions.values()):
+        catalog.encoder.get()  # to say whether this install's encoder is the one that made the vectors
     for entry in lib_entry.versions.values():
         problem = _size_problem(entry)
         if problem is not None:
@@ -881,9 +899,21 @@ def _info_library(args: argparse.Namespace, catalog: Catalog) -> int:
             f"    build {v.build_id}, built {printable(v.built_at, 40)}, {v.documents} documents (files verified)"
         )
         print(f"    content hash {v.content_hash}")
+        _print_vectors(catalog, lib_entry.versions[v.version])
         _print_safety(lib_entry.versions[v.version])
     print(f"  from {_where(catalog.root, args)}")
     return EXIT_OK
+
+
+def _print_vectors(catalog: Catalog, entry: VersionEntry) -> None:
+    """The version's semantic vectors: the model that made them, and whether this install can use them."""
+    from .libraries import vectors_summary
+
+    summary = vectors_summary(catalog, entry)
+    if summary is not None:
+        print(f"    vectors: {printable(summary, 400)}")
+    else:
+        print("    no semantic vectors: searched by keywords")
 
 
 def _print_safety(entry: VersionEntry, shown: int = 5) -> None:

@@ -19,7 +19,7 @@ what it found and says so) and stops when its ``Deadline`` is cancelled.
 
 from __future__ import annotations
 
-from docbundle.bundle.query import MAX_QUERY_CHARS, Deadline, Mode
+from docbundle.bundle.query import MAX_QUERY_CHARS, SEARCH_MODES, Deadline, SearchMode
 
 from . import documents, hits, libraries
 from .catalog import Catalog
@@ -32,6 +32,7 @@ from .errors import (
     check_length,
     check_range,
     check_search_input,
+    echo,
 )
 from .models import (
     DEFAULT_LIMIT,
@@ -134,7 +135,7 @@ class Docs:
         keywords: list[str] | None = None,
         library_id: str | None = None,
         version: str | None = None,
-        mode: Mode = "balanced",
+        mode: SearchMode | None = None,
         limit: int = DEFAULT_LIMIT,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         cancel: Deadline | None = None,
@@ -142,9 +143,12 @@ class Docs:
     ) -> Answer[SearchResult]:
         """Search one library (or every library when ``library_id`` is None), fitted to ``max_tokens``.
 
+        ``mode`` None is the default: hybrid where a library's vectors can be searched, else balanced.
         ``cancel`` is the caller's cancellation token; the search also stops after
-        ``SEARCH_TIME_BUDGET`` seconds and answers with what it found.
+        ``SEARCH_TIME_BUDGET`` seconds of scoring and answers with what it found.
         """
+        if mode is not None and mode not in SEARCH_MODES:
+            raise BadRequestError(f"mode must be one of {', '.join(SEARCH_MODES)}, not {echo(str(mode))}")
         if not checked:
             check_range("limit", limit, 1, MAX_LIMIT)
             check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
@@ -159,8 +163,7 @@ class Docs:
             raise BadRequestError("version needs libraryId: versions belong to one library")
         # Read at call time: a test (or a benchmark) may change this module's SEARCH_TIME_BUDGET.
         budget = SEARCH_TIME_BUDGET
-        deadline = (cancel or Deadline()).within(budget)
-        call = hits.SearchCall(query, keywords, mode, limit, max_tokens, deadline, budget)
+        call = hits.SearchCall(query, keywords, mode, limit, max_tokens, cancel or Deadline(), budget)
         return answer(hits.search(self.catalog, call, library_id, version))
 
     # -- documents ----------------------------------------------------------------------------------

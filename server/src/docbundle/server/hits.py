@@ -1,9 +1,16 @@
 """Searching the catalogue: hits gathered from each library version, the best fitted into ``maxTokens``.
 
-``search`` takes arguments already checked (``Docs.search`` checks them) and a ``Deadline`` that holds
-both the caller's cancellation and the time budget. A search across libraries skips (and reports) a
-library that fails, whatever the failure; a bundle whose data turns out damaged is marked failed in
-the catalogue. No hits is a normal answer, with a message and next steps (``words.NextStep``).
+``search`` takes arguments already checked (``Docs.search`` checks them) and the caller's cancellation
+token. When the call may run hybrid or semantic search (asked for, or the default) and a library
+searched has vectors, it first waits for the query encoder (``encoder.QueryEncoder.get``: bounded,
+cancellable, outside the time budget); then the ``Deadline`` of the time budget starts. Each library
+runs the mode ``semantic.choose`` picks for it, and the answer says which ran and why. Across libraries,
+each ranks (and fuses) its own pages, then the lists are merged by score: as they are when every
+library scored the same way, else by reciprocal rank of each library's pages (``semantic.rescale``).
+
+A search across libraries skips (and reports) a library that fails, whatever the failure; a bundle whose
+data turns out damaged is marked failed in the catalogue. No hits is a normal answer, with a message
+and next steps (``words.NextStep``).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.query import Cancelled, Deadline, Mode
+from docbundle.bundle.query import MAX_QUERY_CHARS, Cancelled, Deadline, RanMode, SearchMode
 from docbundle.bundle.store import DocRecord
 
 from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
@@ -33,14 +40,16 @@ from .errors import (
 )
 from .models import SearchHit, SearchResult, SkippedLibrary
 from .render import STOPPED_NOTE, cut_note, hit_header, omitted_note, search_head
+from .semantic import SEMANTIC_MODES, Choice, QueryVector, Ranking, choose, rank, rescale
 from .words import MODEL, NextStep
 
 log = logging.getLogger(__name__)
 
 PER_DOC = 2  # hits per document, at most
 
-# A hit before fitting: (score, library, document number, chunk number, the document's record).
-RawHit = tuple[float, OpenedLibrary, int, int, DocRecord]
+# A hit before fitting: (score, library, document number, chunk number, the document's record, its place
+# in its library's ranking).
+RawHit = tuple[float, OpenedLibrary, int, int, DocRecord, int]
 
 # Errors that mean an opened bundle's data is damaged (not a bug, not a bad request).
 _DAMAGE = (BundleError, OSError, EOFError, struct.error, zlib.error, pickle.UnpicklingError)
@@ -52,11 +61,11 @@ class SearchCall:
 
     query: str | None
     keywords: list[str]
-    mode: Mode
+    mode: SearchMode | None  # None: the default (hybrid where a library's vectors can be searched)
     limit: int
     max_tokens: int
-    deadline: Deadline
-    budget: float  # the time budget in seconds, which ``deadline`` holds (for the messages)
+    cancel: Deadline  # the caller's cancellation token; the time budget starts after the encoder wait
+    budget: float  # the time budget in seconds (for the messages)
 
 
 @dataclass
@@ -64,6 +73,8 @@ class _Gathered:
     """What a search collected over its libraries, before the best hits are fitted to the budget."""
 
     searched: list[OpenedLibrary] = field(default_factory=list)
+    rankings: list[tuple[OpenedLibrary, Ranking, dict[int, DocRecord]]] = field(default_factory=list)
+    choices: list[tuple[str, Choice]] = field(default_factory=list)  # (library id, mode it ran)
     raw: list[RawHit] = field(default_factory=list)
     skipped: list[SkippedLibrary] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
@@ -75,43 +86,73 @@ class _Gathered:
         self.skipped.append(SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=reason))
 
 
+def _wait_for_encoder(catalog: Catalog, call: SearchCall, targets: list[VersionEntry]) -> bool:
+    """Wait for the query encoder when this call may use it; returns whether it waited."""
+    if call.mode not in (None, *SEMANTIC_MODES) or not catalog.encoder.installed():
+        return False
+    if not any(e.manifest is not None and e.manifest.vectors is not None and not e.problem for e in targets):
+        return False
+    try:
+        catalog.encoder.get(call.cancel)
+    except Cancelled as exc:
+        raise CancelledError() from exc
+    return True
+
+
 def search(catalog: Catalog, call: SearchCall, library_id: str | None, version: str | None) -> SearchResult:
     """Search one library (or every library's default version when ``library_id`` is None)."""
     if library_id is not None:
         targets = [catalog.resolve(library_id, version)]
     else:
         targets = [lib.default for lib in catalog.libraries()]
+    waited = _wait_for_encoder(catalog, call, targets)
+    deadline = call.cancel.within(call.budget)
+    text = " ".join([(call.query or "")[:MAX_QUERY_CHARS], *call.keywords]).strip()
+    vector = QueryVector(catalog.encoder, text)
     got = _Gathered()
     for entry in targets:
-        if call.deadline.cancelled:
+        if deadline.cancelled:
             raise CancelledError()
-        if got.stopped or call.deadline.expired():
+        if got.stopped or deadline.expired():
             got.stopped = True
             if library_id is None:
                 got.skip(entry, f"not searched: the search's time budget ({call.budget:g} s) ran out")
             continue
-        _search_entry(catalog, entry, call, got, single=library_id is not None)
-    got.raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[2], r[3]))
+        _search_entry(catalog, entry, call, got, deadline, vector, waited, single=library_id is not None)
+    _merge(got)
     return _result(got, call, library_id)
 
 
+def _merge(got: _Gathered) -> None:
+    """Every library's hits in one list, best first (rescaled when libraries scored differently)."""
+    mixed = len({r.scale for _, r, _ in got.rankings}) > 1
+    for lib, ranking, records in got.rankings:
+        hits = rescale(ranking) if mixed else ranking.hits
+        got.raw.extend(
+            (score, lib, doc, chunk, records[doc], seq) for seq, (score, doc, chunk) in enumerate(hits)
+        )
+    got.raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[5]))
+
+
 def _search_entry(
-    catalog: Catalog, entry: VersionEntry, call: SearchCall, got: _Gathered, *, single: bool
+    catalog: Catalog,
+    entry: VersionEntry,
+    call: SearchCall,
+    got: _Gathered,
+    deadline: Deadline,
+    vector: QueryVector,
+    waited: bool,
+    *,
+    single: bool,
 ) -> None:
     """Search one library version into ``got``; a failure skips it (or, searching ``single``, raises)."""
     try:
         lib = catalog.open_entry(entry)
-        outcome = lib.searcher.search(
-            call.query,
-            keywords=call.keywords,
-            mode=call.mode,
-            limit=call.limit,
-            per_doc=PER_DOC,
-            deadline=call.deadline,
-        )
+        choice = choose(call.mode, entry.library_id, lib.manifest, catalog.encoder, waited)
+        ranking = rank(lib, choice.ran, call.query, call.keywords, call.limit, PER_DOC, deadline, vector.get)
         # Read the hits' records here, so a damaged store fails this library only.
-        found = [(h.score, lib, h.doc, h.chunk, lib.bundle.store.get(h.doc)) for h in outcome.hits]
-        if any(not 0 <= chunk < len(record.chunks) for _, _, _, chunk, record in found):
+        records = {doc: lib.bundle.store.get(doc) for _, doc, _ in ranking.hits}
+        if any(not 0 <= chunk < len(records[doc].chunks) for _, doc, chunk in ranking.hits):
             raise BundleError("the search index and the document store disagree")
     except CancelledError:
         raise
@@ -132,10 +173,11 @@ def _search_entry(
         got.skip(entry, reason)
         return
     got.searched.append(lib)
-    got.stopped = got.stopped or outcome.stopped
-    got.terms = got.terms or list(outcome.terms)
-    got.dropped = got.dropped or list(outcome.dropped)
-    got.raw.extend(found)
+    got.choices.append((entry.library_id, choice))
+    got.rankings.append((lib, ranking, records))
+    got.stopped = got.stopped or ranking.stopped
+    got.terms = got.terms or list(ranking.terms)
+    got.dropped = got.dropped or list(ranking.dropped)
 
 
 def _failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
@@ -159,10 +201,13 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
     raw = got.raw[: call.limit]
     searched = got.searched
     single = searched[0] if library_id is not None and searched else None
+    ran, reason = _mode_of(got, call.mode)
     base = SearchResult(
         query=clip(call.query) if call.query is not None else None,
         keywords=clip_list(call.keywords),
-        mode=call.mode,
+        mode=ran,
+        requested_mode=call.mode,
+        mode_reason=reason,
         library_id=single.entry.library_id if single else None,
         version=single.entry.version if single else None,
         build_id=single.manifest.build.build_id if single else None,
@@ -196,14 +241,35 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
     )
 
 
+def _mode_of(got: _Gathered, requested: SearchMode | None) -> tuple[RanMode, str | None]:
+    """The mode the search ran (the semantic one where any library ran it) and why, in one line."""
+    if not got.choices:
+        return ("balanced" if requested in (None, "fulltext") else requested), None  # type: ignore[return-value]
+    ran = [c.ran for _, c in got.choices]
+    mode = next((m for m in ran if m in ("hybrid", "semantic")), ran[0])
+    explain = [(lib_id, c) for lib_id, c in got.choices if c.reason and (requested is None or c.fell_back)]
+    if not explain:
+        return mode, None
+    if len(got.choices) == 1:
+        return mode, explain[0][1].reason
+    # A search across libraries: where each mode ran, and why hybrid could not where it did not.
+    by_mode: dict[str, list[str]] = {}
+    for lib_id, c in got.choices:
+        by_mode.setdefault(c.ran, []).append(lib_id)
+    where = "; ".join(f"{m} in {', '.join(libs)}" for m, libs in by_mode.items())
+    why = "; ".join(f"{lib_id}: {c.problem}" for lib_id, c in explain if c.problem)
+    head = "default" if requested is None else f"{requested} was asked for"
+    return mode, clip(f"{head}: {where}" + (f" ({why})" if why else ""), 600)
+
+
 def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
     """The hits with their texts fitted into ``available`` tokens, and how many were left out."""
     full: list[SearchHit] = []
-    for rank, (score, lib, _doc_no, chunk_no, doc) in enumerate(raw, start=1):
+    for place, (score, lib, _doc_no, chunk_no, doc, _) in enumerate(raw, start=1):
         chunk = doc.chunks[chunk_no]
         full.append(
             SearchHit(
-                rank=rank,
+                rank=place,
                 library_id=lib.entry.library_id,
                 version=lib.entry.version,
                 build_id=lib.manifest.build.build_id,

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from docbundle.bundle.manifest import obtained_mix
 
-from .catalog import Catalog, LibraryEntry
+from .catalog import Catalog, LibraryEntry, VersionEntry
+from .encoder import describe
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip, echo
 from .models import (
     LibraryList,
@@ -17,6 +18,7 @@ from .models import (
     VersionSummary,
 )
 from .resolve import Resolver
+from .semantic import vector_problem
 
 
 def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
@@ -40,7 +42,25 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         safety_findings=len(m.safety) if m else 0,
         safety_kinds=sorted({f.kind for f in m.safety}) if m else [],
         obtained=obtained_mix(m.documents) if m else {},
+        vectors=vectors_summary(catalog, entry),
     )
+
+
+def vectors_summary(catalog: Catalog, entry: VersionEntry) -> str | None:
+    """A version's semantic vectors in one line: the embedder, and whether this server can search them.
+
+    None when it has none. Reads the manifest and the query encoder's state only; nothing is loaded.
+    """
+    m = entry.manifest
+    if m is None or m.vectors is None:
+        return None
+    made = f"{m.vectors.rows} sections embedded by {describe(m.vectors.embedder)}"
+    problem = vector_problem(m, catalog.encoder)
+    if problem is not None:
+        return f"{made}; keyword search only here, as {problem}"
+    status = catalog.encoder.status()
+    note = {"idle": " (the query encoder loads on first use)", "loading": " (the query encoder is loading)"}
+    return f"{made}; hybrid and semantic search{note.get(status, '')}"
 
 
 def library_list(catalog: Catalog, category: str | None) -> LibraryList:

@@ -7,11 +7,13 @@ buildId and content hash it came from.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from docbundle.bundle.manifest import VersionStatus
-from docbundle.bundle.query import Mode
+from docbundle.bundle.query import RanMode, SearchMode
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
-from pydantic.json_schema import SkipJsonSchema
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
 from .catalog import State
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
@@ -80,6 +82,11 @@ class LibrarySummary(Model):
         default={},
         description="Documents of the default version by how their text was obtained: markdown (a "
         "markdown URL), negotiated (Accept: text/markdown), md-url (the llms.txt .md URL), html (converted)",
+    )
+    vectors: str | None = Field(
+        default=None,
+        description="The default version's semantic vectors: their embedder, and whether hybrid search can "
+        "use them here (null: it has none; keyword search only)",
     )
 
 
@@ -160,7 +167,15 @@ class SearchResult(Model):
 
     query: str | None = Field(description=f"The query (its first {MAX_ECHO_CHARS} characters)")
     keywords: list[str] = Field(description=f"The keywords (at most {MAX_ECHO_ITEMS} shown)")
-    mode: Mode
+    # Published as a plain string (an enum of five would cost tools/list its budget); docs/server.md
+    # lists the values, and the model still checks them.
+    mode: Annotated[RanMode, WithJsonSchema({"type": "string"})] = Field(description="The mode that ran")
+    # The mode asked for (None: the default), for the text rendering; the caller knows it: not on the wire.
+    requested_mode: SkipJsonSchema[SearchMode | None] = Field(default=None, exclude=True)
+    mode_reason: str | None = Field(
+        default=None,
+        description="Why this mode ran: the default's choice, or why the one asked for could not",
+    )
     library_id: str | None = Field(description="Set when one library was searched")
     version: str | None
     build_id: str | None

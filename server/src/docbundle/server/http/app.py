@@ -172,6 +172,8 @@ class HttpApp:
                 # Live reload, in this process (a worker forked after start-up watches for itself).
                 if self.options.reload_interval > 0 and self._stop_watch is None:
                     self._stop_watch = self.catalog.watch(self.options.reload_interval)
+                # Semantic search's query encoder, loaded in the background by each serving process.
+                self.catalog.start_encoder()
             elif message["type"].startswith("lifespan.shutdown"):
                 self.ready = False
                 if self._stop_watch is not None:

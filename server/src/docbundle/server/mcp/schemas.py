@@ -82,7 +82,8 @@ def _inline_single_use(schema: dict[str, Any]) -> dict[str, Any]:
             ref = node.get("$ref", "")
             if isinstance(ref, str) and ref.removeprefix("#/$defs/") in once:
                 return put(defs[ref.removeprefix("#/$defs/")])
-            return {k: put(v) for k, v in node.items() if k != "$defs"}
+            # A nullable reference, once written in place, is a nullable object: ``[object, "null"]``.
+            return _collapse_null({k: put(v) for k, v in node.items() if k != "$defs"}, output=True)
         if isinstance(node, list):
             return [put(v) for v in node]
         return node

