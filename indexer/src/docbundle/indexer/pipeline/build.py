@@ -60,7 +60,7 @@ from .collect import CrawledPage, candidates, inline_pages, listed_links, page_i
 from .fetched import FetchResult, Guard
 from .follow import FOLLOWED_SECTION, FollowScope, fetch_robots, origin
 from .llmstxt import LlmsLink, LlmsTxt
-from .prepare import FAILURE_KIND, PageJob, Prepared, prepare_all
+from .prepare import FAILURE_KIND, PageJob, Prepared, prepare_all, start_workers
 from .progress import Progress, ProgressFactory, QuietProgress
 from .scope import CrawlScope
 from .session import CrawlSession
@@ -177,6 +177,7 @@ class BuildRun:
         target, outcome = self.target, self.outcome
         t0 = time.perf_counter()
         started = now()
+        start_workers()  # a worker starts while the crawl runs (the process keeps it for later builds)
         src, pages = asyncio.run(self._crawl())
         outcome.crawl_seconds = round(time.perf_counter() - t0, 3)
 
