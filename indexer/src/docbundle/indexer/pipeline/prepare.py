@@ -374,7 +374,10 @@ def _serve(conn: Connection, indexer_pid: int) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a worker killed over its budget dumps no core
     except (ImportError, ValueError, OSError):
         resource = None  # type: ignore[assignment]
-    conn.send(_READY)  # imports done: the indexer starts this worker's page clock now
+    try:
+        conn.send(_READY)  # imports done: the indexer starts this worker's page clock now
+    except (OSError, ValueError):
+        return  # the indexer is gone already (it ended while this worker started): nothing to say
     while True:
         try:
             task: tuple[float, PageJob] | None = conn.recv()
