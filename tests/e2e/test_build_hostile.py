@@ -1,8 +1,9 @@
 """One hostile page among good ones: the build finishes, indexes the rest and names the bad page.
 
-Issue 19: a page whose conversion never ends (100,000 nested ``<div>``s: the HTML parser's cost grows
-with the square of the nesting depth) held a build for minutes. Each page now has a CPU budget in
-its worker process; these tests run the real ``docbundle-index build`` against a loopback site.
+Issue 19: one page whose preparation took minutes held the whole build. Each page now has a CPU budget
+in its worker process; these tests run the real ``docbundle-index build`` against a loopback site. The
+hostile page is a markdown page of 500,000 ``[``: markdown-it-py pays tens of microseconds per
+character on it (looking for the end of a link label at each one), about 10 s of CPU in all.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from docsite import page_markdown
 from sitesrv import Site
 
 GOOD = 100
-HOSTILE_PATH = "/deep.html"
+HOSTILE_PATH = "/brackets.md"
 
 
-def _hostile_page(depth: int = 100_000) -> str:
-    return "<html><body>" + "<div>" * depth + "the bottom of the page" + "</div>" * depth + "</body></html>"
+def _hostile_page(size: int = 500_000) -> str:
+    return "[" * size
 
 
 def _publish(site: Site) -> None:
@@ -28,8 +29,8 @@ def _publish(site: Site) -> None:
     for i in range(GOOD):
         site.add(f"/guides/p{i}.md", page_markdown(f"p{i}", f"Page {i}", f"Lead of page number {i}."))
         lines.append(f"- [Page {i}](guides/p{i}.md)")
-    site.add(HOSTILE_PATH, _hostile_page(), content_type="text/html; charset=utf-8")
-    lines.append(f"- [Deep]({HOSTILE_PATH[1:]})")
+    site.add(HOSTILE_PATH, _hostile_page())
+    lines.append(f"- [Brackets]({HOSTILE_PATH[1:]})")
     site.add("/llms.txt", "\n".join(lines) + "\n", content_type="text/plain; charset=utf-8")
 
 

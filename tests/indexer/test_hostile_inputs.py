@@ -17,7 +17,7 @@ import textwrap
 import pytest
 from docbundle.indexer.pipeline import html, llmstxt, nesting
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
@@ -187,7 +187,13 @@ NESTING_UNITS = (
     "<b><div>",
     "<div><b x=1></div>y",
     "<div><table></div>",
+    "<table><b>",
+    "<ul><li><table>",
+    "<caption>",
+    "<colgroup>",
+    "<select>",
     "<svg><g/>",
+    "<svg><title>",
     "<a>",
     "</x>",
     "<!--",
@@ -200,6 +206,20 @@ NESTING_UNITS = (
 
 @settings(max_examples=40, deadline=10_000)
 @given(st.lists(st.tuples(st.sampled_from(NESTING_UNITS), st.integers(0, 700)), min_size=1, max_size=4))
+# Shapes the estimate once got wrong, each failing on its own: too deep where the parser foster-parents
+# out of a table, ignores a table part or a nested <select>, ends a column group, breaks out of SVG, or
+# reads the rest of the page as an unclosed attribute value; too shallow in SVG, where <script> and
+# <title> hold tags.
+@example([("<div><table></div>", 32)])
+@example([("<svg><g/>", 1), ("<div><table></div>", 40)])
+@example([('<p a="', 19), ("<div><b x=1></div>y", 283)])
+@example([("<table><b>", 150)])
+@example([("<ul><li><table>", 83)])
+@example([("<caption>", 102)])
+@example([("<colgroup>", 74)])
+@example([("<select>", 88)])
+@example([("<svg><title>", 300)])
+@example([("<svg><g/>", 59), ("<script>", 298)])
 def test_bounded_nesting_keeps_the_parsed_depth_near_the_bound(parts: list[tuple[str, int]]) -> None:
     page = "<html><body>" + "".join(unit * count for unit, count in parts)
     bounded = nesting.bound_nesting(page, max_depth=64)

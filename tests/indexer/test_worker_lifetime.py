@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from buildkit import write_sized_site
+from buildkit import build_config, write_site, write_sized_site
 from docbundle.indexer.pipeline import prepare
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
@@ -133,3 +133,38 @@ def test_kill_9_of_the_indexer_takes_its_workers_with_it(tmp_path: Path) -> None
                 os.kill(pid, signal.SIGKILL)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_one_pool_of_workers_serves_every_build_of_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two libraries built one after the other by one process: their pages go to one worker process,
+    started once (before the first crawl), not one per build; it exits when asked (as at exit)."""
+    prepare.stop_workers()  # whatever earlier tests of this process left
+    monkeypatch.setenv("DOCBUNDLE_WORKERS", "1")
+    started: list[int] = []
+    start = prepare._Pool._start
+
+    def start_recorded(pool: prepare._Pool) -> prepare._Worker:
+        worker = start(pool)
+        assert worker.process.pid is not None
+        started.append(worker.process.pid)
+        return worker
+
+    monkeypatch.setattr(prepare._Pool, "_start", start_recorded)
+    config = ""
+    for name in ("one", "two"):
+        page = f"# {name.title()}\n\nWords about the {name} widget and how it configures things.\n"
+        write_site(tmp_path / name, {"a.md": page}, f"# {name}\n\n## Pages\n\n- [A](a.md)\n")
+        config += f'[[library]]\nid = "{name}"\nllms_txt = "{name}/llms.txt"\n'
+    outcomes = build_config(tmp_path / "libraries.toml", tmp_path / "out", config)
+    assert [o.documents for o in outcomes] == [1, 1]
+    assert len(started) == 1 and started[0] != os.getpid()
+    (pid,) = started
+    start_time = _stat(pid)
+    assert start_time is not None and start_time[1] != "Z", "the worker did not stay for the next build"
+    prepare.stop_workers()
+    deadline = time.monotonic() + GONE_WITHIN
+    while _alive(pid, start_time[2]):
+        assert time.monotonic() < deadline, f"worker {pid} still running {GONE_WITHIN} s after stop_workers"
+        time.sleep(0.05)

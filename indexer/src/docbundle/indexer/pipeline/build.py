@@ -66,7 +66,7 @@ from .collect import CrawledPage, candidates, inline_pages, listed_links, page_i
 from .fetched import FetchResult, Guard
 from .follow import FOLLOWED_SECTION, FollowScope, fetch_robots, origin
 from .llmstxt import LlmsLink, LlmsTxt
-from .prepare import FAILURE_KIND, PageJob, Prepared, prepare_all
+from .prepare import FAILURE_KIND, PageJob, Prepared, prepare_all, start_workers
 from .progress import Progress, ProgressFactory, QuietProgress
 from .scope import CrawlScope
 from .semantic import VectorPlan, build_hash, embedding_requested, make_vectors, plan_vectors
@@ -194,6 +194,7 @@ class BuildRun:
         plan = plan_vectors(target.library.semantic, embedding_requested(self.embed))
         t0 = time.perf_counter()
         started = now()
+        start_workers()  # a worker starts while the crawl runs (the process keeps it for later builds)
         src, pages = asyncio.run(self._crawl())
         outcome.crawl_seconds = round(time.perf_counter() - t0, 3)
 

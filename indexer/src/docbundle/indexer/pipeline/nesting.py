@@ -12,12 +12,23 @@ returned unchanged (the same object), so real pages, whose depth is a few dozen,
 
 The stack is an estimate of the parser's, meant never to be lower, so that what lexbor builds stays
 within about the bound: it knows comments, raw-text elements (``<script>``, ``<style>``...), void
-elements, quoted attribute values, and the usual implied ends (``<p>``, ``<li>``, ``<dt>``/``<dd>``,
-table cells and rows, ``<option>``); an end tag closes only what the parser would close (never across
-a table or cell, and a formatting element such as ``</b>`` only when no block was opened inside it);
-formatting elements that an end tag closes stay counted, as the parser reopens them. Where it still
-errs low on a shape it does not know, the per-page CPU budget of the worker bounds the damage.
-Each step costs O(1), so the pass is linear in the page's length.
+elements, quoted attribute values (one left open holds the rest of the page), and the usual implied ends
+(``<p>``, ``<li>``, ``<dt>``/``<dd>``, table cells and rows, ``<option>``); an end tag closes only what
+the parser would close (never across a table or cell, and a formatting element such as ``</b>`` only when
+no block was opened inside it); formatting elements that an end tag closes stay counted, as the parser
+reopens them. Where it still errs low on a shape it does not know, the per-page CPU budget of the worker
+bounds the damage.
+
+It must not err high on a page the parser keeps shallow either, or a harmless page would be changed. So
+each open element carries its depth in the tree, which is not always its place on the stack: in a
+table's own content (not in a cell or caption) an element other than a table part is foster-parented,
+put before the table as its sibling, so it nests at the table's depth (and what opens inside it, below
+that); a ``<table>`` there ends the open table, and a cell's part (``<td>``, ``<tr>``...) ends the cell;
+table parts outside any table are ignored, as the parser ignores them. In SVG and MathML the HTML rules
+do not apply: elements nest as written (``/>`` closes them, ``<script>`` holds tags), until an HTML start
+tag such as ``<div>`` breaks out and closes them.
+Each step costs O(1) (amortised: an element is popped at most once per push), so the pass is linear in
+the page's length.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ MAX_DEPTH = 512
 # the page is inside that tag). Possessive quantifiers: no backtracking, so each token costs its length.
 _TOKEN = re.compile(
     r"<(/?)([A-Za-z][^\t\n\f\r />]*+)"
-    r"""([^>=]*+(?:=[\t\n\f\r ]*+(?:"[^"]*+"|'[^']*+')?+[^>=]*+)*+)>"""
+    r"""([^>=]*+(?:=[\t\n\f\r ]*+(?:"[^"]*+"|'[^']*+'|(?!["']))[^>=]*+)*+)>"""
     r"|<(!--|[!?]|/(?![A-Za-z]))"
     r"|<(?=/?[A-Za-z])"
 )
@@ -151,30 +162,151 @@ _IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 _P = frozenset({"p"})
 _NOTHING: frozenset[str] = frozenset()
+# Table parts: outside any table (and template) the parser ignores their start tags; in table mode they are
+# the table's own (never foster-parented), as are the raw-text and template elements it inserts in place.
+_TABLE_PARTS = frozenset(["caption", "col", "colgroup", "tbody", "td", "tfoot", "th", "thead", "tr"])
+_IN_TABLE = _TABLE_PARTS | {"table", "script", "style", "template", "form", "input"}
+# The current nodes under which a foster-parented element goes before the table instead.
+_TABLE_NODES = frozenset(["table", "tbody", "tfoot", "thead", "tr"])
+# Inside one of these (within the table) the parser reads in body mode again.
+_CELL = ("td", "th", "caption", "template")
+# Foreign content (SVG, MathML): its roots; the elements whose content is read as HTML again (integration
+# points); and the HTML start tags that close the foreign elements open around them ("break out").
+_FOREIGN_ROOTS = frozenset(["svg", "math"])
+_INTEGRATION = frozenset(
+    ["foreignobject", "desc", "title", "mi", "mo", "mn", "ms", "mtext", "annotation-xml"]
+)
+_BREAK_OUT = frozenset(
+    [
+        "b",
+        "big",
+        "blockquote",
+        "body",
+        "br",
+        "center",
+        "code",
+        "dd",
+        "div",
+        "dl",
+        "dt",
+        "em",
+        "embed",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "head",
+        "hr",
+        "i",
+        "img",
+        "li",
+        "listing",
+        "menu",
+        "meta",
+        "nobr",
+        "ol",
+        "p",
+        "pre",
+        "ruby",
+        "s",
+        "small",
+        "span",
+        "strong",
+        "strike",
+        "sub",
+        "sup",
+        "table",
+        "tt",
+        "u",
+        "ul",
+        "var",
+    ]
+)
 # How far down the stack an implied end looks: far enough for real markup (<li><p><b>...<li>).
 _IMPLIED_REACH = 8
 
 
 class _Stack:
-    """The elements believed open, with O(1) look-ups of the nearest one of a name."""
+    """The elements believed open, with their depth in the tree and O(1) look-ups of the nearest one of a name.
+
+    An element's depth is its parent's plus one, except for one foster-parented out of a table (see
+    ``foster_depth``): the stack of open elements and the tree's nesting differ there.
+    """
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.depths: list[int] = []  # the tree depth of each element in ``names``
+        self.foreign: list[bool] = []  # whether each element in ``names`` is an SVG or MathML one
         self.where: dict[str, list[int]] = {}  # name -> its positions in ``names``, innermost last
         self.boundaries: list[int] = []  # positions of scope boundaries, innermost last
 
-    def push(self, name: str) -> None:
+    def push(self, name: str, depth: int | None = None) -> None:
         self.where.setdefault(name, []).append(len(self.names))
         if name in _BOUNDARY:
             self.boundaries.append(len(self.names))
+        self.depths.append(self.child_depth() if depth is None else depth)
+        self.foreign.append(name in _FOREIGN_ROOTS or self.in_foreign())
         self.names.append(name)
+
+    def child_depth(self) -> int:
+        """The depth of an element opened inside the current node."""
+        return self.depths[-1] + 1 if self.depths else 1
 
     def pop(self) -> str:
         name = self.names.pop()
+        self.depths.pop()
+        self.foreign.pop()
         self.where[name].pop()
         if self.boundaries and self.boundaries[-1] == len(self.names):
             self.boundaries.pop()
         return name
+
+    def in_foreign(self) -> bool:
+        """Whether a start tag now is read as foreign content (inside SVG or MathML, not an integration point)."""
+        return bool(self.foreign) and self.foreign[-1] and self.names[-1] not in _INTEGRATION
+
+    def break_out(self) -> None:
+        """Close the foreign elements on top, as an HTML start tag such as ``<div>`` in foreign content does."""
+        while self.foreign and self.foreign[-1] and self.names[-1] not in _INTEGRATION:
+            self.pop()
+
+    def innermost(self, name: str) -> int:
+        """Position of the innermost open ``name``, whatever lies between, or -1."""
+        found = self.where.get(name)
+        return found[-1] if found else -1
+
+    def table_mode(self) -> int:
+        """Position of the table whose own content is being read (not a cell's or caption's), or -1.
+
+        The parser reads such content in its table modes, whatever was opened since inside it.
+        """
+        table = self.innermost("table")
+        if table < 0:
+            return -1
+        for name in _CELL:
+            if self.innermost(name) > table:
+                return -1
+        return table
+
+    def open_cell(self) -> int:
+        """Position of the cell or caption whose content is being read (in the innermost table), or -1."""
+        cell = max(self.innermost(name) for name in _CELL[:3])
+        if cell < 0 or cell < self.innermost("table") or cell < self.innermost("template"):
+            return -1
+        return cell
+
+    def foster_depth(self, table: int) -> int | None:
+        """The depth of a start tag that is foster-parented out of the table at ``table``, or ``None``.
+
+        In table mode, an element other than the table's own parts is inserted where the current node
+        would take it; when that node is the table (or one of its sections or rows), that is before the
+        table, in the table's parent: a sibling of the table, at the table's own depth.
+        """
+        if table >= 0 and self.names[-1] in _TABLE_NODES:
+            return self.depths[table]
+        return None
 
     def nearest(self, name: str) -> int:
         """Position of the innermost open ``name`` within the current scope, or -1."""
@@ -255,24 +387,53 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
                     continue  # a block inside: the adoption agency moves the element, the depth stays
                 stack.close_to(at, keep_formatting=name not in _FORMATTING)
                 continue
-            if name in _CLOSES_P and where.get("p"):
-                stack.implied_end(_P, _NOTHING)
-            implied = _IMPLIED.get(name)
-            if implied is not None:
-                stack.implied_end(*implied)
-            if name in _VOID:
-                continue
+            foreign = stack.in_foreign()
+            if foreign and name in _BREAK_OUT:
+                stack.break_out()
+                foreign = stack.in_foreign()
+            if foreign:
+                pass  # foreign content: its elements nest as written (the HTML rules below do not apply)
+            elif name in _TABLE_PARTS:
+                if names and names[-1] == "colgroup" and name != "col":
+                    stack.pop()  # a column group holds only <col>: anything else ends it
+                if not where.get("table") and not where.get("template"):
+                    continue  # outside a table the parser ignores it
+                cell = stack.open_cell()
+                if cell >= 0:
+                    stack.close_to(cell, keep_formatting=False)  # it ends the cell (or caption) it is in
+            elif name == "table" and where.get("table"):
+                table = stack.table_mode()
+                if table >= 0:
+                    stack.close_to(table, keep_formatting=False)  # in table mode, a <table> ends the open one
+            elif name == "select" and stack.nearest("select") >= 0:
+                stack.close_to(stack.nearest("select"), keep_formatting=False)
+                continue  # a <select> inside a select only ends it
+            elif names and names[-1] == "colgroup" and name != "template":
+                stack.pop()  # a column group holds only <col>: anything else ends it
+            if not foreign:
+                if name in _CLOSES_P and where.get("p"):
+                    stack.implied_end(_P, _NOTHING)
+                implied = _IMPLIED.get(name)
+                if implied is not None:
+                    stack.implied_end(*implied)
+                if name in _VOID:
+                    continue
             # "/>" closes an element only in SVG and MathML (foreign content); in HTML it is ignored.
-            if match.group(3).endswith("/") and (
-                name in ("svg", "math") or where.get("svg") or where.get("math")
-            ):
+            if match.group(3).endswith("/") and (foreign or name in _FOREIGN_ROOTS):
                 continue
-            if len(names) >= max_depth:
+            depth = None
+            if not foreign and name not in _IN_TABLE and where.get("table"):
+                depth = stack.foster_depth(stack.table_mode())
+            if depth is None:
+                depth = stack.child_depth()
+            if depth > max_depth:
                 dropped[name] = dropped.get(name, 0) + 1
                 keep.append(html[kept_to : match.start()])
                 kept_to = match.end()
                 continue
-            stack.push(name)
+            stack.push(name, depth)
+            if foreign:
+                continue  # an SVG <script> or <title> is no raw text: its tags are read
             if name == "plaintext":
                 break  # the rest of the page is text
             if name in _RAW_TEXT:

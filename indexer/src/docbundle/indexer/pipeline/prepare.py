@@ -16,10 +16,16 @@ worker hung without using CPU). Either way the page comes back as ``Prepared.fai
 records it as failed, with the reason, and goes on) and a fresh worker takes the next page. So a build
 with worker processes can never be held by one page longer than its deadline.
 ``DOCBUNDLE_WORKERS=0`` prepares every page in the indexer's own process: no budget applies then.
+
+The workers belong to the process, not to one build: ``start_workers`` (called by a build before its
+crawl) starts the first one in the background, and every later run gives its pages to the workers
+already started (one run at a time; a run in another thread meanwhile gets a pool of its own). They
+exit with the process (``atexit``; or on end-of-file on their pipe, and ``_die_with``).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import gc
@@ -35,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from multiprocessing.connection import Connection, wait
+from types import ModuleType
 
 import msgspec
 from docbundle.bundle.analysis import iter_terms
@@ -182,8 +189,30 @@ def prepare_page(job: PageJob) -> Prepared:
 def _context() -> multiprocessing.context.BaseContext:
     # Never plain fork: the crawler (and test servers) leave threads behind, and forking a
     # threaded process can deadlock. forkserver forks from a clean single-threaded server.
-    method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-    return multiprocessing.get_context(method)
+    if not sys.platform.startswith("linux"):
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(_preload())  # takes effect when the forkserver starts (once a process)
+    return ctx
+
+
+def _preload() -> list[str]:
+    """The modules the forkserver imports once, so that the workers it forks start warm.
+
+    This module, and what the main script imports: a worker started by ``multiprocessing`` runs the
+    main script again (as ``__mp_main__``) before its target when the program was started from a
+    script (a console script such as ``docbundle-index``, whose module has no ``__spec__``), and that
+    imported the whole CLI in every worker, about a second each. With those modules already loaded in
+    the forkserver, the re-run finds them in ``sys.modules`` and costs next to nothing.
+    """
+    names = {__name__}
+    main = sys.modules.get("__main__")
+    if main is not None and getattr(main, "__spec__", None) is None and getattr(main, "__file__", None):
+        for value in list(vars(main).values()):
+            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+            if isinstance(name, str) and name not in ("__main__", "builtins") and name in sys.modules:
+                names.add(name)
+    return sorted(names)
 
 
 def _worker_init(indexer_pid: int) -> None:
@@ -280,15 +309,64 @@ def prepare_all(jobs: list[PageJob], workers: int | None = None) -> Iterator[Pre
     size = sum(len(j.text) for j in jobs)
     if size < PARALLEL_MIN_BYTES or len(jobs) < 2 * n:
         n = 1
-    yield from _Pool(n, page_budget()).run(jobs)
+    warming = _shared.warming
+    if warming is not None:
+        warming.join(WORKER_START_SECONDS)  # the worker it starts is this run's first
+    if _shared.lock.acquire(blocking=False):
+        try:
+            yield from _shared.pool.run(jobs, n, page_budget())
+        finally:
+            _shared.lock.release()
+    else:  # another thread prepares with the shared pool now: this run gets its own
+        pool = _Pool()
+        try:
+            yield from pool.run(jobs, n, page_budget())
+        finally:
+            pool.close()
+
+
+def start_workers() -> None:
+    """Start a worker of this process's pool now, in the background, unless one is there already.
+
+    A build calls this before its crawl, so the worker (and the forkserver, the first time) starts
+    while the pages are fetched rather than after. The pool lives as long as this process: every later
+    build (the next library of a ``build`` or ``nightly`` run, the next test) finds its workers started.
+    """
+    if worker_count() < 1 or not _shared.lock.acquire(blocking=False):
+        return
+
+    def start() -> None:
+        try:
+            if not _shared.pool.workers:
+                _shared.pool._start()
+        except Exception:
+            pass  # the run starts its worker itself, and reports what fails then
+        finally:
+            _shared.lock.release()
+
+    thread = threading.Thread(target=start, daemon=True, name="docbundle-prepare-start")
+    _shared.warming = thread
+    thread.start()
+
+
+def stop_workers() -> None:
+    """End this process's idle workers (the next run starts new ones); also run when the process exits."""
+    warming = _shared.warming
+    if warming is not None and warming is not threading.current_thread():
+        warming.join(WORKER_START_SECONDS)
+    if _shared.lock.acquire(timeout=1):
+        try:
+            _shared.pool.close()
+        finally:
+            _shared.lock.release()
 
 
 # --------------------------------------------------------------------------------------------------
 # The budgeted pool
 
 
-def _serve(conn: Connection, indexer_pid: int, budget: float) -> None:
-    """A worker's main loop: receive a job, prepare it within the CPU budget, send the result."""
+def _serve(conn: Connection, indexer_pid: int) -> None:
+    """A worker's main loop: receive a job and its CPU budget, prepare it within it, send the result."""
     _worker_init(indexer_pid)
     try:
         import resource
@@ -296,14 +374,18 @@ def _serve(conn: Connection, indexer_pid: int, budget: float) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a worker killed over its budget dumps no core
     except (ImportError, ValueError, OSError):
         resource = None  # type: ignore[assignment]
-    conn.send(_READY)  # imports done: the indexer starts this worker's page clock now
+    try:
+        conn.send(_READY)  # imports done: the indexer starts this worker's page clock now
+    except (OSError, ValueError):
+        return  # the indexer is gone already (it ended while this worker started): nothing to say
     while True:
         try:
-            job = conn.recv()
+            task: tuple[float, PageJob] | None = conn.recv()
         except (EOFError, OSError):
             return  # the indexer is done (or gone)
-        if job is None:
+        if task is None:
             return
+        budget, job = task
         if resource is not None:
             usage = resource.getrusage(resource.RUSAGE_SELF)
             used = usage.ru_utime + usage.ru_stime
@@ -342,17 +424,19 @@ class _Worker:
 
 @dataclass
 class _Pool:
-    """``n`` worker processes; each page goes to an idle one, and a worker over budget is replaced."""
+    """Worker processes; each page goes to an idle one, and a worker over budget is replaced.
 
-    n: int
-    budget: float
+    Its workers outlive a run: the next run (of this process) gives its pages to them.
+    """
+
     workers: list[_Worker] = field(default_factory=list)
+    budget: float = PAGE_CPU_SECONDS  # the budget of the run going on
 
     def _start(self) -> _Worker:
         ctx = _context()
         ours, theirs = ctx.Pipe(duplex=True)
         process = ctx.Process(  # type: ignore[attr-defined]
-            target=_serve, args=(theirs, os.getpid(), self.budget), daemon=True, name="docbundle-prepare"
+            target=_serve, args=(theirs, os.getpid()), daemon=True, name="docbundle-prepare"
         )
         process.start()
         theirs.close()  # only the worker holds its end now: its death reads as EOF here
@@ -374,12 +458,24 @@ class _Pool:
             return f"its worker process died ({signal.Signals(sig).name})"
         return f"its worker process exited (code {code})"
 
-    def run(self, jobs: list[PageJob]) -> Iterator[Prepared]:
+    def close(self) -> None:
+        """Ask every worker to exit, and end those that do not at once."""
+        for worker in self.workers:
+            with contextlib.suppress(OSError, ValueError):
+                worker.conn.send(None)
+        for worker in self.workers:
+            worker.process.join(1 if worker.job < 0 else 0)
+            worker.stop()
+        self.workers.clear()
+
+    def run(self, jobs: list[PageJob], n: int, budget: float) -> Iterator[Prepared]:
+        """Prepare ``jobs`` on at most ``n`` workers at once, each page within ``budget`` CPU seconds."""
+        self.budget = budget
         done: dict[int, Prepared] = {}
         sent = 0
         out = 0
-        ahead = 8 * self.n  # results computed ahead of the consumer, at most
-        deadline = page_deadline(self.budget)
+        ahead = 8 * n  # results computed ahead of the consumer, at most
+        deadline = page_deadline(budget)
         try:
             while out < len(jobs):
                 while out in done:
@@ -389,10 +485,10 @@ class _Pool:
                     break
                 busy = [w for w in self.workers if w.job >= 0]
                 idle = [w for w in self.workers if w.job < 0]
-                while sent < len(jobs) and sent < out + ahead and len(busy) < self.n:
+                while sent < len(jobs) and sent < out + ahead and len(busy) < n:
                     worker = idle.pop() if idle else self._start()
                     try:
-                        worker.conn.send(jobs[sent])
+                        worker.conn.send((budget, jobs[sent]))
                     except (OSError, ValueError):
                         self._replace(worker)  # died while idle: the job goes to a fresh one
                         continue
@@ -421,10 +517,30 @@ class _Pool:
                         )
                         self._replace(worker)
         finally:
-            for worker in self.workers:
-                with contextlib.suppress(OSError, ValueError):
-                    worker.conn.send(None)
-            for worker in self.workers:
-                worker.process.join(1 if worker.job < 0 else 0)
-                worker.stop()
-            self.workers.clear()
+            # A run left early (its consumer stopped) leaves workers busy with pages no one wants:
+            # they go; the idle ones stay for the next run.
+            for worker in [w for w in self.workers if w.job >= 0]:
+                self._replace(worker)
+
+
+@dataclass
+class _Shared:
+    """This process's pool: the one a run uses unless another thread's run has it."""
+
+    pool: _Pool = field(default_factory=_Pool)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # held by the run using ``pool``
+    warming: threading.Thread | None = None  # the thread ``start_workers`` started, if any
+
+
+_shared = _Shared()
+
+
+@atexit.register
+def _at_exit() -> None:
+    # Without waiting: a worker still starting, or busy for another thread, ends by itself once this
+    # process is gone (its pipe reads EOF, and ``_die_with``).
+    if _shared.lock.acquire(blocking=False):
+        try:
+            _shared.pool.close()
+        finally:
+            _shared.lock.release()
