@@ -283,6 +283,21 @@ def _densest(body: LexborNode) -> LexborNode:
         node = best
 
 
+def _sphinx_sections(tree: LexborHTMLParser) -> LexborNode | None:
+    """The element holding a Sphinx page's top-level sections, for themes without ``role=main``.
+
+    Such themes (Django's) put the site header and its navigation bar beside the content; on a short
+    index page they hold more than a sixth of the text, so the text-density walk would keep them.
+    """
+    first = tree.css_first("div.section, section")
+    if first is None:
+        return None
+    parent = first.parent
+    if parent is None or parent.tag in ("body", "html"):
+        return first
+    return parent
+
+
 def select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
     """The page's main content node (by the generator's selectors, else the densest block), or None."""
     if generator == "docbook":
@@ -293,6 +308,10 @@ def select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
         node = tree.css_first(selector)
         if node is not None and text_len(node) > 0:
             return node
+    if generator == "sphinx":
+        found = _sphinx_sections(tree)
+        if found is not None:
+            return found
     body = tree.body
     if body is None:
         return None

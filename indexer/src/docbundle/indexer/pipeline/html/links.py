@@ -4,9 +4,10 @@ A hit's own URL (with its anchor) is the citation; a link inside the text is wor
 the target is another page of the same site, which the model may want to open next. So, before
 conversion, in the tree:
 
-- a link to another page of the same site (same scheme and host) keeps, the first time that target
-  (page and anchor) appears on the page, a short href relative to the page (``functions.html#sorted``,
-  ``../glossary.html#term-iterable``); later links to the same target become their text;
+- a link to another page of the same site (same scheme and host as the page, or as its ``<base href>``)
+  keeps, the first time that target (page and anchor) appears on the page, a short href relative to the
+  page (``functions.html#sorted``, ``../glossary.html#term-iterable``; absolute when only the
+  ``<base href>`` is on that host); later links to the same target become their text;
 - every other link becomes its text: links within the page, to other sites, ``mailto:`` and the like;
 - an image becomes its alt text (nothing when it has none);
 - ``title`` attributes go (Sphinx repeats the link's target or text there).
@@ -49,7 +50,9 @@ def _relative(target: str, page: str) -> str:
 
 def compact_links(main: LexborNode, page_url: str, base: str) -> None:
     """Rewrite the links and images under ``main`` as the module says."""
-    page = urlsplit(page_url)
+    page, at = urlsplit(page_url), urlsplit(base)
+    # The site is the page's, and the one its <base href> names.
+    sites = [(page.scheme.lower(), page.netloc.lower()), (at.scheme.lower(), at.netloc.lower())]
     page_key = _without_fragment(page_url)
     seen: set[str] = set()
     for image in main.css("img"):
@@ -62,17 +65,23 @@ def compact_links(main: LexborNode, page_url: str, base: str) -> None:
         href = (anchor.attributes.get("href") or "").strip()
         keep = ""
         if href and not href.startswith("#"):
-            target = urljoin(base, href)
-            parts = urlsplit(target)
-            same_site = (parts.scheme.lower(), parts.netloc.lower()) == (page.scheme.lower(), page.netloc.lower())
+            try:
+                target = urljoin(base, href)
+                parts = urlsplit(target)
+            except ValueError:  # not a URL (an unclosed IPv6 host...): its text is what is left
+                target = ""
+                parts = urlsplit("")
+            origin = (parts.scheme.lower(), parts.netloc.lower())
             if (
-                same_site
+                target
+                and origin in sites
                 and parts.scheme.lower() in ("http", "https", "file")
                 and _without_fragment(target) != page_key
                 and target not in seen
             ):
                 seen.add(target)
-                keep = _relative(target, page_url)
+                # Relative to the page when on its site; absolute when only the <base href> is there.
+                keep = _relative(target, page_url) if origin == sites[0] else target
         if keep and anchor.text(deep=True, strip=True):
             for name in list(anchor.attributes):
                 if name != "href":
