@@ -41,7 +41,9 @@ LINKS = _sphinx(
         ', see <a class="reference internal" href="#functools.cache" title="functools.cache"><code>cache()</code></a>'
         ', <a class="reference external" href="https://en.wikipedia.org/wiki/Memoization">memoize</a>'
         ' and <a class="reference internal" href="../glossary.html#term-key-function">'
-        '<span class="xref std std-term">key function</span></a>. ' + "Some words of prose to read. " * 6 + "</p>"
+        '<span class="xref std std-term">key function</span></a>. '
+        + "Some words of prose to read. " * 6
+        + "</p>"
         for i in range(5)
     )
     + '<img src="../_images/diagram.png" alt="A cache diagram"></section>'
@@ -74,10 +76,16 @@ API = _sphinx(
         '<span class="sig-paren">(</span><em class="sig-param">*args</em>, <em class="sig-param">**kw</em>'
         '<span class="sig-paren">)</span>',
         "A cache.",
-        _entry("method", "functools.Cache.clear", '<span class="sig-name descname">clear</span>()', "Empty it.")
-        + _entry("attribute", "functools.Cache.size", '<span class="sig-name descname">size</span>', "How many."),
+        _entry(
+            "method", "functools.Cache.clear", '<span class="sig-name descname">clear</span>()', "Empty it."
+        )
+        + _entry(
+            "attribute", "functools.Cache.size", '<span class="sig-name descname">size</span>', "How many."
+        ),
     )
-    + _entry("function", "functools.wraps", '<span class="sig-name descname">wraps</span>(wrapped)', "Wrap it.")
+    + _entry(
+        "function", "functools.wraps", '<span class="sig-name descname">wraps</span>(wrapped)', "Wrap it."
+    )
     + '<div class="highlight-default notranslate"><div class="highlight"><pre>wraps(f)</pre></div></div>'
     + '<div class="highlight-console notranslate"><div class="highlight"><pre>$ python -m x</pre></div></div>'
     + "</section>"
@@ -116,7 +124,7 @@ NODE = (
     '<ul><li><a href="index.html">Index</a></li></ul></div><div id="column1" data-id="process">'
     '<div id="apicontent"><h2>Process<span><a class="mark" href="#process" id="process">#</a></span>'
     '<a class="srclink" href="https://github.com/nodejs/node/blob/v20/lib/process.js">[src]</a></h2>'
-    '<p>The <code>process</code> object provides information about the current process.</p>'
+    "<p>The <code>process</code> object provides information about the current process.</p>"
     '<h3>Process events<span><a class="mark" href="#process-events" id="process-events">#</a></span></h3>'
     "<p>The process object is an instance of EventEmitter.</p>"
     + "".join(_node_event(n, 240) for n in ("beforeExit", "disconnect", "exit", "unhandledRejection"))
