@@ -41,7 +41,7 @@ from __future__ import annotations
 import contextlib
 import re
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from math import ceil
 from typing import Any, NamedTuple
 
@@ -338,7 +338,11 @@ def _scan_blocks(md: MarkdownIt, body: str) -> list[_Block]:
             api = False
             if heading:
                 title = plain = _without_heading_id(plain)
-                api = lo + 1 < hi and tokens[lo + 1].type == "inline" and _is_api_heading(tokens[lo + 1].content)
+                api = (
+                    lo + 1 < hi
+                    and tokens[lo + 1].type == "inline"
+                    and _is_api_heading(tokens[lo + 1].content)
+                )
             blocks.append(
                 _Block(max(start, 0), heading, title, plain, code, words, depth if blocks else 0, api)
             )
@@ -533,7 +537,7 @@ def _split(
         cuts = [k for k in inner if blocks[k].heading == level]
         parts: list[_Unit] = []
         bounds = [unit.lo, *cuts, unit.hi]
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
+        for lo, hi in pairwise(bounds):
             words = cum[hi] - cum[lo]
             if lo == unit.lo:
                 head = blocks[lo].words if blocks[lo].heading else 0
@@ -553,7 +557,9 @@ def _split(
             lo = idx
             words = 0
         words += atom_words
-    pieces.append(_Unit(lo, unit.hi, unit.path, words, unit.content if lo == unit.lo else words > 0, unit.keep))
+    pieces.append(
+        _Unit(lo, unit.hi, unit.path, words, unit.content if lo == unit.lo else words > 0, unit.keep)
+    )
     if len(pieces) > 1 and pieces[-1].words < min_words:
         pieces[-2].absorb(pieces.pop())
     return pieces

@@ -82,9 +82,9 @@ def _is_api_list(node: LexborNode) -> bool:
 def _signature(term: LexborNode) -> str:
     for anchor in term.css("a"):
         text = anchor.text(deep=True, strip=True)
-        if text.lower() in SOURCE_LINK_TEXTS or anchor.css_first(".viewcode-link") is not None:
-            anchor.decompose()
-        elif "headerlink" in (anchor.attributes.get("class") or "").split() or text in ("¶", "#", "§"):
+        source = text.lower() in SOURCE_LINK_TEXTS or anchor.css_first(".viewcode-link") is not None
+        permalink = "headerlink" in (anchor.attributes.get("class") or "").split() or text in ("¶", "#", "§")
+        if source or permalink:
             anchor.decompose()
     text = _SPACE_RE.sub(" ", term.text(deep=True)).strip()
     return text.rstrip("¶").rstrip()

@@ -15,7 +15,14 @@ import re
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["ADMONITION_CLASS_RE", "SOURCE_LINK_TEXTS", "remove_chrome", "select_main", "text_len", "text_lengths"]
+__all__ = [
+    "ADMONITION_CLASS_RE",
+    "SOURCE_LINK_TEXTS",
+    "remove_chrome",
+    "select_main",
+    "text_len",
+    "text_lengths",
+]
 
 
 # The generator's main-content element, best first.
