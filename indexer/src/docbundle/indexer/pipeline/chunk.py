@@ -15,13 +15,18 @@ inline) and the text inside HTML/JSX blocks, without emphasis marks, link/image 
 kept; an autolink is all URL and is dropped), HTML/JSX tags, ``{/* */}`` comments and ``{#id}`` heading ids.
 
 Sections: a heading of level <= ``max_depth`` (ATX or setext, at the top level of the page or directly
-inside a ``:::`` admonition) with some text starts a section. Deeper headings stay inside their section;
-a chunk's ``heading_path`` is the path of the split headings above it, ending at its own.
+inside a ``:::`` admonition) with some text starts a section, and so does an API entry's heading at any
+level (one whose whole text is a code span: ``#### `f(x)` ``, as the HTML converter writes a Sphinx
+``<dt>``). Other deeper headings stay inside their section unless it is over ``max_words`` (rule 1). A
+chunk's ``heading_path`` holds every heading level above it, ending at its own: a ``####`` under a
+``###`` is in the path of the chunks that start under it, whatever ``max_depth`` is.
 
 Sizes, in words (whitespace-separated tokens, plus one per Han / kana character because Chinese and
 Japanese do not separate words; Hangul does, so it is counted by whitespace):
 
-1. A section over ``max_words`` is cut between its top-level blocks (paragraph, list, table, code block,
+1. A section over ``max_words`` is first cut at its own deeper headings (the shallowest level it has;
+   each part keeps its full path), and a part still over ``max_words`` is cut the same way, then between
+   its top-level blocks (paragraph, list, table, code block,
    HTML block...) into pieces of about equal size, each at most ``max_words`` unless one block alone is
    larger. Blocks are never cut (a code block, HTML block or table always stays whole), except that a
    list or block quote that alone exceeds ``max_words`` is cut between its items (and an item that alone
@@ -34,6 +39,9 @@ Japanese do not separate words; Hangul does, so it is counted by whitespace):
    common prefix of the paths of its parts that have text besides their own heading, so it never names
    a section the chunk only partly belongs to, while a bare heading (or a leading HTML comment) merged
    into what follows takes that part's path: ``## Install`` + ``### macOS ...`` -> [Install, macOS].
+   Bare headings join what follows them first. No merge drops an API entry from a path: a small entry
+   keeps a chunk of its own, and a small chunk that may not take the entry after it joins the one
+   before it when it may.
 """
 
 from __future__ import annotations
