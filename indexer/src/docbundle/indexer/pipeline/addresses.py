@@ -104,7 +104,8 @@ def page_key(url: str) -> str:
 
 
 def doc_path(url: str, base_url: str) -> str:
-    """A stable, readable document id: the URL's path relative to the llms.txt folder when below it."""
+    """A stable, readable document id: the URL's path relative to the llms.txt folder when below it
+    (``index`` for the folder itself); a page of another host is ``host/path``."""
     u, b = urlsplit(url), urlsplit(base_url)
     path = unquote(u.path)
     base_dir = unquote(b.path).rsplit("/", 1)[0] + "/"
@@ -117,7 +118,7 @@ def doc_path(url: str, base_url: str) -> str:
         rel = "" if rel in (".", "..") else rel
     else:
         rel = (u.netloc + path).lstrip("/")
-    rel = rel.strip("/") or (u.netloc or "index")
+    rel = rel.strip("/") or "index"  # the llms.txt folder itself (a link to `./`): the home page
     if u.query:
         rel += "?" + u.query
     return str(PurePosixPath(rel))

@@ -15,13 +15,18 @@ inline) and the text inside HTML/JSX blocks, without emphasis marks, link/image 
 kept; an autolink is all URL and is dropped), HTML/JSX tags, ``{/* */}`` comments and ``{#id}`` heading ids.
 
 Sections: a heading of level <= ``max_depth`` (ATX or setext, at the top level of the page or directly
-inside a ``:::`` admonition) with some text starts a section. Deeper headings stay inside their section;
-a chunk's ``heading_path`` is the path of the split headings above it, ending at its own.
+inside a ``:::`` admonition) with some text starts a section, and so does an API entry's heading at any
+level (one whose whole text is a code span: ``#### `f(x)` ``, as the HTML converter writes a Sphinx
+``<dt>``). Other deeper headings stay inside their section unless it is over ``max_words`` (rule 1). A
+chunk's ``heading_path`` holds every heading level above it, ending at its own: a ``####`` under a
+``###`` is in the path of the chunks that start under it, whatever ``max_depth`` is.
 
 Sizes, in words (whitespace-separated tokens, plus one per Han / kana character because Chinese and
 Japanese do not separate words; Hangul does, so it is counted by whitespace):
 
-1. A section over ``max_words`` is cut between its top-level blocks (paragraph, list, table, code block,
+1. A section over ``max_words`` is first cut at its own deeper headings (the shallowest level it has;
+   each part keeps its full path), and a part still over ``max_words`` is cut the same way, then between
+   its top-level blocks (paragraph, list, table, code block,
    HTML block...) into pieces of about equal size, each at most ``max_words`` unless one block alone is
    larger. Blocks are never cut (a code block, HTML block or table always stays whole), except that a
    list or block quote that alone exceeds ``max_words`` is cut between its items (and an item that alone
@@ -34,6 +39,9 @@ Japanese do not separate words; Hangul does, so it is counted by whitespace):
    common prefix of the paths of its parts that have text besides their own heading, so it never names
    a section the chunk only partly belongs to, while a bare heading (or a leading HTML comment) merged
    into what follows takes that part's path: ``## Install`` + ``### macOS ...`` -> [Install, macOS].
+   Bare headings join what follows them first. No merge drops an API entry from a path: a small entry
+   keeps a chunk of its own, and a small chunk that may not take the entry after it joins the one
+   before it when it may.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from __future__ import annotations
 import contextlib
 import re
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, pairwise
 from math import ceil
 from typing import Any, NamedTuple
 
@@ -140,6 +148,7 @@ _HTML_MARKUP = re.compile(
     re.S,
 )
 _PLACEHOLDER = re.compile("\0(\\d+)\0")
+_CODE_HEADING = re.compile(r"(`+)(.+?)\1")
 _ADMONITION_NAME = re.compile(r"\A\s*[\w-]*")
 
 
@@ -153,6 +162,8 @@ class _Block(NamedTuple):
     # How deep inside lists / block quotes the boundary before this block lies: 0 between top-level
     # blocks, 1 between items of a list, 2 between blocks of one item... Deeper cuts are a last resort.
     depth: int = 0
+    # A heading whose whole text is one code span: an API entry's signature (``### `f(x)` ``).
+    api: bool = False
 
 
 class _Analysis(NamedTuple):
@@ -292,6 +303,12 @@ def _without_heading_id(text: str) -> str:
     return text
 
 
+def _is_api_heading(content: str) -> bool:
+    """Whether a heading's inline markdown is one code span and nothing else (an API signature)."""
+    match = _CODE_HEADING.fullmatch(content.strip())
+    return match is not None and match.group(1) not in match.group(2)
+
+
 def _block_end(tokens: list[Token], i: int) -> int:
     """Index just past the block that opens at ``tokens[i]``."""
     tok = tokens[i]
@@ -326,9 +343,17 @@ def _scan_blocks(md: MarkdownIt, body: str) -> list[_Block]:
             )
         else:
             title = ""
+            api = False
             if heading:
                 title = plain = _without_heading_id(plain)
-            blocks.append(_Block(max(start, 0), heading, title, plain, code, words, depth if blocks else 0))
+                api = (
+                    lo + 1 < hi
+                    and tokens[lo + 1].type == "inline"
+                    and _is_api_heading(tokens[lo + 1].content)
+                )
+            blocks.append(
+                _Block(max(start, 0), heading, title, plain, code, words, depth if blocks else 0, api)
+            )
 
     def add_nested(lo: int, hi: int, start: int, depth: int) -> None:
         # Lists, items and quotes become one block per leaf; the first leaf starts where its container
@@ -389,53 +414,92 @@ def _analyse(body: str, mdx: bool) -> _Analysis:
 class _Unit:
     """A run of blocks [lo, hi) that will become one chunk."""
 
-    __slots__ = ("content", "hi", "lo", "path", "words")
+    __slots__ = ("content", "hi", "keep", "lo", "path", "words")
 
-    def __init__(self, lo: int, hi: int, path: tuple[str, ...], words: int, content: bool) -> None:
+    def __init__(
+        self, lo: int, hi: int, path: tuple[str, ...], words: int, content: bool, keep: int = 0
+    ) -> None:
         self.lo = lo
         self.hi = hi
         self.path = path
         self.words = words
         # Whether it has words besides its own heading; only such units have a say in a merged path.
         self.content = content
+        # How much of ``path`` a merge must keep: up to the deepest API entry it names (0: none).
+        self.keep = keep
+
+    def mergeable(self, other: _Unit) -> bool:
+        """Whether merging with ``other`` keeps every API entry either one's path names."""
+        if not (self.content and other.content):
+            return True
+        return _common(self.path, other.path) >= max(self.keep, other.keep)
 
     def absorb(self, other: _Unit) -> None:
         """Extend this unit by the adjacent unit ``other`` (before or after it)."""
         if self.content and other.content:
-            common = 0
-            for a, b in zip(self.path, other.path, strict=False):
-                if a != b:
-                    break
-                common += 1
-            self.path = self.path[:common]
+            self.path = self.path[: _common(self.path, other.path)]
+            self.keep = max(self.keep, other.keep)
         elif other.content:
             self.path = other.path
+            self.keep = other.keep
         self.lo = min(self.lo, other.lo)
         self.hi = max(self.hi, other.hi)
         self.words += other.words
         self.content = self.content or other.content
 
 
-def _sections(blocks: tuple[_Block, ...], max_depth: int) -> list[_Unit]:
-    units: list[_Unit] = []
-    stack: list[tuple[int, str]] = []
+def _common(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    common = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        common += 1
+    return common
+
+
+class _Paths(NamedTuple):
+    """Per block: the heading path in effect there (every level), and its ``_Unit.keep``."""
+
+    paths: list[tuple[str, ...]]
+    keeps: list[int]
+
+
+def _heading_paths(blocks: tuple[_Block, ...]) -> _Paths:
+    paths: list[tuple[str, ...]] = []
+    keeps: list[int] = []
+    stack: list[tuple[int, str, bool]] = []
     path: tuple[str, ...] = ()
+    keep = 0
+    for block in blocks:
+        if block.heading and block.title:
+            while stack and stack[-1][0] >= block.heading:
+                stack.pop()
+            stack.append((block.heading, block.title, block.api))
+            path = tuple(t for _, t, _ in stack)
+            keep = max((k + 1 for k, (_, _, api) in enumerate(stack) if api), default=0)
+        paths.append(path)
+        keeps.append(keep)
+    return _Paths(paths, keeps)
+
+
+def _starts_section(block: _Block, max_depth: int) -> bool:
+    return bool(block.title) and (0 < block.heading <= max_depth or (block.heading > 0 and block.api))
+
+
+def _sections(blocks: tuple[_Block, ...], heads: _Paths, max_depth: int) -> list[_Unit]:
+    units: list[_Unit] = []
     lo = 0
     words = 0
     head_words = 0
     for idx, block in enumerate(blocks):
-        if 0 < block.heading <= max_depth and block.title:
+        if _starts_section(block, max_depth):
             if idx > lo:
-                units.append(_Unit(lo, idx, path, words, words > head_words))
-            while stack and stack[-1][0] >= block.heading:
-                stack.pop()
-            stack.append((block.heading, block.title))
-            path = tuple(t for _, t in stack)
+                units.append(_Unit(lo, idx, heads.paths[lo], words, words > head_words, heads.keeps[lo]))
             lo = idx
             words = 0
             head_words = block.words
         words += block.words
-    units.append(_Unit(lo, len(blocks), path, words, words > head_words))
+    units.append(_Unit(lo, len(blocks), heads.paths[lo], words, words > head_words, heads.keeps[lo]))
     return units
 
 
@@ -464,34 +528,79 @@ def _atoms(
 
 
 def _split(
-    unit: _Unit, blocks: tuple[_Block, ...], cum: tuple[int, ...], min_words: int, max_words: int
+    unit: _Unit,
+    blocks: tuple[_Block, ...],
+    heads: _Paths,
+    cum: tuple[int, ...],
+    min_words: int,
+    max_words: int,
 ) -> list[_Unit]:
     if unit.words <= max_words or unit.hi - unit.lo < 2:
         return [unit]
+    # Too large: cut first at its own headings deeper than max_depth (the shallowest level present),
+    # each part keeping its full path; a part still too large is cut again.
+    inner = [k for k in range(unit.lo + 1, unit.hi) if blocks[k].heading and blocks[k].title]
+    if inner:
+        level = min(blocks[k].heading for k in inner)
+        cuts = [k for k in inner if blocks[k].heading == level]
+        parts: list[_Unit] = []
+        bounds = [unit.lo, *cuts, unit.hi]
+        for lo, hi in pairwise(bounds):
+            words = cum[hi] - cum[lo]
+            if lo == unit.lo:
+                head = blocks[lo].words if blocks[lo].heading else 0
+                part = _Unit(lo, hi, unit.path, words, words > head, unit.keep)
+            else:
+                part = _Unit(lo, hi, heads.paths[lo], words, words > blocks[lo].words, heads.keeps[lo])
+            parts.extend(_split(part, blocks, heads, cum, min_words, max_words))
+        return parts
     target = unit.words / ceil(unit.words / max_words)
     pieces: list[_Unit] = []
     lo = unit.lo
     words = 0
     for idx, atom_words in _atoms(blocks, cum, unit.lo, unit.hi, 0, max_words):
         if idx > lo and (words >= target or (words + atom_words > max_words and words >= min_words)):
-            pieces.append(_Unit(lo, idx, unit.path, words, unit.content if lo == unit.lo else words > 0))
+            content = unit.content if lo == unit.lo else words > 0
+            pieces.append(_Unit(lo, idx, unit.path, words, content, unit.keep))
             lo = idx
             words = 0
         words += atom_words
-    pieces.append(_Unit(lo, unit.hi, unit.path, words, unit.content if lo == unit.lo else words > 0))
+    pieces.append(
+        _Unit(lo, unit.hi, unit.path, words, unit.content if lo == unit.lo else words > 0, unit.keep)
+    )
     if len(pieces) > 1 and pieces[-1].words < min_words:
         pieces[-2].absorb(pieces.pop())
     return pieces
 
 
 def _merge_small(units: list[_Unit], min_words: int) -> list[_Unit]:
-    out: list[_Unit] = []
+    # Bare headings first join what follows them (a class entry with only its members under it).
+    forward: list[_Unit] = []
+    pending: _Unit | None = None
     for unit in units:
-        if out and out[-1].words < min_words:
-            out[-1].absorb(unit)
+        if pending is not None:
+            unit.absorb(pending)
+            pending = None
+        if not unit.content and unit.words < min_words:
+            pending = unit
         else:
-            out.append(unit)
-    if len(out) > 1 and out[-1].words < min_words:
+            forward.append(unit)
+    if pending is not None:
+        if forward:
+            forward[-1].absorb(pending)
+        else:
+            forward.append(pending)
+    out: list[_Unit] = []
+    for unit in forward:
+        if out and out[-1].words < min_words:
+            if out[-1].mergeable(unit):
+                out[-1].absorb(unit)
+                continue
+            # It may not take what follows (an API entry, or it is one): it joins what precedes, if it may.
+            if len(out) > 1 and out[-2].mergeable(out[-1]):
+                out[-2].absorb(out.pop())
+        out.append(unit)
+    if len(out) > 1 and out[-1].words < min_words and out[-2].mergeable(out[-1]):
         out[-2].absorb(out.pop())
     return out
 
@@ -507,9 +616,10 @@ def chunk_markdown(
     offsets = analysis.offsets
     max_words = max(max_words, 1)
 
+    heads = _heading_paths(blocks)
     units: list[_Unit] = []
-    for section in _sections(blocks, max_depth):
-        units.extend(_split(section, blocks, analysis.cum_words, min_words, max_words))
+    for section in _sections(blocks, heads, max_depth):
+        units.extend(_split(section, blocks, heads, analysis.cum_words, min_words, max_words))
     units = _merge_small(units, min_words)
 
     # Line ranges tile the body: blank lines and anything markdown-it ignores (link reference

@@ -15,7 +15,14 @@ import re
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-__all__ = ["ADMONITION_CLASS_RE", "remove_chrome", "select_main", "text_len", "text_lengths"]
+__all__ = [
+    "ADMONITION_CLASS_RE",
+    "SOURCE_LINK_TEXTS",
+    "remove_chrome",
+    "select_main",
+    "text_len",
+    "text_lengths",
+]
 
 
 # The generator's main-content element, best first.
@@ -206,6 +213,8 @@ ADMONITION_CLASS_RE = re.compile(
     re.IGNORECASE,
 )
 _GLYPHS = frozenset({"¶", "#", "§", "🔗", "⚓", "#️⃣", "∞", "link"})
+# The text of a link to a heading's or entry's source code (Node's API docs, Sphinx viewcode, rustdoc).
+SOURCE_LINK_TEXTS = frozenset({"[src]", "[source]", "source", "src", "[view source]", "view source"})
 
 
 def text_len(node: LexborNode) -> int:
@@ -281,6 +290,21 @@ def _densest(body: LexborNode) -> LexborNode:
         node = best
 
 
+def _sphinx_sections(tree: LexborHTMLParser) -> LexborNode | None:
+    """The element holding a Sphinx page's top-level sections, for themes without ``role=main``.
+
+    Such themes (Django's) put the site header and its navigation bar beside the content; on a short
+    index page they hold more than a sixth of the text, so the text-density walk would keep them.
+    """
+    first = tree.css_first("div.section, section")
+    if first is None:
+        return None
+    parent = first.parent
+    if parent is None or parent.tag in ("body", "html"):
+        return first
+    return parent
+
+
 def select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
     """The page's main content node (by the generator's selectors, else the densest block), or None."""
     if generator == "docbook":
@@ -291,6 +315,10 @@ def select_main(tree: LexborHTMLParser, generator: str) -> LexborNode | None:
         node = tree.css_first(selector)
         if node is not None and text_len(node) > 0:
             return node
+    if generator == "sphinx":
+        found = _sphinx_sections(tree)
+        if found is not None:
+            return found
     body = tree.body
     if body is None:
         return None
@@ -323,11 +351,15 @@ def remove_chrome(main: LexborNode, generator: str) -> None:
             for node in reversed(removed):
                 node.decompose()
     # Heading anchors: a glyph link goes, a link around the heading's own text is unwrapped.
+    # A link to the source code ("[src]", "[source]") goes wherever it points.
     for anchor in main.css("h1 a, h2 a, h3 a, h4 a, h5 a, h6 a, dt a[href^='#']"):
         href = anchor.attributes.get("href")
+        text = anchor.text(deep=True, strip=True)
+        if text.lower() in SOURCE_LINK_TEXTS:
+            anchor.decompose()
+            continue
         if href is None or not href.startswith("#"):
             continue
-        text = anchor.text(deep=True, strip=True)
         if text in _GLYPHS or not text:
             if anchor.css_first("img") is None:
                 anchor.decompose()

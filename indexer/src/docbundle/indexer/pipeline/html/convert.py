@@ -5,10 +5,14 @@ The steps, each in its module:
 1. ``tree.parse_html`` and ``generator.detect_generator``: the bounded tree, and which documentation
    generator wrote the page.
 2. ``content.select_main``: the main element; ``content.remove_chrome``: the site's chrome inside it.
-3. ``normalise``: code blocks, admonitions, definition terms and tables holding code, rewritten in the
-   tree.
-4. Conversion by the compiled ``html-to-markdown``, with links made absolute against ``<base href>`` or
-   the page URL (``tree.base_url``); then no-break spaces become spaces and zero-width spaces go.
+3. ``normalise``: code blocks (fenced with their language; Sphinx's ``highlight-default`` is Python),
+   admonitions, definition terms and tables holding code, rewritten in the tree; ``api``: definition-list
+   API entries (Sphinx ``dl.py.function`` ...) as sections headed by their signature.
+4. ``links.compact_links``: links become their text, except the first link to each other page of the
+   same site, kept with an href relative to the page (resolved against ``<base href>`` or the page URL,
+   ``tree.base_url``); images become their alt text; ``title`` attributes go.
+5. Conversion by the compiled ``html-to-markdown``; then no-break spaces become spaces and zero-width
+   spaces go.
 
 The title is the main content's top heading (a site-name ``<h1>`` outside it is never taken), else the
 ``<title>`` without its site suffix, else the link text the llms.txt gave. Everything is deterministic:
@@ -24,8 +28,10 @@ from importlib.metadata import version as _dist_version
 import html_to_markdown
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from .api import normalise_api_entries
 from .content import remove_chrome, select_main
 from .generator import detect_generator
+from .links import compact_links
 from .normalise import (
     normalise_admonitions,
     normalise_code,
@@ -46,7 +52,7 @@ def _short_version(dist: str) -> str:
 #: The converter's name and version, recorded per document in the manifests. Its own number changes
 #: whenever the output for the same HTML may change.
 CONVERTER_ID = (
-    f"docbundle-html/1 (selectolax {_short_version('selectolax')}, "
+    f"docbundle-html/2 (selectolax {_short_version('selectolax')}, "
     f"html-to-markdown {_short_version('html-to-markdown')})"
 )
 
@@ -109,7 +115,8 @@ def _document_title(tree: LexborHTMLParser) -> str:
     return text
 
 
-def _options(base: str) -> html_to_markdown.ConversionOptions:
+def _options() -> html_to_markdown.ConversionOptions:
+    # No base_url: ``links.compact_links`` has already written every kept href relative to the page.
     return html_to_markdown.ConversionOptions(
         heading_style="atx",
         bullets="-",
@@ -117,13 +124,15 @@ def _options(base: str) -> html_to_markdown.ConversionOptions:
         extract_metadata=False,
         preprocessing=html_to_markdown.PreprocessingOptions(enabled=False),
         autolinks=False,
-        base_url=base,
         skip_images=False,
         hidden_content="drop",
         wrap=False,
         newline_style="backslash",
         compact_tables=True,  # no padding: a wide cell would widen every row of its column
     )
+
+
+_OPTIONS = _options()
 
 
 def _separate_quotes(markdown: str) -> str:
@@ -157,9 +166,11 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
     markdown = ""
     if main is not None:
         remove_chrome(main, generator)
-        normalise_code(main, tree)
+        normalise_code(main, tree, generator)
         normalise_admonitions(main, tree)
+        normalise_api_entries(main, tree)
         normalise_definitions(main, tree)
+        compact_links(main, url, base)
         unfold_block_tables(main, tree)
         title = _top_heading(main)
         outside = _TITLE_OUTSIDE.get(generator)
@@ -177,7 +188,7 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
             node.decompose()
         main.unwrap_tags(["span"])
         try:
-            result = html_to_markdown.convert(main.html or "", _options(base))
+            result = html_to_markdown.convert(main.html or "", _OPTIONS)
             markdown = result.content or ""
         except Exception:  # the converter refused the fragment: its text is better than nothing
             markdown = main.text(deep=True, separator="\n")

@@ -82,7 +82,8 @@ def plain_spaces(text: str) -> str:
     return text
 
 
-def _language(pre: LexborNode) -> str:
+def _language(pre: LexborNode, default: str = "") -> str:
+    """The block's language from its own or its ancestors' classes; ``default`` for ``highlight-default``."""
     node: LexborNode | None = pre.css_first("code")
     candidates: list[LexborNode] = []
     if node is not None:
@@ -101,6 +102,8 @@ def _language(pre: LexborNode) -> str:
         classes = attrs.get("class") or ""
         for match in _LANG_CLASS_RE.finditer(classes):
             lang = match.group(1).lower()
+            if default and lang == "default" and match.group(0).strip().startswith("highlight"):
+                return default
             if lang not in _NOT_A_LANGUAGE and lang != "js-code":
                 return lang
     return ""
@@ -118,13 +121,18 @@ def _code_text(pre: LexborNode) -> str:
     return text.strip("\n")
 
 
-def normalise_code(main: LexborNode, tree: LexborHTMLParser) -> None:
+# What a generator's "default" highlighting means: Sphinx's default ``highlight_language`` is Python.
+_DEFAULT_LANGUAGE = {"sphinx": "python"}
+
+
+def normalise_code(main: LexborNode, tree: LexborHTMLParser, generator: str = "generic") -> None:
     """Every code block as ``<pre><code class="language-x">`` holding its plain text."""
+    default = _DEFAULT_LANGUAGE.get(generator, "")
     # Pygments' line-number tables: keep only the code cell's block.
     for table in main.css("table.highlighttable, table.codehilitetable"):
         pre = table.css_first("td.code pre") or table.css_first("pre")
         if pre is not None:
-            lang = _language(pre)
+            lang = _language(pre, default)
             if lang:
                 pre.attrs["data-language"] = lang
             table.replace_with(pre)
@@ -133,7 +141,7 @@ def normalise_code(main: LexborNode, tree: LexborHTMLParser) -> None:
     for pre in main.css("pre"):
         if pre.parent is not None and pre.parent.tag == "pre":
             continue
-        lang = _language(pre)
+        lang = _language(pre, default)
         text = _code_text(pre)
         block = tree.create_node("pre")
         code = tree.create_node("code")

@@ -1,0 +1,91 @@
+"""Links in the main content, rewritten so that their targets cost the model few tokens.
+
+A hit's own URL (with its anchor) is the citation; a link inside the text is worth its target only when
+the target is another page of the same site, which the model may want to open next. So, before
+conversion, in the tree:
+
+- a link to another page of the same site (same scheme and host as the page, or as its ``<base href>``)
+  keeps, the first time that target (page and anchor) appears on the page, a short href relative to the
+  page (``functions.html#sorted``, ``../glossary.html#term-iterable``; absolute when only the
+  ``<base href>`` is on that host); later links to the same target become their text;
+- every other link becomes its text: links within the page, to other sites, ``mailto:`` and the like;
+- an image becomes its alt text (nothing when it has none);
+- ``title`` attributes go (Sphinx repeats the link's target or text there).
+
+Relative hrefs resolve against the document's URL, which every hit carries. Pure: it changes the tree
+in place and reads nothing else.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from selectolax.lexbor import LexborNode
+
+__all__ = ["compact_links"]
+
+
+def _without_fragment(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
+
+
+def _relative(target: str, page: str) -> str:
+    """``target`` (same scheme and host as ``page``) written relative to ``page``."""
+    t, p = urlsplit(target), urlsplit(page)
+    page_dir = p.path.rsplit("/", 1)[0] + "/" if "/" in p.path else "/"
+    path = t.path or "/"
+    rel = posixpath.relpath(path, page_dir)
+    if rel == ".":
+        rel = "./" if path.endswith("/") else "../" + posixpath.basename(path)
+    elif path.endswith("/"):
+        rel += "/"
+    if t.query:
+        rel += "?" + t.query
+    if t.fragment:
+        rel += "#" + t.fragment
+    return rel
+
+
+def compact_links(main: LexborNode, page_url: str, base: str) -> None:
+    """Rewrite the links and images under ``main`` as the module says."""
+    page, at = urlsplit(page_url), urlsplit(base)
+    # The site is the page's, and the one its <base href> names.
+    sites = [(page.scheme.lower(), page.netloc.lower()), (at.scheme.lower(), at.netloc.lower())]
+    page_key = _without_fragment(page_url)
+    seen: set[str] = set()
+    for image in main.css("img"):
+        alt = " ".join((image.attributes.get("alt") or "").split())
+        if alt:
+            image.replace_with(alt)
+        else:
+            image.decompose()
+    for anchor in main.css("a"):
+        href = (anchor.attributes.get("href") or "").strip()
+        keep = ""
+        if href and not href.startswith("#"):
+            try:
+                target = urljoin(base, href)
+                parts = urlsplit(target)
+            except ValueError:  # not a URL (an unclosed IPv6 host...): its text is what is left
+                target = ""
+                parts = urlsplit("")
+            origin = (parts.scheme.lower(), parts.netloc.lower())
+            if (
+                target
+                and origin in sites
+                and parts.scheme.lower() in ("http", "https", "file")
+                and _without_fragment(target) != page_key
+                and target not in seen
+            ):
+                seen.add(target)
+                # Relative to the page when on its site; absolute when only the <base href> is there.
+                keep = _relative(target, page_url) if origin == sites[0] else target
+        if keep and anchor.text(deep=True, strip=True):
+            for name in list(anchor.attributes):
+                if name != "href":
+                    del anchor.attrs[name]
+            anchor.attrs["href"] = keep
+        else:
+            anchor.unwrap()
