@@ -12,7 +12,8 @@ from typing import Any
 import anyio
 import httpx2
 from docbundle.server.catalog import Catalog
-from docbundle.server.http.app import MCP_PATH, HttpApp, HttpOptions
+from docbundle.server.http.app import MCP_PATH, HttpApp
+from docbundle.server.http.options import HttpOptions
 from docbundle.server.keys import KeyStore
 from docbundle.server.mcp.server import create_server
 

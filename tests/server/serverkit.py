@@ -7,7 +7,8 @@ The tree ``build_tree`` makes::
     <root>/demo/1.x/<build>/        an Optional section, a listed page that does not exist; 1.x deprecated, LTS
     <root>/cjk/latest/<build>/      Korean, Chinese and Japanese pages
 
-``HttpServerProcess`` runs ``docbundle serve --transport http`` as a subprocess for the HTTP tests.
+``HttpServerProcess`` runs ``docbundle serve --transport http`` as a subprocess for the HTTP tests;
+``initialize`` is the raw MCP handshake request the wire-level tests send.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 from buildkit import build_config
@@ -171,6 +173,20 @@ llms_txt = "cjk/llms.txt"
 [library.chunking]
 min_words = 3
 """
+
+
+def initialize(client: str) -> dict[str, Any]:
+    """An MCP ``initialize`` request (id 1) from the client named ``client``, as a raw JSON-RPC message."""
+    return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init_params(client)}
+
+
+def init_params(client: str) -> dict[str, Any]:
+    """The params of an ``initialize`` request from the client named ``client``."""
+    return {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": client, "version": "1"},
+    }
 
 
 def install_golden(root: Path, library_id: str = "golden") -> Path:

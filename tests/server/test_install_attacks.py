@@ -233,6 +233,17 @@ def _pax_bomb(out: Path, header_bytes: int) -> Path:
     return archive
 
 
+def _install_measured(archive: Path, bundles: Path) -> tuple[int, str, int]:
+    """``docbundle install ARCHIVE --bundles BUNDLES`` in a child process: its exit code, its stderr, and
+    its peak RSS in KiB."""
+    cmd = [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)]
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *cmd], capture_output=True, text=True, timeout=320, check=True
+    )
+    code, stderr, peak_kib = json.loads(done.stdout)
+    return code, stderr, peak_kib
+
+
 def test_a_pax_header_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
     """Issue 19, item 5: a 256 MiB PAX header in a ~260 KB archive (its SHA256SUMS matching) is refused
     from its 512-byte header, through the CLI, and the install's peak RSS stays far below its size."""
@@ -240,11 +251,7 @@ def test_a_pax_header_bomb_is_refused_before_it_is_read(tmp_path: Path) -> None:
     archive = _pax_bomb(tmp_path / "rel", bomb)
     assert archive.stat().st_size < 1024**2
     bundles = tmp_path / "b"
-    cmd = [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)]
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK_RSS, *cmd], capture_output=True, text=True, timeout=320, check=True
-    )
-    code, stderr, peak_kib = json.loads(done.stdout)
+    code, stderr, peak_kib = _install_measured(archive, bundles)
     assert code == 1, stderr
     assert f"holds a {bomb}-byte PAX header, over the 65536-byte limit" in stderr
     assert "Traceback" not in stderr
@@ -295,11 +302,7 @@ def test_an_oversized_manifest_is_refused_from_its_header(tmp_path: Path) -> Non
     padding = 200 * 1024**2
     archive = _padded_manifest_archive(tmp_path / "rel", padding)
     bundles = tmp_path / "b"
-    cmd = [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)]
-    done = subprocess.run(
-        [sys.executable, "-c", _PEAK_RSS, *cmd], capture_output=True, text=True, timeout=320, check=True
-    )
-    code, stderr, peak_kib = json.loads(done.stdout)
+    code, stderr, peak_kib = _install_measured(archive, bundles)
     assert code == 1, stderr
     assert "manifest.json is" in stderr and "byte limit" in stderr, stderr
     assert "Traceback" not in stderr

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import httpx2
 import pytest
-from serverkit import HttpServerProcess
+from serverkit import HttpServerProcess, init_params
 
 # A value with no run of 81 characters in common with anything but itself: period 37, so checking the
 # 37 distinct 81-character windows finds any run of 81 of it, wherever it starts.
@@ -34,11 +34,7 @@ QUOTE_LIMIT = 80
 REPLY_LIMIT = 20_000  # bytes: tools/list is the largest honest answer (about 12 KB)
 WAIT = 60  # seconds any one answer may take (a 900 KB line is read, parsed and refused)
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-INIT_PARAMS = {
-    "protocolVersion": "2025-11-25",
-    "capabilities": {},
-    "clientInfo": {"name": "echo-test", "version": "1"},
-}
+INIT_PARAMS = init_params("echo-test")
 
 
 def quotes_big(text: str) -> bool:

@@ -92,6 +92,13 @@ async def flood(url: str, requests: list[dict[str, str]]) -> tuple[list[httpx2.R
     return [r for r in out if r is not None], took
 
 
+async def pings(url: str, requests: list[dict[str, str]]) -> list[int]:
+    """Send a ping with each request's headers, one after another; the statuses in order."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        with anyio.fail_after(60):
+            return [(await post(http, url, headers, PING)).status_code for headers in requests]
+
+
 def records(server: HttpServerProcess) -> list[dict[str, Any]]:
     return [json.loads(line) for line in server.lines()]
 
@@ -282,19 +289,10 @@ def test_clients_are_counted_by_address_and_ipv6_by_prefix() -> None:
 @pytest.mark.anyio
 async def test_forwarded_for_from_an_untrusted_client_changes_nothing(bundles_root: Path) -> None:
     with HttpServerProcess(bundles_root, "--no-auth", "--rate", "1/s", "--burst", "5") as server:
-        async with httpx2.AsyncClient(timeout=30) as http:
-            with anyio.fail_after(60):
-                statuses = [
-                    (
-                        await post(
-                            http,
-                            server.url,
-                            {"X-Forwarded-For": f"192.0.2.{i + 1}", "X-Request-Id": f"xff-{i}"},
-                            PING,
-                        )
-                    ).status_code
-                    for i in range(15)
-                ]
+        statuses = await pings(
+            server.url,
+            [{"X-Forwarded-For": f"192.0.2.{i + 1}", "X-Request-Id": f"xff-{i}"} for i in range(15)],
+        )
         assert statuses[:5] == [200] * 5 and 429 in statuses[5:], statuses
         server.wait_for(lambda line: '"requestId":"xff-14"' in line)
         clients = {r["client"] for r in records(server) if r.get("requestId", "").startswith("xff-")}
@@ -307,25 +305,13 @@ async def test_forwarded_for_from_a_trusted_proxy_names_the_client(bundles_root:
     with HttpServerProcess(
         bundles_root, "--no-auth", "--rate", "1/s", "--burst", "5", "--trusted-proxy", "127.0.0.1"
     ) as server:
-        async with httpx2.AsyncClient(timeout=30) as http:
-            with anyio.fail_after(60):
-                rotating = [
-                    (
-                        await post(
-                            http,
-                            server.url,
-                            # What nginx's $proxy_add_x_forwarded_for sends: the client's own claim
-                            # first, then the address the proxy saw.
-                            {"X-Forwarded-For": f"6.6.6.6, 192.0.2.{i + 1}", "X-Request-Id": f"fwd-{i}"},
-                            PING,
-                        )
-                    ).status_code
-                    for i in range(15)
-                ]
-                same = [
-                    (await post(http, server.url, {"X-Forwarded-For": "192.0.2.200"}, PING)).status_code
-                    for _ in range(15)
-                ]
+        # What nginx's $proxy_add_x_forwarded_for sends: the client's own claim first, then the address
+        # the proxy saw.
+        rotating = await pings(
+            server.url,
+            [{"X-Forwarded-For": f"6.6.6.6, 192.0.2.{i + 1}", "X-Request-Id": f"fwd-{i}"} for i in range(15)],
+        )
+        same = await pings(server.url, [{"X-Forwarded-For": "192.0.2.200"}] * 15)
         assert rotating == [200] * 15  # each forwarded client has its own bucket
         assert same[:5] == [200] * 5 and 429 in same[5:], same  # and is limited in it
         server.wait_for(lambda line: '"requestId":"fwd-14"' in line)

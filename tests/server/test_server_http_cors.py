@@ -15,22 +15,13 @@ from pathlib import Path
 
 import pytest
 from docbundle.server.keys import create_key
-from serverkit import HttpServerProcess
+from serverkit import HttpServerProcess, initialize
 
 APP = "https://app.example.com"
 LOCAL_APP = "http://localhost:5173"
 EVIL = "https://evil.example"
 MCP_HEADERS = ["mcp-session-id", "mcp-protocol-version", "authorization", "x-api-key"]
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "browser", "version": "1"},
-    },
-}
+INIT = initialize("browser")
 CALL = {
     "jsonrpc": "2.0",
     "id": 2,

@@ -22,7 +22,7 @@ import pytest
 from asgikit import URL, FakeClock, client, serving
 from docbundle.server.catalog import Catalog
 from docbundle.server.http import app as http_app
-from docbundle.server.http.app import DEFAULT_BURST, DEFAULT_RATE, HttpOptions
+from docbundle.server.http.options import DEFAULT_BURST, DEFAULT_RATE, HttpOptions
 from docbundle.server.keys import KeyStore, create_key
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client

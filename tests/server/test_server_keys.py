@@ -15,6 +15,7 @@ from docbundle.server import keys as keys_mod
 from docbundle.server.cli import main
 from docbundle.server.errors import KeyFileError
 from docbundle.server.keys import (
+    ApiKey,
     KeyStore,
     check_secret,
     create_key,
@@ -198,11 +199,20 @@ def test_hand_edited_records_are_checked(tmp_path: Path) -> None:
 # -- verification -----------------------------------------------------------------------------------
 
 
-def test_wrong_secrets_for_a_key_with_a_check_cost_no_scrypt(tmp_path: Path, scrypt_calls: list[str]) -> None:
+@pytest.fixture
+def app_key(tmp_path: Path, scrypt_calls: list[str]) -> tuple[ApiKey, str, KeyStore]:
+    """One key ("app") in a fresh keys file, its store, and no scrypt counted yet."""
     path = tmp_path / "keys.toml"
     record, key = create_key(path, "app")
     store = KeyStore(path, check_interval=60)
     scrypt_calls.clear()
+    return record, key, store
+
+
+def test_wrong_secrets_for_a_key_with_a_check_cost_no_scrypt(
+    app_key: tuple[ApiKey, str, KeyStore], scrypt_calls: list[str]
+) -> None:
+    record, key, store = app_key
     kid = record.id
     for n in range(200):
         guess = f"{kid}.G{n:042d}"
@@ -287,11 +297,10 @@ def test_a_broken_keys_file_is_refused_at_start(tmp_path: Path) -> None:
         KeyStore(path)
 
 
-def test_concurrent_first_uses_run_one_scrypt(tmp_path: Path, scrypt_calls: list[str]) -> None:
-    path = tmp_path / "keys.toml"
-    _, key = create_key(path, "app")
-    store = KeyStore(path, check_interval=60)
-    scrypt_calls.clear()
+def test_concurrent_first_uses_run_one_scrypt(
+    app_key: tuple[ApiKey, str, KeyStore], scrypt_calls: list[str]
+) -> None:
+    _, key, store = app_key
     start = threading.Barrier(8, timeout=10)
     verdicts: list[str] = []
 

@@ -10,12 +10,33 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from docbundle.server.catalog import Catalog, CatalogChange
 from docbundle.server.errors import UnknownLibraryError
 from onepage import build_one_page, builds
+
+
+@dataclass(frozen=True)
+class Served:
+    """A catalogue over a bundles folder holding alpha (one page on aardvarks), and where to build more."""
+
+    catalog: Catalog
+    root: Path
+    work: Path
+
+
+@pytest.fixture
+def alpha(tmp_path: Path) -> Iterator[Served]:
+    root, work = tmp_path / "bundles", tmp_path / "work"
+    build_one_page(root, work, "alpha", "aardvarks")
+    catalog = Catalog.load(root)
+    try:
+        yield Served(catalog, root, work)
+    finally:
+        catalog.close()
 
 
 def _titles(catalog: Catalog, library: str, query: str) -> list[str]:
@@ -56,46 +77,36 @@ def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requ
         catalog.close()
 
 
-def test_libraries_that_appear_or_go_are_listed_after_a_reload(tmp_path: Path) -> None:
-    root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
-    catalog = Catalog.load(root)
-    try:
-        assert catalog.library_ids() == ["alpha"]
-        build_one_page(root, work, "beta", "beetles")
-        change = catalog.reload()
-        assert change.added == ("beta",) and not change.updated
-        assert catalog.library_ids() == ["alpha", "beta"]
-        assert _titles(catalog, "beta", "beetles") == ["Guide to beetles"]
+def test_libraries_that_appear_or_go_are_listed_after_a_reload(alpha: Served) -> None:
+    catalog, root, work = alpha.catalog, alpha.root, alpha.work
+    assert catalog.library_ids() == ["alpha"]
+    build_one_page(root, work, "beta", "beetles")
+    change = catalog.reload()
+    assert change.added == ("beta",) and not change.updated
+    assert catalog.library_ids() == ["alpha", "beta"]
+    assert _titles(catalog, "beta", "beetles") == ["Guide to beetles"]
 
-        catalog.open("alpha")
-        (root / "alpha" / "latest" / "CURRENT").unlink()  # an operator took alpha's build away
-        change = catalog.reload()
-        assert change.updated == (("alpha", "latest"),)
-        assert catalog.state(catalog.resolve("alpha"))[0] == "failed"
+    catalog.open("alpha")
+    (root / "alpha" / "latest" / "CURRENT").unlink()  # an operator took alpha's build away
+    change = catalog.reload()
+    assert change.updated == (("alpha", "latest"),)
+    assert catalog.state(catalog.resolve("alpha"))[0] == "failed"
 
-        shutil.rmtree(root / "alpha")
-        assert catalog.reload().removed == ("alpha",)
-        with pytest.raises(UnknownLibraryError):
-            catalog.resolve("alpha")
-        assert catalog.reload().describe() == "no change"
-    finally:
-        catalog.close()
+    shutil.rmtree(root / "alpha")
+    assert catalog.reload().removed == ("alpha",)
+    with pytest.raises(UnknownLibraryError):
+        catalog.resolve("alpha")
+    assert catalog.reload().describe() == "no change"
 
 
-def test_an_unchanged_reload_keeps_opened_bundles_and_takes_no_new_leases(tmp_path: Path) -> None:
-    root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
-    catalog = Catalog.load(root)
-    try:
-        opened = catalog.open("alpha")
-        fds = len(list(Path("/proc/self/fd").iterdir()))
-        for _ in range(20):
-            assert not catalog.reload()
-        assert catalog.open("alpha") is opened  # same bundle object: nothing reopened or re-verified
-        assert len(list(Path("/proc/self/fd").iterdir())) == fds  # duplicate leases are closed
-    finally:
-        catalog.close()
+def test_an_unchanged_reload_keeps_opened_bundles_and_takes_no_new_leases(alpha: Served) -> None:
+    catalog = alpha.catalog
+    opened = catalog.open("alpha")
+    fds = len(list(Path("/proc/self/fd").iterdir()))
+    for _ in range(20):
+        assert not catalog.reload()
+    assert catalog.open("alpha") is opened  # same bundle object: nothing reopened or re-verified
+    assert len(list(Path("/proc/self/fd").iterdir())) == fds  # duplicate leases are closed
 
 
 def test_the_watcher_reloads_on_its_own_and_reports_the_change(tmp_path: Path) -> None:
@@ -232,34 +243,29 @@ def _publish_steps(monkeypatch: pytest.MonkeyPatch, look: Callable[[str], None])
 
 
 def test_a_library_being_built_is_listed_only_once_published(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    alpha: Served, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
-    catalog = Catalog.load(root)
+    catalog, root, work = alpha.catalog, alpha.root, alpha.work
     seen: dict[str, tuple[CatalogChange, list[str]]] = {}
 
     def look(step: str) -> None:
         seen[step] = (catalog.refresh(), catalog.library_ids())
 
-    try:
-        _publish_steps(monkeypatch, look)
-        build_one_page(root, work, "beta", "beetles")
-        assert list(seen) == [
-            "locked",
-            "temp folder",
-            "bundle written, not renamed",
-            "renamed, CURRENT not written",
-        ]
-        for step, (change, ids) in seen.items():
-            assert not change and ids == ["alpha"], f"{step}: {change.describe()}, listed {ids}"
-        # Published: announced once, listed, and it answers (nothing from the looks above was kept).
-        assert catalog.refresh().added == ("beta",)
-        assert catalog.state(catalog.resolve("beta")) == ("available", None)
-        assert _titles(catalog, "beta", "beetles") == ["Guide to beetles"]
-        assert not catalog.refresh()
-    finally:
-        catalog.close()
+    _publish_steps(monkeypatch, look)
+    build_one_page(root, work, "beta", "beetles")
+    assert list(seen) == [
+        "locked",
+        "temp folder",
+        "bundle written, not renamed",
+        "renamed, CURRENT not written",
+    ]
+    for step, (change, ids) in seen.items():
+        assert not change and ids == ["alpha"], f"{step}: {change.describe()}, listed {ids}"
+    # Published: announced once, listed, and it answers (nothing from the looks above was kept).
+    assert catalog.refresh().added == ("beta",)
+    assert catalog.state(catalog.resolve("beta")) == ("available", None)
+    assert _titles(catalog, "beta", "beetles") == ["Guide to beetles"]
+    assert not catalog.refresh()
 
 
 def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(

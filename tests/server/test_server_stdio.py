@@ -27,21 +27,13 @@ from attackkit import (
     phrase_query,
     wait_for_search,
 )
+from serverkit import initialize
 
 # The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
 # is the same against code without the bound.
 QUERY_CHARS = 2000
 EXIT_GUARD = 30  # seconds: "exits instead of hanging" (the drain is a few seconds)
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INIT = initialize("t")
 
 
 @pytest.fixture(scope="module")

@@ -159,37 +159,30 @@ async def test_search_names_its_source_and_reads_well(catalog: Catalog) -> None:
 
 
 @pytest.mark.parametrize(
-    ("query", "expected"),
+    ("library", "query", "expected"),
     [
-        ("useEffect", "guides/hooks.md"),
-        ("effect", "guides/hooks.md"),
-        ("sap.m.Table", "reference/tables.md"),
-        ("Table", "reference/tables.md"),
-        ("max_retry_after", "reference/retries.md"),
-        ("retry", "reference/retries.md"),
-        ("WIDGET_API_KEY", "guides/install.md"),
+        # Identifiers match whole and in parts.
+        ("demo", "useEffect", "guides/hooks.md"),
+        ("demo", "effect", "guides/hooks.md"),
+        ("demo", "sap.m.Table", "reference/tables.md"),
+        ("demo", "Table", "reference/tables.md"),
+        ("demo", "max_retry_after", "reference/retries.md"),
+        ("demo", "retry", "reference/retries.md"),
+        ("demo", "WIDGET_API_KEY", "guides/install.md"),
+        # CJK queries find their pages.
+        ("cjk", "결제위젯", "ko/widget.md"),
+        ("cjk", "연동하는 방법", "ko/widget.md"),
+        ("cjk", "数据库", "zh/database.md"),
+        ("cjk", "配置 连接", "zh/database.md"),
+        ("cjk", "ウィジェット", "ja/widget.md"),
+        ("cjk", "決済", "ja/widget.md"),
     ],
 )
-async def test_identifiers_match_whole_and_in_parts(catalog: Catalog, query: str, expected: str) -> None:
+async def test_identifiers_and_cjk_queries_find_their_pages(
+    catalog: Catalog, library: str, query: str, expected: str
+) -> None:
     async with connect(catalog) as c:
-        r = await call(c, "search_documents", query=query, libraryId="demo")
-        assert ids(r)[0] == expected
-
-
-@pytest.mark.parametrize(
-    ("query", "expected"),
-    [
-        ("결제위젯", "ko/widget.md"),
-        ("연동하는 방법", "ko/widget.md"),
-        ("数据库", "zh/database.md"),
-        ("配置 连接", "zh/database.md"),
-        ("ウィジェット", "ja/widget.md"),
-        ("決済", "ja/widget.md"),
-    ],
-)
-async def test_cjk_queries_find_their_pages(catalog: Catalog, query: str, expected: str) -> None:
-    async with connect(catalog) as c:
-        r = await call(c, "search_documents", query=query, libraryId="cjk")
+        r = await call(c, "search_documents", query=query, libraryId=library)
         assert ids(r)[0] == expected
 
 

@@ -22,7 +22,8 @@ from typing import Any, Literal
 import anyio
 import pytest
 from docbundle.server.catalog import Catalog
-from docbundle.server.http.app import HttpApp, HttpOptions
+from docbundle.server.http.app import HttpApp
+from docbundle.server.http.options import HttpOptions
 from docbundle.server.http.serve import bind_socket, http_server
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters

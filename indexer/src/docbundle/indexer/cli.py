@@ -1,9 +1,9 @@
 """``docbundle-index``: build bundles from a library catalogue, and the release tools that check, compare,
 export and publish them.
 
-Every command is registered once, below, with its arguments and its handler side by side
-(``@command(...)`` on the handler); ``main`` dispatches through the registry. The commands, with their
-exit codes:
+Every command is one row of ``COMMANDS`` (a ``docbundle.server.clitable.Command``, the table the
+``docbundle`` command is declared as too), declared beside its handler with its arguments; ``main``
+dispatches through the table. The commands, with their exit codes:
 
 ``build``: build bundles for the libraries in a config, into the bundles folder every ``docbundle``
 command reads by default (``--out``, else ``$DOCBUNDLE_BUNDLES``, else the per-user data folder). 0 every
@@ -44,11 +44,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
@@ -58,6 +56,7 @@ from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package, roll
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
+from docbundle.server.clitable import Command, arg, parser, run, table, version_of
 from docbundle.server.terminal import printable
 
 from . import add
@@ -74,63 +73,13 @@ from .release.export import FORMATS, export_bundle
 from .release.regress import RegressReport, load_golden, regress, render_regress
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a command whose reader closed the pipe
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 #: Where the commands look when not told (relative to the current directory).
 DEFAULT_CONFIG = Path("bundles/libraries.toml")
 DEFAULT_GOLDEN_DIR = Path("bundles/golden")
 
-Handler = Callable[[argparse.Namespace], int]
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Command:
-    """One subcommand: its name, help, arguments and handler."""
-
-    name: str
-    help: str
-    description: str
-    arguments: Callable[[argparse.ArgumentParser], None]
-    run: Handler
-
-
-#: The subcommands, in the order ``--help`` lists them.
-COMMANDS: dict[str, Command] = {}
-
-
-def command(
-    name: str, *, help: str, description: str, arguments: Callable[[argparse.ArgumentParser], None]
-) -> Callable[[Handler], Handler]:
-    """Register the decorated handler as the subcommand ``name``, with the arguments ``arguments`` adds."""
-
-    def register(run: Handler) -> Handler:
-        COMMANDS[name] = Command(name, help, description, arguments, run)
-        return run
-
-    return register
-
-
-def _version() -> str:
-    """The installed distribution's version: its metadata (from pyproject) is the one source."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("docbundle-indexer")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "unknown"
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="docbundle-index",
-        description="Crawl llms.txt documentation into versioned, content-hashed search bundles.",
-    )
-    p.add_argument("--version", action="version", version=f"docbundle-index {_version()}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for c in COMMANDS.values():
-        c.arguments(sub.add_parser(c.name, help=c.help, description=c.description))
-    return p
 
 
 def _print_json(report: msgspec.Struct) -> None:
@@ -175,29 +124,6 @@ class Report(msgspec.Struct, kw_only=True):
     libraries: list[Outcome]
 
 
-def _build_arguments(b: argparse.ArgumentParser) -> None:
-    b.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)")
-    b.add_argument(
-        "--out",
-        type=Path,
-        help=f"bundles directory (default: ${ENV_BUNDLES}, else the per-user data folder every docbundle "
-        "command reads)",
-    )
-    b.add_argument(
-        "--library", action="append", default=[], metavar="ID", help="build only this library (repeat)"
-    )
-    b.add_argument("--cache", type=Path, help=f"crawl cache directory (default: OUT/{CACHE_DIR})")
-    b.add_argument("--no-cache", action="store_true", help="ignore and do not write the crawl cache")
-    b.add_argument("--json", action="store_true", help="print the crawl report as JSON on stdout")
-    b.add_argument("--report", type=Path, help="also write the JSON crawl report to this file")
-    b.add_argument("--quiet", action="store_true", help="no progress output")
-    b.add_argument(
-        "--no-embed",
-        action="store_true",
-        help=f"embed nothing this run: new content is built without vectors (like {ENV_EMBED}=0)",
-    )
-
-
 def _summary(report: Report) -> str:
     lines = [
         f"docbundle-index: {len(report.libraries)} library version(s): {report.built} built, "
@@ -231,12 +157,6 @@ def _summary(report: Report) -> str:
     return "\n".join(lines)
 
 
-@command(
-    "build",
-    help="build bundles for the libraries in a config",
-    description="Fetch each library's llms.txt and pages, and write a new bundle when the content changed.",
-    arguments=_build_arguments,
-)
 def cmd_build(args: argparse.Namespace) -> int:
     """Run ``build``."""
     catalogue = load_config(args.config)
@@ -277,40 +197,37 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.failed else EXIT_OK
 
 
+BUILD = Command(
+    "build",
+    help="build bundles for the libraries in a config",
+    description="Fetch each library's llms.txt and pages, and write a new bundle when the content changed.",
+    run=cmd_build,
+    args=(
+        arg("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)"),
+        arg(
+            "--out",
+            type=Path,
+            help=f"bundles directory (default: ${ENV_BUNDLES}, else the per-user data folder every docbundle "
+            "command reads)",
+        ),
+        arg("--library", action="append", default=[], metavar="ID", help="build only this library (repeat)"),
+        arg("--cache", type=Path, help=f"crawl cache directory (default: OUT/{CACHE_DIR})"),
+        arg("--no-cache", action="store_true", help="ignore and do not write the crawl cache"),
+        arg("--json", action="store_true", help="print the crawl report as JSON on stdout"),
+        arg("--report", type=Path, help="also write the JSON crawl report to this file"),
+        arg("--quiet", action="store_true", help="no progress output"),
+        arg(
+            "--no-embed",
+            action="store_true",
+            help=f"embed nothing this run: new content is built without vectors (like {ENV_EMBED}=0)",
+        ),
+    ),
+)
+
+
 # -- add ------------------------------------------------------------------------------------------
 
 
-def _add_arguments(a: argparse.ArgumentParser) -> None:
-    a.add_argument("url", metavar="URL", help="the http(s) address of the site's llms.txt")
-    a.add_argument("--id", default=None, help="the library id (default: from the llms.txt's title)")
-    a.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)")
-    a.add_argument(
-        "--allow-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="also reach this private or loopback host (repeat); saved as the entry's allow_hosts",
-    )
-    a.add_argument(
-        "--probe",
-        type=int,
-        default=add.DEFAULT_PROBE,
-        metavar="N",
-        help=f"fetch up to N linked pages to count markdown vs HTML (default {add.DEFAULT_PROBE}; 0: none)",
-    )
-    a.add_argument("--dry-run", action="store_true", help="show what was found; change nothing")
-    a.add_argument("--json", action="store_true", help="print what was found as JSON on stdout")
-    a.add_argument("--build", action="store_true", help="build the new library right away")
-    a.add_argument("--out", type=Path, help="with --build: bundles directory (as for build)")
-
-
-@command(
-    "add",
-    help="add a library to the config from its llms.txt URL",
-    description="Fetch an llms.txt, show its title, sections, link count and how many pages are markdown "
-    "or HTML, and append a validated [[library]] entry to the config (comments and layout kept).",
-    arguments=_add_arguments,
-)
 def cmd_add(args: argparse.Namespace) -> int:
     """Run ``add`` (and ``build`` for the new library with ``--build``)."""
     try:
@@ -341,26 +258,41 @@ def cmd_add(args: argparse.Namespace) -> int:
     return cmd_build(_parser().parse_args(build + (["--out", str(args.out)] if args.out else [])))
 
 
+ADD = Command(
+    "add",
+    help="add a library to the config from its llms.txt URL",
+    description="Fetch an llms.txt, show its title, sections, link count and how many pages are markdown "
+    "or HTML, and append a validated [[library]] entry to the config (comments and layout kept).",
+    run=cmd_add,
+    args=(
+        arg("url", metavar="URL", help="the http(s) address of the site's llms.txt"),
+        arg("--id", default=None, help="the library id (default: from the llms.txt's title)"),
+        arg("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)"),
+        arg(
+            "--allow-host",
+            action="append",
+            default=[],
+            metavar="HOST",
+            help="also reach this private or loopback host (repeat); saved as the entry's allow_hosts",
+        ),
+        arg(
+            "--probe",
+            type=int,
+            default=add.DEFAULT_PROBE,
+            metavar="N",
+            help=f"fetch up to N linked pages to count markdown vs HTML (default {add.DEFAULT_PROBE}; 0: none)",
+        ),
+        arg("--dry-run", action="store_true", help="show what was found; change nothing"),
+        arg("--json", action="store_true", help="print what was found as JSON on stdout"),
+        arg("--build", action="store_true", help="build the new library right away"),
+        arg("--out", type=Path, help="with --build: bundles directory (as for build)"),
+    ),
+)
+
+
 # -- export ---------------------------------------------------------------------------------------
 
 
-def _export_arguments(e: argparse.ArgumentParser) -> None:
-    e.add_argument(
-        "bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory (its CURRENT)"
-    )
-    e.add_argument(
-        "--format", required=True, choices=FORMATS, help="json file, sqlite file or markdown folder"
-    )
-    e.add_argument("--out", required=True, type=Path, metavar="PATH", help="the file or folder to write")
-    e.add_argument("--force", action="store_true", help="replace an existing --out")
-
-
-@command(
-    "export",
-    help="export a bundle as JSON, SQLite or markdown",
-    description="Verify a bundle and write its documents and chunks in a format other tools read.",
-    arguments=_export_arguments,
-)
 def cmd_export(args: argparse.Namespace) -> int:
     """Run ``export``."""
     try:
@@ -381,28 +313,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+EXPORT = Command(
+    "export",
+    help="export a bundle as JSON, SQLite or markdown",
+    description="Verify a bundle and write its documents and chunks in a format other tools read.",
+    run=cmd_export,
+    args=(
+        arg(
+            "bundle",
+            type=Path,
+            metavar="BUNDLE",
+            help="a bundle directory, or a version directory (its CURRENT)",
+        ),
+        arg("--format", required=True, choices=FORMATS, help="json file, sqlite file or markdown folder"),
+        arg("--out", required=True, type=Path, metavar="PATH", help="the file or folder to write"),
+        arg("--force", action="store_true", help="replace an existing --out"),
+    ),
+)
+
+
 # -- diff -----------------------------------------------------------------------------------------
 
 
-def _diff_arguments(d: argparse.ArgumentParser) -> None:
-    d.add_argument("old", type=Path, metavar="A", help="the old bundle (or version directory)")
-    d.add_argument("new", type=Path, metavar="B", help="the new bundle (or version directory)")
-    d.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    d.add_argument(
-        "--golden",
-        type=Path,
-        metavar="FILE",
-        help="also run these golden queries on both and show what moved",
-    )
-
-
-@command(
-    "diff",
-    help="compare two bundles",
-    description="Report the documents, sections, counts, llms.txt findings and page errors that differ "
-    "between two bundles (each a bundle directory, or a version directory: its CURRENT).",
-    arguments=_diff_arguments,
-)
 def cmd_diff(args: argparse.Namespace) -> int:
     """Run ``diff``."""
 
@@ -415,6 +347,26 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return _Compared(diff, regress(new, golden, baseline=old), regress(old, golden))
 
     return EXIT_OK if _report(args, "cannot compare", make, _render_compared, _compared_json) else EXIT_FAILED
+
+
+DIFF = Command(
+    "diff",
+    help="compare two bundles",
+    description="Report the documents, sections, counts, llms.txt findings and page errors that differ "
+    "between two bundles (each a bundle directory, or a version directory: its CURRENT).",
+    run=cmd_diff,
+    args=(
+        arg("old", type=Path, metavar="A", help="the old bundle (or version directory)"),
+        arg("new", type=Path, metavar="B", help="the new bundle (or version directory)"),
+        arg("--json", action="store_true", help="print the report as one JSON object"),
+        arg(
+            "--golden",
+            type=Path,
+            metavar="FILE",
+            help="also run these golden queries on both and show what moved",
+        ),
+    ),
+)
 
 
 class _Compared(NamedTuple):
@@ -449,37 +401,6 @@ def _render_compared(c: _Compared) -> str:
 # -- regress --------------------------------------------------------------------------------------
 
 
-def _regress_arguments(r: argparse.ArgumentParser) -> None:
-    r.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
-    r.add_argument(
-        "--golden",
-        type=Path,
-        help=f"golden query file (default: {DEFAULT_GOLDEN_DIR.as_posix()}/<libraryId>.toml, from the current "
-        "directory)",
-    )
-    r.add_argument(
-        "--baseline",
-        type=Path,
-        metavar="BUNDLE",
-        help="also list queries whose top results changed and test the nDCG@10 change (paired randomization)",
-    )
-    r.add_argument(
-        "--split",
-        choices=("dev", "test", "all"),
-        default="all",
-        help="run only the queries of one half (their `split` key); the file-wide [expect] is checked only "
-        "with all (default: %(default)s)",
-    )
-    r.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-@command(
-    "regress",
-    help="run golden queries against a bundle and check expectations",
-    description="Print nDCG@10, MRR@10 and Recall@10 per golden query and overall, one [OK]/[FAIL] line "
-    "per stored expectation, and exit 1 on any FAIL.",
-    arguments=_regress_arguments,
-)
 def cmd_regress(args: argparse.Namespace) -> int:
     """Run ``regress``."""
 
@@ -497,21 +418,41 @@ def cmd_regress(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report is None or report.failed else EXIT_OK
 
 
+REGRESS = Command(
+    "regress",
+    help="run golden queries against a bundle and check expectations",
+    description="Print nDCG@10, MRR@10 and Recall@10 per golden query and overall, one [OK]/[FAIL] line "
+    "per stored expectation, and exit 1 on any FAIL.",
+    run=cmd_regress,
+    args=(
+        arg("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory"),
+        arg(
+            "--golden",
+            type=Path,
+            help=f"golden query file (default: {DEFAULT_GOLDEN_DIR.as_posix()}/<libraryId>.toml, from the current "
+            "directory)",
+        ),
+        arg(
+            "--baseline",
+            type=Path,
+            metavar="BUNDLE",
+            help="also list queries whose top results changed and test the nDCG@10 change (paired randomization)",
+        ),
+        arg(
+            "--split",
+            choices=("dev", "test", "all"),
+            default="all",
+            help="run only the queries of one half (their `split` key); the file-wide [expect] is checked only "
+            "with all (default: %(default)s)",
+        ),
+        arg("--json", action="store_true", help="print the report as JSON"),
+    ),
+)
+
+
 # -- audit ----------------------------------------------------------------------------------------
 
 
-def _audit_arguments(a: argparse.ArgumentParser) -> None:
-    a.add_argument("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory")
-    a.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-@command(
-    "audit",
-    help="report freshness, completeness, coverage and content safety of a bundle",
-    description="Verify a bundle and report its age and last crawl, failed pages, empty pages and odd "
-    "chunk sizes, and content-safety findings (hidden Unicode, text addressed to AI assistants).",
-    arguments=_audit_arguments,
-)
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``audit``."""
     report = _report(
@@ -523,21 +464,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK if report is not None else EXIT_FAILED
 
 
+AUDIT = Command(
+    "audit",
+    help="report freshness, completeness, coverage and content safety of a bundle",
+    description="Verify a bundle and report its age and last crawl, failed pages, empty pages and odd "
+    "chunk sizes, and content-safety findings (hidden Unicode, text addressed to AI assistants).",
+    run=cmd_audit,
+    args=(
+        arg("bundle", type=Path, metavar="BUNDLE", help="a bundle directory, or a version directory"),
+        arg("--json", action="store_true", help="print the report as JSON"),
+    ),
+)
+
+
 # -- package --------------------------------------------------------------------------------------
 
 
-def _package_arguments(k: argparse.ArgumentParser) -> None:
-    k.add_argument("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles")
-    k.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the release assets go")
-
-
-@command(
-    "package",
-    help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
-    description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
-    "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
-    arguments=_package_arguments,
-)
 def cmd_package(args: argparse.Namespace) -> int:
     """Run ``package``."""
     try:
@@ -560,40 +502,22 @@ def cmd_package(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+PACKAGE = Command(
+    "package",
+    help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
+    description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
+    "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
+    run=cmd_package,
+    args=(
+        arg("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles"),
+        arg("--out", type=Path, required=True, metavar="DIR", help="where the release assets go"),
+    ),
+)
+
+
 # -- nightly --------------------------------------------------------------------------------------
 
 
-def _nightly_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
-    ap.add_argument(
-        "--out", type=Path, default=Path("bundles"), help="bundles directory (restored between runs)"
-    )
-    ap.add_argument("--dist", type=Path, default=Path("dist"), help="where release assets are written")
-    ap.add_argument("--golden", type=Path, default=DEFAULT_GOLDEN_DIR, help="folder of <libraryId>.toml")
-    ap.add_argument(
-        "--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"
-    )
-    ap.add_argument("--shards", type=int, help="print the catalogue split into N groups as JSON, and exit")
-    ap.add_argument(
-        "--merge", type=Path, nargs="+", metavar="DIR", help="merge shard dist folders into --dist"
-    )
-    ap.add_argument(
-        "--roll",
-        type=Path,
-        metavar="DIR",
-        help="update the rolling release: DIR's bundles replace those of --previous; written to --dist",
-    )
-    ap.add_argument(
-        "--previous", type=Path, metavar="FILE", help="with --roll: the rolling release's index.json"
-    )
-
-
-@command(
-    "nightly",
-    help="the nightly release job: build, check and package what changed",
-    description="The nightly job for one shard of the catalogue: build, check, and package what changed.",
-    arguments=_nightly_arguments,
-)
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run ``nightly`` (its messages keep the ``nightly:`` prefix of the job's logs)."""
     try:
@@ -621,27 +545,55 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(e.status in ("failed", "regressed") for e in entries) else EXIT_OK
 
 
+NIGHTLY = Command(
+    "nightly",
+    help="the nightly release job: build, check and package what changed",
+    description="The nightly job for one shard of the catalogue: build, check, and package what changed.",
+    run=cmd_nightly,
+    args=(
+        arg("--config", type=Path, default=DEFAULT_CONFIG),
+        arg("--out", type=Path, default=Path("bundles"), help="bundles directory (restored between runs)"),
+        arg("--dist", type=Path, default=Path("dist"), help="where release assets are written"),
+        arg("--golden", type=Path, default=DEFAULT_GOLDEN_DIR, help="folder of <libraryId>.toml"),
+        arg("--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"),
+        arg("--shards", type=int, help="print the catalogue split into N groups as JSON, and exit"),
+        arg("--merge", type=Path, nargs="+", metavar="DIR", help="merge shard dist folders into --dist"),
+        arg(
+            "--roll",
+            type=Path,
+            metavar="DIR",
+            help="update the rolling release: DIR's bundles replace those of --previous; written to --dist",
+        ),
+        arg("--previous", type=Path, metavar="FILE", help="with --roll: the rolling release's index.json"),
+    ),
+)
+
+
+#: The subcommands, in the order ``--help`` lists them.
+COMMANDS = table(BUILD, ADD, EXPORT, DIFF, REGRESS, AUDIT, PACKAGE, NIGHTLY)
+
+
+def _parser() -> argparse.ArgumentParser:
+    return parser(
+        "docbundle-index",
+        "Crawl llms.txt documentation into versioned, content-hashed search bundles.",
+        COMMANDS,
+        arg("--version", action="version", version=f"docbundle-index {version_of('docbundle-indexer')}"),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``docbundle-index``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
     args = _parser().parse_args(argv)
     try:
-        code = COMMANDS[args.command].run(args)
-        sys.stdout.flush()  # inside the try: a closed pipe shows up here as often as in print
-        return code
-    except BrokenPipeError:
-        # `docbundle-index ... --json | head`: stop quietly; stdout pointed at /dev/null keeps the
-        # interpreter's own flush at exit from printing a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return EXIT_PIPE
+        return run(args)
     except ConfigError as exc:
         print(f"docbundle-index: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("docbundle-index: interrupted; published bundles are intact", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What the tools do, independent of MCP: ``Docs``, one front door to the operations over a catalogue.
 
 Both front ends call the ``Docs`` operations: the MCP server (``mcp/``) wraps each in a tool, resource or
-prompt, and the CLI (``cli.py``) calls the same ones for ``docbundle search`` and ``info`` without
+prompt, and the CLI (``cli/search.py``) calls the same ones for ``docbundle search`` and ``info`` without
 importing the MCP SDK. The work is done by ``libraries`` (catalogue lookups), ``hits`` (search) and
 ``documents`` (a document, its table of contents, a chunk in context); the operations that fit a result
 into ``maxTokens`` return an ``Answer``: the result model and its markdown, rendered once (``render``).

@@ -15,17 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
+from .bounds import DEFAULT_LIMIT as DEFAULT_LIMIT
+from .bounds import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
+from .bounds import DEFAULT_WINDOW as DEFAULT_WINDOW
+from .bounds import MAX_LIMIT as MAX_LIMIT
+from .bounds import MAX_MAX_TOKENS as MAX_MAX_TOKENS
+from .bounds import MAX_WINDOW as MAX_WINDOW
+from .bounds import MIN_MAX_TOKENS as MIN_MAX_TOKENS
 from .catalog import State
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
 from .words import NextStep
 
-DEFAULT_LIMIT = 5
-MAX_LIMIT = 20
-DEFAULT_MAX_TOKENS = 5000
-MIN_MAX_TOKENS = 500
-MAX_MAX_TOKENS = 50_000
-DEFAULT_WINDOW = 1
-MAX_WINDOW = 5
 # Wall-clock seconds one search call may spend scoring, over every library it searches; then it
 # answers with what it found (``stopped``), and libraries not reached are listed as skipped.
 SEARCH_TIME_BUDGET = 2.0

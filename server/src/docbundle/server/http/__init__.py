@@ -1,7 +1,8 @@
 """The streamable HTTP transport of ``docbundle serve --transport http``.
 
-``app`` (``HttpApp``: the ASGI app, the order of checks, the access log) · ``exchange`` (one request's
-state and the refusals this layer writes) · ``policy`` (allowed ``Host`` / ``Origin``, CORS headers) ·
+``app`` (``HttpApp``: the ASGI app, the order of checks, the access log) · ``options`` (``HttpOptions``
+and the defaults of its limits) · ``exchange`` (one request's state and the refusals this layer
+writes) · ``policy`` (allowed ``Host`` / ``Origin``, CORS headers) ·
 ``ratelimit`` (requests per key, key checks per client; shared memory for workers) · ``serve`` (socket,
 uvicorn, worker processes). The JSON-RPC envelope check and peeking are shared with the stdio
 transport: ``docbundle.server.jsonrpc``.

@@ -41,14 +41,13 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 
-from ..catalog import DEFAULT_RELOAD_SECONDS, Catalog
+from ..catalog import Catalog
 from ..jsonrpc import (
     INVALID_REQUEST,
     MAX_JSON_DEPTH,
@@ -61,45 +60,12 @@ from ..jsonrpc import (
 )
 from ..keys import AuthResult, KeyStore
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
+from .options import HttpOptions
 from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
 
 MCP_PATH = "/mcp"
-# Requests per second and burst per key (per client address without keys). A rate limit here is about
-# one key or address taking more than its share of a shared server, never about one user's clients: an
-# MCP connection costs 3 requests before its first call (initialize, initialized, tools/list), so an
-# IDE starting several agents, or a test suite opening a connection per case, sends a hundred requests
-# in a second or two. 500 at once covers that many times over, and 50 a second is about a third of
-# what one process serves (~165 searches/s), so no single key can take the server alone.
-DEFAULT_RATE = 50.0
-DEFAULT_BURST = 500
-DEFAULT_MAX_BODY = 1024 * 1024  # MCP requests to this server are a few hundred bytes
-DEFAULT_BODY_TIMEOUT = 10.0
-
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class HttpOptions:
-    """How the HTTP transport is exposed; the CLI builds it from ``docbundle serve`` options."""
-
-    host: str = "127.0.0.1"
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    rate: float | None = DEFAULT_RATE  # None: no rate limit
-    burst: int = DEFAULT_BURST
-    # Whether anonymous requests from this machine's own addresses are rate limited too. Without keys,
-    # a loopback client is the local user (or a proxy not named by --trusted-proxy): the default
-    # limits leave it alone; an explicit --rate or --burst applies to it as to everyone.
-    limit_loopback: bool = False
-    max_body_size: int = DEFAULT_MAX_BODY
-    body_timeout: float = DEFAULT_BODY_TIMEOUT
-    # Peers whose X-Forwarded-For is believed: IP addresses or networks (``--trusted-proxy``).
-    trusted_proxies: tuple[str, ...] = ()
-    # Processes serving the port (``--workers``); above 1 the budgets live in shared memory.
-    workers: int = 1
-    # Seconds between looks for new builds (``--reload-interval``; 0: never); each worker reloads its own.
-    reload_interval: float = DEFAULT_RELOAD_SECONDS
 
 
 class HttpApp:
