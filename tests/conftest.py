@@ -3,6 +3,7 @@ marked ``semantic``, and the anyio backend."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -32,10 +33,13 @@ def _private_user_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the ``semantic`` marker (``--strict-markers`` refuses unknown ones)."""
+    """Register the ``semantic`` marker (``--strict-markers`` refuses unknown ones), and turn embedding off
+    for the whole session before any fixture builds: session- and module-scoped fixtures are set up before
+    the function-scoped switch below runs, and would otherwise embed every chunk they build."""
     config.addinivalue_line(
         "markers", "semantic: builds embed their chunks (the semantic extra); every other test builds without"
     )
+    os.environ["DOCBUNDLE_EMBED"] = "0"
 
 
 @pytest.fixture(autouse=True)
