@@ -454,7 +454,7 @@ def _reader_gone() -> int:
 def _install(args: argparse.Namespace) -> int:
     """Install each archive in turn; one that fails does not stop the others (exit 1 if any failed)."""
     from .errors import InstallError
-    from .install import install  # whoosh and tarfile only for this command
+    from .install import install, served_note  # whoosh and tarfile only for this command
 
     bundles: Path = args.bundles or _default_bundles()
     if args.sums is not None and len(args.archive) > 1:
@@ -465,6 +465,7 @@ def _install(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
     failed = 0
+    installed = []
     for archive in args.archive:
         if not archive.is_file():
             _err(f"{archive} not found")
@@ -476,18 +477,20 @@ def _install(args: argparse.Namespace) -> int:
             _err(str(exc))
             failed += 1
             continue
+        installed.append(done)
         note = " (already present; CURRENT points at it)" if done.already_present else ""
         print(
             f"installed {done.library}@{done.version} build {done.build_id} "
             f"(content {done.content_hash[:12]}){note} in {bundles}"
         )
-    if failed < len(args.archive):
-        print("restart a running server to serve what was installed", file=sys.stderr)
+    if installed:
+        print(served_note(installed), file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
 
 
 def _pull(args: argparse.Namespace) -> int:
     from .errors import InstallError
+    from .install import served_note
     from .pull import parse_spec, pull, read_index, release_base, render_list  # network code only here
 
     if args.list == (args.spec is not None):
@@ -517,7 +520,7 @@ def _pull(args: argparse.Namespace) -> int:
     print(
         f"installed {done.library}@{done.version} build {done.build_id} (content {done.content_hash[:12]}){note}"
     )
-    print("restart a running server to serve it", file=sys.stderr)
+    print(served_note([done]), file=sys.stderr)
     return EXIT_OK
 
 
