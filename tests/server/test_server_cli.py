@@ -137,3 +137,19 @@ def test_python_dash_m_runs_the_cli() -> None:
     )
     assert out.returncode == 0
     assert all(cmd in out.stdout for cmd in ("serve", "search", "info", "verify"))
+
+
+def test_an_empty_query_names_what_the_command_takes(bundles_root: Path) -> None:
+    """The CLI has no keywords option: its error names QUERY, not the MCP tool's parameters (issue 23)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "docbundle.server", "search", "golden", "  ", "--bundles", str(bundles_root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr == (
+        "docbundle: error: nothing to search for. Give QUERY: words or a question, e.g. `docbundle search "
+        'LIBRARY "useEffect cleanup"`.\n'
+    )

@@ -388,7 +388,7 @@ async def test_get_chunk_with_context_returns_neighbours(catalog: Catalog, bundl
             "has chunks 0..1, not 9",
         ),
         ("list_library_versions", {}, "give libraryId"),
-        ("search_documents", {"libraryId": "golden"}, "give query"),
+        ("search_documents", {"libraryId": "golden"}, "Give query (words or a question"),
         ("search_documents", {"query": "x", "libraryId": "demo", "version": "9.x"}, "Versions: 2.x, 1.x"),
         ("search_documents", {"query": "x", "mode": "fuzzy"}, "mode"),
         ("search_documents", {"query": "x", "limit": 21}, "limit"),

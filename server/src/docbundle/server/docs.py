@@ -156,9 +156,7 @@ class Docs:
         query = query.strip() if query and query.strip() else None
         keywords = [k.strip() for k in keywords or [] if k and k.strip()]
         if query is None and not keywords:
-            raise BadRequestError(
-                "give query (words or a question, e.g. 'useEffect cleanup') or keywords (a list of terms)"
-            )
+            raise BadRequestError("nothing to search for.", NextStep("give_query", "search_documents"))
         if library_id is None and version:
             raise BadRequestError("version needs libraryId: versions belong to one library")
         # Read at call time: a test (or a benchmark) may change this module's SEARCH_TIME_BUDGET.

@@ -39,6 +39,7 @@ Why = Literal[
     "restart",
     "other_words",
     "faster",
+    "give_query",
 ]
 
 
@@ -109,6 +110,7 @@ MODEL = Words(
         "restart": "Call get_document without cursor to start at the beginning.",
         "other_words": "Use fewer or different words: the library's own names for things, or an identifier.",
         "faster": "Search again with fewer, more specific words.",
+        "give_query": "Give query (words or a question, e.g. 'useEffect cleanup') or keywords (a list of terms).",
     },
     {},
 )
@@ -136,6 +138,7 @@ SHELL = Words(
         "restart": None,
         "other_words": "Use fewer or different words: the library's own names for things, or an identifier.",
         "faster": "Search again with fewer, more specific words.",
+        "give_query": 'Give QUERY: words or a question, e.g. `docbundle search LIBRARY "useEffect cleanup"`.',
     },
     {"libraryId": "LIBRARY", "maxTokens": "--max-tokens", "mode": "--mode"},
 )
