@@ -531,3 +531,18 @@ async def test_legacy_handshake_clients_get_the_same_answers(catalog: Catalog) -
         r = await call(c, "search_documents", query="sap.m.Table", libraryId="demo")
         assert ids(r)[0] == "reference/tables.md"
         assert "unknown library" in await error(c, "list_documents", libraryId="nope")
+
+
+async def test_a_lock_pin_refusal_points_at_the_lock_file(golden_root: Path) -> None:
+    """The bundle is intact; the model is told the pin is what the operator must fix (issue 23)."""
+    lock = golden_root / "bundles.lock"
+    lock.write_text(f'[libraries.golden]\nlatest = "{"a" * 64}"\n')
+    cat = Catalog.load(golden_root, lock=lock)
+    try:
+        async with connect(cat) as c:
+            text = await error(c, "search_documents", query="hooks", libraryId="golden")
+    finally:
+        cat.close()
+    assert "pinned in the lock file bundles.lock" in text
+    assert "the lock file pins other content, so the server operator must update the pin" in text
+    assert "rebuild" not in text

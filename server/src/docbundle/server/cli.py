@@ -774,7 +774,8 @@ def _search(args: argparse.Namespace) -> int:
     from .docs import Docs
     from .render import hit_title
 
-    catalog = _load(args)
+    with _catalog_quiet():  # a version that cannot be served is said once, by the error below
+        catalog = _load(args)
     try:
         result = (
             Docs(catalog)
@@ -816,7 +817,16 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    catalog = _load(args)
+    try:
+        with _catalog_quiet():
+            catalog = _load(args)
+    except LockFileError as exc:
+        if args.lock is not None:
+            raise  # named with --lock: checking against it is what was asked
+        # info is how one gets the hash for a new pin: a broken bundles.lock must not block it.
+        print(f"docbundle: warning: {printable(str(exc), 600)}; shown without the lock file", file=sys.stderr)
+        with _catalog_quiet():
+            catalog = Catalog.load(_root(args))
     try:
         with _catalog_quiet():
             return _info_library(args, catalog) if args.library else _info_all(args, catalog)

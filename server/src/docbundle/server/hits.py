@@ -164,6 +164,8 @@ def _search_entry(
         raise
     except Exception as exc:
         if isinstance(exc, LibraryUnavailableError):
+            if single:
+                raise  # as the catalogue said it, with its advice (a lock pin is fixed in the lock file)
             reason = exc.reason
         else:
             reason = _failure(entry, exc, catalog)
