@@ -79,6 +79,9 @@ def test_list_then_pull_installs_a_bundle_that_searches(site: Site, release: Pat
 
     r = docbundle("pull", "golden", "--from", base, "--bundles", str(bundles), tmp=tmp)
     assert r.returncode == 0, r.stderr
+    # Live reload serves it: no restart is needed (issue 23).
+    assert "restart a running server" not in r.stderr
+    assert "a running `docbundle serve` over this folder serves it within 2 s (live reload)" in r.stderr
     entry = packaged_entry(release)
     assert r.stdout.strip().startswith(f"installed golden@latest build {entry.build_id}")
     assert read_current(bundles / "golden" / "latest") == entry.build_id
@@ -95,6 +98,36 @@ def test_list_then_pull_installs_a_bundle_that_searches(site: Site, release: Pat
 
     r = docbundle("pull", "golden@latest", "--from", base, "--bundles", str(bundles), tmp=tmp)
     assert r.returncode == 0 and "already present" in r.stdout
+    assert "nothing changed: a running server over this folder already serves it" in r.stderr
+
+
+def test_an_unreachable_release_says_what_works_offline(tmp_path: Path) -> None:
+    """No network: the error says why in words and points to --from and install (issue 23)."""
+    advice = (
+        "`docbundle pull --from URL` reads another copy of the release folder (a mirror, an internal web "
+        "server), and `docbundle install ARCHIVE` installs archives copied here"
+    )
+    refused = docbundle("pull", "--list", tmp=tmp_path / "tmp")
+    assert refused.returncode == 1 and "127.0.0.1 refused the connection." in refused.stderr
+    assert advice in refused.stderr
+    # A resolver that fails as it does offline, in the command's own process (no query leaves the host).
+    hook = tmp_path / "offline"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import socket\n"
+        "def _offline(*args, **kwargs):\n"
+        "    raise socket.gaierror(-3, 'Temporary failure in name resolution')\n"
+        "socket.getaddrinfo = _offline\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
+    env.pop("DOCBUNDLE_RELEASES", None)
+    offline = server_cli("pull", "--list", "--from", "https://releases.example/bundles/", env=env)
+    assert offline.returncode == 1 and "Traceback" not in offline.stderr
+    assert (
+        "cannot resolve releases.example (Temporary failure in name resolution): no network, or no DNS"
+        in (offline.stderr)
+    )
+    assert advice in offline.stderr
 
 
 @pytest.mark.parametrize("tamper", ["archive", "archive-and-sums", "everything"])

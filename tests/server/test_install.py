@@ -6,6 +6,8 @@ import hashlib
 import io
 import json
 import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -127,3 +129,33 @@ def test_a_lock_file_that_pins_another_hash_refuses_the_install(
     assert read_current(bundles / "golden" / "latest") is None
     (bundles / "bundles.lock").write_text(f'[libraries.golden]\nlatest = "{content_hash}"\n')
     assert install(archive, bundles).content_hash == content_hash
+
+
+def test_the_install_command_says_live_reload_serves_it(release: tuple[Path, str], tmp_path: Path) -> None:
+    """Not "restart a running server": live reload serves a new build (issue 23)."""
+    archive, _ = release
+
+    def run() -> str:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "docbundle.server",
+                "install",
+                str(archive),
+                "--bundles",
+                str(tmp_path / "b"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "restart a running server" not in done.stderr
+        return done.stderr
+
+    first = run()
+    assert "a running `docbundle serve` over this folder serves it within 2 s (live reload)" in first
+    assert "--reload-interval 0 needs a restart" in first
+    assert "nothing changed: a running server over this folder already serves it" in run()

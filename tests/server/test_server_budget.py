@@ -37,8 +37,10 @@ def test_open_fence_tracks_markers() -> None:
 
 def test_page_end_prefers_chunk_boundaries() -> None:
     text = "a" * 400 + "b" * 400 + "c" * 400
-    assert page_end(text, 0, 250, [400, 800]) == 800  # 200 tokens: two chunks fit
-    assert page_end(text, 0, 150, [400, 800]) == 400
+    assert page_end(text, 0, 210, [400, 800]) == 800  # 200 tokens: two chunks fit
+    assert page_end(text, 0, 110, [400, 800]) == 400  # 100 of 110 tokens: near enough to full
+    # A boundary that leaves much of the budget unused: the page goes on into the next chunk.
+    assert page_end(text, 0, 150, [400, 800]) == 600
     assert page_end(text, 800, 500, [400, 800]) == 1200
     # Not even one chunk fits: cut inside it, but always move forward.
     assert 0 < page_end(text, 0, 50, [400, 800]) <= 200

@@ -110,6 +110,27 @@ async def test_semantic_mode_never_needs_a_shared_word(sem_catalog: Catalog) -> 
     assert words["hits"] == [] and "No results" in words["message"]
 
 
+async def test_the_weak_match_note_judges_the_keyword_side_and_semantic_mode_has_none(
+    sem_catalog: Catalog,
+) -> None:
+    async with connect(sem_catalog) as c:
+        hybrid, text = await search(c, query="reimburse a client", libraryId="pay", mode="hybrid")
+        semantic, sem_text = await search(c, query="reimburse a client", libraryId="pay", mode="semantic")
+        worded, _ = await search(c, query="refund a charge", libraryId="pay", mode="hybrid")
+        stops, _ = await search(c, query="how do I", libraryId="pay", mode="hybrid")
+    # No section holds the words: the hits come by meaning, and the note says so (the answer is among them).
+    assert hybrid["wordMatch"] == "weak" and ANSWER in pages(hybrid)
+    assert hybrid["message"] == (
+        "Weak match: no section holds most of the question's words (reimburse, client; rarer words count "
+        "more), so these hits were ranked by meaning: check that they answer the question."
+    )
+    assert hybrid["message"] in text
+    # Semantic ranking alone checks no word: no verdict, no note.
+    assert semantic["wordMatch"] is None and semantic["message"] is None and "Weak match" not in sem_text
+    assert worded["wordMatch"] == "matched" and worded["message"] is None
+    assert stops["wordMatch"] == "no_topic" and "ranked by meaning alone" in stops["message"]
+
+
 # -- the default mode and its reason -----------------------------------------------------------------
 
 

@@ -25,6 +25,11 @@ SearchMode = Literal["hybrid", "semantic", "fulltext", "balanced", "broad", "pre
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "semantic", "fulltext", "balanced", "broad", "precise")
 #: The modes a search runs (fulltext runs as balanced).
 RanMode = Literal["hybrid", "semantic", "balanced", "broad", "precise"]
+#: How a search's hits bear on its words (``search.SearchOutcome.word_match``): "matched", some hit holds
+#: the query's informative words (at least two of them when it has two or more); "weak", none does, so
+#: the library may not cover the question; "no_topic", the query has no informative word (only stop
+#: words and question words).
+WordMatch = Literal["matched", "weak", "no_topic"]
 
 MAX_QUERY_CHARS = 2000  # search query (also the search-docs / explain-with-docs prompt text)
 MAX_KEYWORD_CHARS = 200  # one keyword

@@ -46,6 +46,7 @@ Bounds (input sizes are refused earlier, in ``server.docs``; these hold whoever 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import itertools
 import math
@@ -57,7 +58,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from .analysis import iter_terms
-from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime
+from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime, WordMatch
 from .reader import Bundle
 from .whooshio import PostingReader
 
@@ -76,6 +77,9 @@ TITLE_BONUS = 1.0
 # A Chinese or Japanese run's bigrams each score 1 / n**CJK_SHARE of the word (n bigrams); a Korean
 # word (spaces between words, so a real word) scores the mean (1 / n).
 CJK_SHARE = 0.5
+# A hit is about the question when it holds words carrying this share of the question's weight (words
+# weighted by idf), so a hit holding only the common word of an out-of-domain question does not count.
+MATCH_COVERAGE = 0.5
 COORDINATION = 0.9  # balanced mode: a chunk matching every word scores (1 + this) times their sum
 PHRASE_FIELDS = ("title", "headings", "body")  # code is indexed without positions
 MAX_WORDS = 10  # words searched per query (the rarest); the others are reported as dropped
@@ -149,6 +153,9 @@ class Hit:
     doc: int
     chunk: int
     score: float
+    # The share of the query's informative words and phrases (those scored) this chunk holds, each
+    # weighted by its idf, so a word no chunk holds weighs the most: 1.0 holds them all, 0.0 none.
+    coverage: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,15 @@ class SearchOutcome:
     terms: list[str]
     dropped: list[str]
     stopped: bool = False  # the time budget ran out: the hits come from the words scored by then
+    # The words and quoted phrases searched that say what the question is about (not question words).
+    informative: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def word_match(self) -> WordMatch:
+        """Whether any hit holds the query's informative words (``WordMatch``)."""
+        if not self.informative:
+            return "no_topic"
+        return "matched" if any(h.coverage >= MATCH_COVERAGE for h in self.hits) else "weak"
 
 
 class _BoundedCache(Generic[K, V]):
@@ -608,10 +624,10 @@ class BundleSearcher:
         for w in words:
             first.setdefault(w.terms, w)
         unique = list(first.values())
-        content = [w for w in unique if not (w.kind == "plain" and w.terms[0] in QUESTION_WORDS)]
+        content = [w for w in unique if not _is_question_word(w)]
         dropped: list[str] = []
         if content and len(content) < len(unique):
-            dropped += [w.text for w in unique if w.kind == "plain" and w.terms[0] in QUESTION_WORDS]
+            dropped += [w.text for w in unique if _is_question_word(w)]
             unique = content
         if len(unique) > MAX_WORDS:
             freq: dict[tuple[str, ...], int] = {}
@@ -672,12 +688,20 @@ class BundleSearcher:
             self._deadline.current = None
             self._close_reader()
         terms = [t for w in words for t in w.terms] + [f'"{p}"' for p in phrases]
+        # What a hit must hold to be about the question: its words other than question words (all of
+        # them are question words only when nothing else was asked), and its phrases.
+        asks = [not _is_question_word(w) for w in words] + [True] * len(phrases)
+        informative = [w.text for w in words if not _is_question_word(w)] + [f'"{p}"' for p in phrases]
+        telling = [c for c, a in zip(clauses, asks, strict=False) if a]  # fewer clauses when time ran out
+        n_chunks = max(self._chunk_count, 1)
+        weights = [math.log(1.0 + (n_chunks - len(c) + 0.5) / (len(c) + 0.5)) for c in telling]
+        total_weight = sum(weights) or 1.0
         expected = len(words) + len(phrases)
         if mode == "precise" and (stopped or len(clauses) < expected):
             clauses = []  # a word left unscored would let through chunks that lack it
         clauses = [c for c in clauses if c] if mode != "precise" else clauses
         if not clauses or limit < 1:
-            return SearchOutcome([], terms, dropped, stopped)
+            return SearchOutcome([], terms, dropped, stopped, informative)
         n = len(clauses)
         total = dict(clauses[0])
         if n > 1:
@@ -706,17 +730,23 @@ class BundleSearcher:
         else:
             best = [(-v, i) for i, v in total.items()]
         best.sort()
-        pool = [(-v, *self._locate(i)) for v, i in best[:size]]
+        pool = [(-v, i, *self._locate(i)) for v, i in best[:size]]
         hits: list[Hit] = []
         per: dict[int, int] = {}
-        for score, doc, chunk in pool:
+        for score, docnum, doc, chunk in pool:
             if per.get(doc, 0) >= per_doc:
                 continue
             per[doc] = per.get(doc, 0) + 1
-            hits.append(Hit(doc, chunk, round(score, 6)))
+            held = sum(w for c, w in zip(telling, weights, strict=False) if docnum in c)
+            hits.append(Hit(doc, chunk, round(score, 6), round(held / total_weight, 4)))
             if len(hits) >= limit:
                 break
-        return SearchOutcome(hits, terms, dropped, stopped)
+        return SearchOutcome(hits, terms, dropped, stopped, informative)
+
+
+def _is_question_word(w: _Word) -> bool:
+    """A word that frames a question rather than says what it is about ("how", "should")."""
+    return w.kind == "plain" and w.terms[0] in QUESTION_WORDS
 
 
 def _follows(start: int, docnum: int, rest: list[dict[int, set[int]]], gaps: list[int]) -> bool:

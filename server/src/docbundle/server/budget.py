@@ -17,6 +17,9 @@ from collections.abc import Sequence
 MIN_TEXT_TOKENS = 60
 # Room for a result's own header and closing notes in the text rendering.
 HEADER_TOKENS = 120
+# A document page ending at a section boundary that uses less than this share of its text budget goes
+# on into the next section (``page_end``).
+PAGE_FILL = 0.9
 
 _CJK_RE = re.compile(
     "[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
@@ -109,8 +112,10 @@ def page_end(text: str, start: int, max_tokens: int, boundaries: Sequence[int]) 
     """End of the page of ``text`` that starts at ``start`` and fits ``max_tokens``.
 
     The page ends at the last of ``boundaries`` (sorted offsets where a cut is preferred: chunk
-    starts; the end of the text is always one) that fits; when not even the next boundary fits, it ends at a line boundary or, failing
-    that, inside a line. Always past ``start`` when ``start < len(text)``.
+    starts; the end of the text is always one) that fits. When that leaves more than a tenth of the
+    budget unused (the next section is long), the page goes on into that section and ends at a line
+    boundary or, failing that, at a space inside a line (``cut_within``), so a small budget is not
+    spent on many small pages. Always past ``start`` when ``start < len(text)``.
     """
     end = start
     used = 0
@@ -122,9 +127,15 @@ def page_end(text: str, start: int, max_tokens: int, boundaries: Sequence[int]) 
             break
         used += cost
         end = b
-    if end >= len(text) or end > start:
+    if end >= len(text) or used >= max_tokens * PAGE_FILL:
         return end
-    return start + cut_within(text[start : boundaries_next(boundaries, start, len(text))], max_tokens)
+    rest = text[end : boundaries_next(boundaries, end, len(text))]
+    cut = cut_within(rest, max_tokens - used)
+    # cut_within moves at least one character; a page that already holds whole sections takes more
+    # only when it fits.
+    if end > start and estimate_tokens(rest[:cut]) > max_tokens - used:
+        return end
+    return end + cut
 
 
 def boundaries_next(boundaries: Sequence[int], start: int, default: int) -> int:

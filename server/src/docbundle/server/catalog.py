@@ -78,6 +78,8 @@ class VersionEntry:
     # No CURRENT yet: a first build or install between taking its lock and publishing (or one that
     # never finished). Listed at start-up with its problem; a reload lists it only once it publishes.
     pending: bool = False
+    # Refused by the lock file only: the bundle is intact, its pin names other content.
+    pin_refused: bool = False
 
     @property
     def build_id(self) -> str | None:
@@ -245,6 +247,8 @@ def _read_version(
     problem = _check_manifest(manifest, library_id, version, build_id)
     if problem is None and lock is not None:
         problem = _check_pin(lock, library_id, version, manifest, manifest_sha)
+        if problem is not None:
+            return VersionEntry(library_id, version, bundle, manifest, problem, pin_refused=True)
     return VersionEntry(library_id, version, bundle, manifest, problem)
 
 
@@ -546,7 +550,9 @@ class Catalog:
                 else:
                     self._opened[key] = opened
                     return opened
-        raise LibraryUnavailableError(entry.library_id, entry.version, reason)
+        raise LibraryUnavailableError(
+            entry.library_id, entry.version, reason, pin=entry.pin_refused and reason == entry.problem
+        )
 
     def mark_failed(self, entry: VersionEntry, reason: str) -> None:
         """Stop serving an opened version whose data went bad; ``state`` and ``/readyz`` report it.

@@ -94,6 +94,10 @@ def check_name(name: str) -> None:
     check_length("name", name, MAX_QUERY_CHARS, "Give the library's name in a few words.")
 
 
+# The most a ``docs://`` resource read returns, in estimated tokens (a resource has no maxTokens).
+RESOURCE_MAX_TOKENS = DEFAULT_MAX_TOKENS
+
+
 class Docs:
     """The operations behind the tools, over one catalogue."""
 
@@ -156,9 +160,7 @@ class Docs:
         query = query.strip() if query and query.strip() else None
         keywords = [k.strip() for k in keywords or [] if k and k.strip()]
         if query is None and not keywords:
-            raise BadRequestError(
-                "give query (words or a question, e.g. 'useEffect cleanup') or keywords (a list of terms)"
-            )
+            raise BadRequestError("nothing to search for.", NextStep("give_query", "search_documents"))
         if library_id is None and version:
             raise BadRequestError("version needs libraryId: versions belong to one library")
         # Read at call time: a test (or a benchmark) may change this module's SEARCH_TIME_BUDGET.
@@ -186,11 +188,22 @@ class Docs:
         return answer(documents.document_page(lib, document_id, max_tokens, cursor))
 
     def page_markdown(self, library_id: str, version: str, path: str) -> str:
-        """A whole document's markdown (the ``docs://`` resource)."""
+        """A document's markdown, its first ``RESOURCE_MAX_TOKENS`` (the ``docs://`` resource).
+
+        A longer document is cut where ``get_document`` would end its first page, and a closing line
+        says how much was shown and the ``get_document`` call that returns the rest.
+        """
         check_ids(library_id, version, path)
         lib = self.catalog.open(library_id, version)
-        _, doc = documents.find(lib, path)
-        return doc.text
+        first = documents.document_page(lib, path, RESOURCE_MAX_TOKENS, None)
+        if first.next_cursor is None:
+            return first.text
+        return (
+            f"{first.text.rstrip()}\n\n[The resource shows characters 0-{first.end} of {first.total_chars} "
+            f"(its bound is {RESOURCE_MAX_TOKENS} tokens). get_document(libraryId={lib.entry.library_id!r}, "
+            f"version={lib.entry.version!r}, id={first.document_id!r}, cursor={first.next_cursor!r}) returns "
+            "the rest, a page at a time.]\n"
+        )
 
     def list_documents(
         self,

@@ -32,7 +32,7 @@ from .models import (
     TocDocument,
     TocSection,
 )
-from .render import doc_header, render_documents, toc_line
+from .render import render_document, render_documents, toc_line
 from .words import NextStep
 
 _RESERVED = ":/?#[]@!$&'()*+,;="
@@ -117,25 +117,33 @@ def document_page(lib: OpenedLibrary, document_id: str, max_tokens: int, cursor:
     for c in doc.chunks:
         pos += len(c.text)
         boundaries.append(pos)
-    header = doc_header(doc, src)
-    budget = max(max_tokens - estimate_tokens(header) - HEADER_TOKENS, MIN_TEXT_TOKENS)
-    end = page_end(text, start, budget, boundaries)
-    more = end < len(text)
-    return DocumentPage(
-        **src.model_dump(),
-        document_id=doc.id,
-        title=doc.title,
-        url=doc.url,
-        section=doc.section,
-        description=doc.description,
-        text=text[start:end],
-        start=start,
-        end=end,
-        total_chars=len(text),
-        chunks=len(doc.chunks),
-        truncated=more,
-        next_cursor=encode_cursor(src, doc.id, end) if more else None,
+
+    def page(end: int) -> DocumentPage:
+        more = end < len(text)
+        return DocumentPage(
+            **src.model_dump(),
+            document_id=doc.id,
+            title=doc.title,
+            url=doc.url,
+            section=doc.section,
+            description=doc.description,
+            text=text[start:end],
+            start=start,
+            end=end,
+            total_chars=len(text),
+            chunks=len(doc.chunks),
+            truncated=more,
+            next_cursor=encode_cursor(src, doc.id, end) if more else None,
+        )
+
+    # What the page costs besides its text: its header and the longest closing note it can get (a
+    # cursor and character offsets as long as they can be), measured on the rendering itself.
+    frame = page(len(text)).model_copy(
+        update={"text": "", "next_cursor": encode_cursor(src, doc.id, len(text)), "start": len(text)}
     )
+    overhead = estimate_tokens(render_document(frame)) + 2
+    budget = max(max_tokens - overhead, MIN_TEXT_TOKENS)
+    return page(page_end(text, start, budget, boundaries))
 
 
 def document_list(lib: OpenedLibrary, section: str | None, max_tokens: int) -> DocumentList:

@@ -192,13 +192,14 @@ class UnknownVersionError(ServerError):
 class LibraryUnavailableError(ServerError):
     """The library version exists but failed to open (verification, lock file, format ...)."""
 
-    def __init__(self, library_id: str, version: str, reason: str) -> None:
+    def __init__(self, library_id: str, version: str, reason: str, *, pin: bool = False) -> None:
+        """``pin``: refused by the lock file only (the bundle is intact; the pin is what to fix)."""
         self.library_id = library_id
         self.version = version
         self.reason = reason
         super().__init__(
             f"library {library_id!r} version {version!r} is unavailable: {reason}.",
-            NextStep("operator", "", {"libraryId": library_id}),
+            NextStep("lock_pin" if pin else "operator", "", {"libraryId": library_id}),
         )
 
 

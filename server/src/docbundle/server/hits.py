@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass, field
 
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.query import MAX_QUERY_CHARS, Cancelled, Deadline, RanMode, SearchMode
+from docbundle.bundle.query import MAX_QUERY_CHARS, Cancelled, Deadline, RanMode, SearchMode, WordMatch
 from docbundle.bundle.store import DocRecord
 
 from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
@@ -79,6 +79,8 @@ class _Gathered:
     skipped: list[SkippedLibrary] = field(default_factory=list)
     terms: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    informative: list[str] = field(default_factory=list)
+    word_matches: list[WordMatch] = field(default_factory=list)  # one per library its keywords searched
     stopped: bool = False
 
     def skip(self, entry: VersionEntry, reason: str) -> None:
@@ -162,6 +164,8 @@ def _search_entry(
         raise
     except Exception as exc:
         if isinstance(exc, LibraryUnavailableError):
+            if single:
+                raise  # as the catalogue said it, with its advice (a lock pin is fixed in the lock file)
             reason = exc.reason
         else:
             reason = _failure(entry, exc, catalog)
@@ -178,6 +182,9 @@ def _search_entry(
     got.stopped = got.stopped or ranking.stopped
     got.terms = got.terms or list(ranking.terms)
     got.dropped = got.dropped or list(ranking.dropped)
+    if ranking.word_match is not None:
+        got.word_matches.append(ranking.word_match)
+        got.informative = got.informative or list(ranking.informative)
 
 
 def _failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
@@ -227,8 +234,11 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
         return base.model_copy(
             update={"message": message, "suggestions": MODEL.advice(steps), "next_steps": steps}
         )
-    if got.stopped:
-        base = base.model_copy(update={"message": STOPPED_NOTE})
+    word_match = _word_match(got)
+    notes = [STOPPED_NOTE] if got.stopped else []
+    if word_match in ("weak", "no_topic"):
+        notes.append(_match_note(word_match, got, ran, library_id is not None))
+    base = base.model_copy(update={"word_match": word_match, "message": " ".join(notes) or None})
     # The header, and the closing note should hits be left out, come out of the same budget.
     fixed = estimate_tokens(search_head(base)) + estimate_tokens(omitted_note(len(raw), call.max_tokens))
     hits, omitted = _fit_hits(raw, call.max_tokens - fixed)
@@ -239,6 +249,37 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
             "omitted_hits": omitted,
         }
     )
+
+
+def _word_match(got: _Gathered) -> WordMatch | None:
+    """Whether any library's keyword hits hold the question's words (None: only semantic ranking ran)."""
+    for verdict in ("matched", "no_topic", "weak"):
+        if verdict in got.word_matches:
+            return verdict  # type: ignore[return-value]
+    return None
+
+
+def _match_note(verdict: WordMatch, got: _Gathered, ran: RanMode, single: bool) -> str:
+    """The one line that says the hits may not be about the question (``verdict`` weak or no_topic)."""
+    hybrid = ran == "hybrid"
+    if verdict == "no_topic":
+        held = clip(", ".join(got.terms) or "nothing", 200)
+        return (
+            "Weak match: the question has no informative word (only stop words and question words), so "
+            + ("these hits were ranked by meaning alone" if hybrid else f"these hits merely hold {held}")
+            + "; name the topic (an API, a feature, an error message)."
+        )
+    words = clip(", ".join(got.informative), 300)
+    if len(got.informative) > 1:
+        what = f"no section holds most of the question's words ({words}; rarer words count more)"
+    else:
+        what = f"no section holds the question's word {words}"
+    if hybrid:
+        return (
+            f"Weak match: {what}, so these hits were ranked by meaning: check that they answer the question."
+        )
+    scope = "this library" if single else "the libraries searched"
+    return f"Weak match: {what}; {scope} may not cover it."
 
 
 def _mode_of(got: _Gathered, requested: SearchMode | None) -> tuple[RanMode, str | None]:

@@ -61,6 +61,18 @@ class Installed:
     already_present: bool
 
 
+def served_note(installed: list[Installed]) -> str:
+    """When a running server serves what ``installed`` lists: live reload picks up new builds, no restart."""
+    from .catalog import DEFAULT_RELOAD_SECONDS
+
+    if all(i.already_present for i in installed):
+        return "nothing changed: a running server over this folder already serves it"
+    return (
+        f"a running `docbundle serve` over this folder serves it within {DEFAULT_RELOAD_SECONDS:g} s "
+        "(live reload); one started with --reload-interval 0 needs a restart"
+    )
+
+
 def _sha256(path: Path) -> str:
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()

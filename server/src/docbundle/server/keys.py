@@ -467,6 +467,11 @@ class KeyStore:
         """The keys currently loaded."""
         return list(self._keys.values())
 
+    def any_active(self) -> bool:
+        """Whether some key can authenticate now (False when every one is revoked or expired, or none)."""
+        now = self._now()
+        return any(k.status(now) == "active" for k in self._keys.values())
+
     def known_id(self, presented: str) -> str | None:
         """The id part of a presented key when it names a key of the file (ids are not secret)."""
         parts = split_key(presented)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from docbundle.bundle.manifest import VersionStatus
-from docbundle.bundle.query import RanMode, SearchMode
+from docbundle.bundle.query import RanMode, SearchMode, WordMatch
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
@@ -190,6 +190,12 @@ class SearchResult(Model):
         "what it found by then",
     )
     hits: list[SearchHit]
+    # A plain string on the wire, like mode; docs/server.md lists the values.
+    word_match: Annotated[WordMatch | None, WithJsonSchema({"type": ["string", "null"]})] = Field(
+        default=None,
+        description="weak: no hit holds the question's main words (message says so); no_topic: only "
+        "stop words; else matched, or null (not checked)",
+    )
     truncated: bool = Field(description="True when hits were cut or left out to fit maxTokens")
     omitted_hits: int
     max_tokens: int

@@ -202,7 +202,10 @@ class Guard:
         try:
             found = [str(literal)] if literal is not None else self.resolve(host_key(host), port)
         except (OSError, UnicodeError) as exc:
-            raise PullError(f"cannot resolve {host[:120]}: {exc}") from None
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise PullError(
+                f"cannot resolve {host[:120]} ({reason}): no network, or no DNS. {OFFLINE_ADVICE}"
+            ) from None
         if not found:
             raise PullError(f"{host[:120]} did not resolve to any address")
         if (host_key(host), port) in self.proxies:
@@ -388,18 +391,44 @@ def download(
                 raise exc.reason from None
             if deadline.expired:
                 raise late from None
-            raise PullError(f"{what}: cannot fetch {url[:200]}: {exc.reason}") from None
+            raise _unreachable(url, what, exc.reason) from None
         except PullError:
             raise
-        except (TimeoutError, OSError, ValueError, http.client.HTTPException) as exc:
+        except (TimeoutError, OSError) as exc:
             if deadline.expired:
                 raise late from None
+            raise _unreachable(url, what, exc) from None
+        except (ValueError, http.client.HTTPException) as exc:
             raise PullError(f"{what}: cannot fetch {url[:200]}: {exc!r}") from None
         with response:
             total = _copy(response, out, url, limit, what=what, exact=exact, deadline=deadline, late=late)
     if exact is not None and total != exact:
         raise PullError(f"{what} at {url[:200]} is {total} bytes; index.json says {exact}")
     return total
+
+
+# What to do when the release cannot be reached (no network, a firewall, a name that does not resolve).
+OFFLINE_ADVICE = (
+    "Without network access to it: `docbundle pull --from URL` reads another copy of the release folder "
+    "(a mirror, an internal web server), and `docbundle install ARCHIVE` installs archives copied here "
+    "(with their SHA256SUMS), offline."
+)
+
+
+def _unreachable(url: str, what: str, reason: object) -> PullError:
+    """The error of a release that could not be reached: why, in words, then what works offline."""
+    host = urlsplit(url).hostname or url[:200]
+    if isinstance(reason, socket.gaierror):
+        why = f"the name {host} does not resolve ({reason.strerror or reason}): no network, or no DNS"
+    elif isinstance(reason, ConnectionRefusedError):
+        why = f"{host} refused the connection"
+    elif isinstance(reason, TimeoutError | socket.timeout):
+        why = f"{host} did not answer in time"
+    elif isinstance(reason, OSError):
+        why = f"{host} is unreachable ({reason.strerror or reason})"
+    else:
+        why = str(reason)
+    return PullError(f"{what}: cannot fetch {url[:200]}: {why}. {OFFLINE_ADVICE}")
 
 
 def _copy(

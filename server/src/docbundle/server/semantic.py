@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from docbundle.bundle import hybrid
 from docbundle.bundle.manifest import Manifest
-from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode
+from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch
 
 from .encoder import QueryEncoder, describe
 
@@ -63,6 +63,10 @@ class Ranking:
     dropped: list[str] = field(default_factory=list)
     stopped: bool = False
     scale: Scale = "keyword"
+    # Whether the keyword side's hits hold the query's informative words (None: semantic ranking alone,
+    # where every hit is near by meaning and no word is checked).
+    word_match: WordMatch | None = None
+    informative: list[str] = field(default_factory=list)  # the keyword side's informative words
 
 
 def vector_problem(manifest: Manifest | None, encoder: QueryEncoder) -> str | None:
@@ -150,7 +154,8 @@ def rank(
         out = searcher.search(
             query, keywords=keywords, mode=ran, limit=limit, per_doc=per_doc, deadline=deadline
         )
-        return Ranking([(h.score, h.doc, h.chunk) for h in out.hits], out.terms, out.dropped, out.stopped)
+        found = [(h.score, h.doc, h.chunk) for h in out.hits]
+        return Ranking(found, out.terms, out.dropped, out.stopped, "keyword", out.word_match, out.informative)
     if ran == "semantic":
         try:
             scores = lib.bundle.vector_file().scores(vector(deadline))
@@ -168,7 +173,13 @@ def rank(
         scores = lib.bundle.vector_file().scores(vector(deadline))
     except OutOfTime:
         return Ranking(
-            [(h.score, h.doc, h.chunk) for h in kw.hits[:limit]], kw.terms, kw.dropped, True, "keyword"
+            [(h.score, h.doc, h.chunk) for h in kw.hits[:limit]],
+            kw.terms,
+            kw.dropped,
+            True,
+            "keyword",
+            kw.word_match,
+            kw.informative,
         )
     from docbundle.bundle.vectors import rank_documents
 
@@ -180,8 +191,8 @@ def rank(
         for chunk in chunks:
             hits.append((round(fused, 6), page, chunk))
             if len(hits) >= limit:
-                return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused")
-    return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused")
+                return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused", kw.word_match, kw.informative)
+    return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused", kw.word_match, kw.informative)
 
 
 def _page_sections(scores: Any, starts: list[int], total: int, page: int, per_doc: int) -> list[int]:

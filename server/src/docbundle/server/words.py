@@ -39,6 +39,8 @@ Why = Literal[
     "restart",
     "other_words",
     "faster",
+    "give_query",
+    "lock_pin",
 ]
 
 
@@ -109,6 +111,9 @@ MODEL = Words(
         "restart": "Call get_document without cursor to start at the beginning.",
         "other_words": "Use fewer or different words: the library's own names for things, or an identifier.",
         "faster": "Search again with fewer, more specific words.",
+        "lock_pin": "The bundle itself is intact: the lock file pins other content, so the server operator "
+        "must update the pin (or install the pinned build). Other libraries still work.",
+        "give_query": "Give query (words or a question, e.g. 'useEffect cleanup') or keywords (a list of terms).",
     },
     {},
 )
@@ -136,6 +141,10 @@ SHELL = Words(
         "restart": None,
         "other_words": "Use fewer or different words: the library's own names for things, or an identifier.",
         "faster": "Search again with fewer, more specific words.",
+        "lock_pin": "The bundle itself is intact: if it is the one to serve, put its content hash in the lock "
+        "file (`docbundle info {libraryId} --json` prints it as contentHash); else install the build the lock "
+        "pins.",
+        "give_query": 'Give QUERY: words or a question, e.g. `docbundle search LIBRARY "useEffect cleanup"`.',
     },
     {"libraryId": "LIBRARY", "maxTokens": "--max-tokens", "mode": "--mode"},
 )

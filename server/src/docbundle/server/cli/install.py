@@ -30,7 +30,7 @@ def _installed(done: Installed) -> str:
 def install(args: argparse.Namespace) -> int:
     """Install each archive in turn; one that fails does not stop the others (exit 1 if any failed)."""
     from ..errors import InstallError
-    from ..install import install  # whoosh and tarfile only for this command
+    from ..install import install, served_note  # whoosh and tarfile only for this command
 
     bundles: Path = args.bundles or default_bundles()
     if args.sums is not None and len(args.archive) > 1:
@@ -41,6 +41,7 @@ def install(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
     failed = 0
+    installed = []
     for archive in args.archive:
         if not archive.is_file():
             err(f"{archive} not found")
@@ -52,15 +53,17 @@ def install(args: argparse.Namespace) -> int:
             err(str(exc))
             failed += 1
             continue
+        installed.append(done)
         print(f"{_installed(done)} in {bundles}")
-    if failed < len(args.archive):
-        print("restart a running server to serve what was installed", file=sys.stderr)
+    if installed:
+        print(served_note(installed), file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
 
 
 def pull(args: argparse.Namespace) -> int:
     """Run ``pull``: list what a release offers, or fetch and install one library's bundle."""
     from ..errors import InstallError
+    from ..install import served_note
     from ..pull import parse_spec, pull, read_index, release_base, render_list  # network code only here
 
     if args.list == (args.spec is not None):
@@ -87,7 +90,7 @@ def pull(args: argparse.Namespace) -> int:
         err(str(exc))
         return EXIT_FAILED
     print(_installed(done))
-    print("restart a running server to serve it", file=sys.stderr)
+    print(served_note([done]), file=sys.stderr)
     return EXIT_OK
 
 

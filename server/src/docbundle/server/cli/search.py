@@ -8,16 +8,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import sys
 
 from docbundle.bundle.query import SEARCH_MODES
 
 from ..bounds import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, MAX_LIMIT, MAX_MAX_TOKENS, MIN_MAX_TOKENS
 from ..catalog import Catalog, VersionEntry
 from ..clitable import Command, arg
-from ..errors import LibraryUnavailableError
+from ..errors import LibraryUnavailableError, LockFileError
 from ..terminal import printable
 from ..words import SHELL, plural
-from .common import EXIT_OK, bundle_args, catalog_quiet, load, where, where_to_get
+from .common import EXIT_OK, bundle_args, catalog_quiet, load, root, where, where_to_get
 
 SNIPPET_CHARS = 240  # a hit's text on one line
 SAFETY_SHOWN = 5  # findings listed per version; `docbundle-index audit` lists them all
@@ -33,7 +34,8 @@ def search(args: argparse.Namespace) -> int:
     from ..docs import Docs
     from ..render import hit_title
 
-    catalog = load(args)
+    with catalog_quiet():  # a version that cannot be served is said once, by the error below
+        catalog = load(args)
     try:
         result = (
             Docs(catalog)
@@ -73,7 +75,16 @@ def search(args: argparse.Namespace) -> int:
 
 def info(args: argparse.Namespace) -> int:
     """Run ``info``."""
-    catalog = load(args)
+    try:
+        with catalog_quiet():
+            catalog = load(args)
+    except LockFileError as exc:
+        if args.lock is not None:
+            raise  # named with --lock: checking against it is what was asked
+        # info is how one gets the hash for a new pin: a broken bundles.lock must not block it.
+        print(f"docbundle: warning: {printable(str(exc), 600)}; shown without the lock file", file=sys.stderr)
+        with catalog_quiet():
+            catalog = Catalog.load(root(args))
     try:
         with catalog_quiet():
             return _info_library(args, catalog) if args.library else _info_all(args, catalog)

@@ -180,7 +180,9 @@ class HttpApp:
         """``/readyz``: 200 when serving with at least one usable library, else 503; ids only.
 
         ``status`` is ``ready`` when every library version is usable and ``degraded`` when some failed
-        (at start-up, on first open, or later because its data went bad); ``failed`` lists them.
+        (at start-up, on first open, or later because its data went bad); ``failed`` lists them. With
+        keys, the server is ``unavailable`` (503, with a ``reason``) while no key can authenticate: the
+        keys file is unusable, or every key in it is revoked or expired, so every request would fail.
         """
         failed = []
         usable = 0
@@ -192,8 +194,13 @@ class HttpApp:
         payload: dict[str, Any] = {"libraries": self.catalog.library_ids(), "failed": failed}
         if not self.ready:
             return 503, {"status": "starting", **payload}
-        if self.keys is not None and self.keys.error is not None:
-            return 503, {"status": "unavailable", **payload}
+        if self.keys is not None:
+            self.keys.refresh()  # at most once a second: a revocation shows here as it does to requests
+            if self.keys.error is not None:
+                return 503, {"status": "unavailable", "reason": "the keys file cannot be used", **payload}
+            if not self.keys.any_active():
+                reason = "no API key can authenticate: every key is revoked or expired"
+                return 503, {"status": "unavailable", "reason": reason, **payload}
         if usable == 0:
             return 503, {"status": "no libraries", **payload}
         return 200, {"status": "degraded" if failed else "ready", **payload}

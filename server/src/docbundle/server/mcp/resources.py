@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import Resource
 
-from ..docs import Docs
+from ..docs import RESOURCE_MAX_TOKENS, Docs
 from ..errors import (
     MAX_DOCUMENT_ID_CHARS,
     MAX_LIBRARY_ID_CHARS,
@@ -32,7 +32,8 @@ def add_resources(mcp: MCPServer[Any], docs: Docs) -> None:
         name="document",
         title="Documentation page",
         description="One page of a library's documentation as markdown (path is the document id; "
-        "version may be 'latest')",
+        f"version may be 'latest'); a long page is cut at about {RESOURCE_MAX_TOKENS:,} tokens, with the "
+        "get_document call that returns the rest",
         mime_type="text/markdown",
     )
     def document_resource(libraryId: str, version: str, path: str) -> str:

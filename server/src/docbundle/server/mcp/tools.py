@@ -193,9 +193,9 @@ def search_documents_tool(docs: Docs) -> Tool:
         """Search documentation; returns the best-matching sections as markdown.
 
         Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens);
-        at most 2 hits per document. Read more with get_chunk_with_context or
-        get_document. No hits comes with suggestions (mode="broad", fewer words). The query is
-        matched literally: no wildcards or query syntax.
+        at most 2 hits per document. More text: get_chunk_with_context,
+        get_document. No hits, or weak ones, come with a note. The query is literal: no
+        wildcards or query syntax.
         """
         return await _in_thread(
             lambda: check_search_input(query, keywords, libraryId, version),
