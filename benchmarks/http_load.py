@@ -29,9 +29,7 @@ server.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -44,8 +42,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import anyio
+from process import memory as process_memory
 from process import stop
-from quality import bundle_path, default_corpora, ensure_bundles
+from quality import bundle_path, bundles_parser, ensure_bundles, machine
 from serve_bench import HAND_WRITTEN, _pct, make_queries
 
 LIBRARY = "large-en"
@@ -104,16 +103,7 @@ def start_server(
 
 def memory(pid: int) -> dict[str, float]:
     """VmRSS, RssAnon, RssFile and VmHWM of a process in MB (empty off Linux)."""
-    out: dict[str, float] = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
-            out[key] = int(rest.split()[0]) / 1024
-    return out
+    return process_memory(pid, ("VmRSS", "RssAnon", "RssFile", "VmHWM"))
 
 
 @dataclass
@@ -209,11 +199,7 @@ async def run_load(
 
 def main() -> int:
     """Build or reuse large-en, run the load, print the figures beside their targets."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpora", type=Path, default=default_corpora(), help="folder holding the corpora")
-    ap.add_argument(
-        "--bundles", type=Path, required=True, help="bundles cache: built once, reused when present"
-    )
+    ap = bundles_parser(__doc__.splitlines()[0], "bundles cache: built once, reused when present")
     ap.add_argument("--clients", type=int, default=16, help="concurrent MCP clients (default 16)")
     ap.add_argument("--seconds", type=float, default=60.0, help="timed duration (default 60)")
     ap.add_argument(
@@ -265,14 +251,10 @@ def main() -> int:
 
     lat = tally.latencies
     n_err = sum(tally.errors.values())
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(
         f"bundle: {LIBRARY} ({bundle.name}); {len(queries)} distinct queries; {args.clients} clients, one API key each"
     )
-    print(
-        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-        f"{sys.version.split()[0]}; server --rate {args.rate}; think time {args.think_ms:g} ms per client"
-    )
+    print(f"{machine()}; server --rate {args.rate}; think time {args.think_ms:g} ms per client")
     print(
         f"warm-up: {tally.warm_calls} calls (every query once), {tally.warm_errors} errors; then {wall:.1f} s timed"
     )

@@ -31,7 +31,6 @@ and cold lines stay keyword-only.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality import QUERIES_DIR, default_corpora, ensure_bundles, set_corpus
+from quality import QUERIES_DIR, bundles_parser, ensure_bundles, set_corpus
 
 TARGET_P50 = 3.0  # ms
 TARGET_P99 = 10.0  # ms
@@ -121,9 +120,7 @@ def _report(
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpora", type=Path, default=default_corpora(), help="folder holding the corpora")
-    ap.add_argument("--bundles", type=Path, required=True, help="bundles folder to build into / reuse")
+    ap = bundles_parser(__doc__.splitlines()[0], "bundles folder to build into / reuse")
     ap.add_argument("--library", default="large-en", help="library (= corpus name) to search")
     ap.add_argument("--passes", type=int, default=5, help="timed passes over the questions")
     ap.add_argument("--seed", type=int, default=7)

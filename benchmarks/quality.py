@@ -65,6 +65,24 @@ def default_corpora() -> Path | None:
     return Path(shared) / "corpora" if shared else None
 
 
+def bundles_parser(description: str, bundles_help: str) -> argparse.ArgumentParser:
+    """A parser with the options of a benchmark that serves built bundles: ``--corpora`` (default
+    ``default_corpora()``) and a required ``--bundles`` folder."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--corpora", type=Path, default=default_corpora(), help="folder holding the corpora")
+    ap.add_argument("--bundles", type=Path, required=True, help=bundles_help)
+    return ap
+
+
+def machine() -> str:
+    """``machine: <CPUs>, <load average>; <Python version>``: the line a timing benchmark prints first."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    return (
+        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
+        f"{sys.version.split()[0]}"
+    )
+
+
 def bundle_path(bundles: Path, library_id: str, version: str = "latest") -> Path | None:
     """The bundle ``CURRENT`` names for a library version under ``bundles``, or None."""
     from docbundle.bundle.errors import BundleError

@@ -45,7 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from quality import bundle_path, default_corpora, ensure_bundles
+from process import memory
+from quality import bundle_path, bundles_parser, ensure_bundles, machine
 
 LIBRARIES = ("medium-en", "large-en", "ko", "zh", "ja")
 MAIN = "large-en"
@@ -158,20 +159,6 @@ def _pct(values: Sequence[float], p: float) -> float:
     ordered = sorted(values)
     k = max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))
     return ordered[k]
-
-
-def _mb_from_status(pid: int | str = "self") -> dict[str, float]:
-    """VmRSS and VmHWM of a process in MB, from /proc/<pid>/status (empty off Linux)."""
-    out: dict[str, float] = {}
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return out
-    for line in text.splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(rest.split()[0]) / 1024
-    return out
 
 
 def _verdict(value: float, target: float) -> str:
@@ -395,7 +382,7 @@ def bench_server_rss(cmd: list[str], queries: dict[str, list[str]], searches: in
     try:
         server.handshake()
         server.wait_for(server._init_id)
-        idle = _mb_from_status(server.proc.pid)
+        idle = memory(server.proc.pid)
         libs = [lib for lib in LIBRARIES if queries.get(lib)]
         lat: list[float] = []
         errors = 0
@@ -412,7 +399,7 @@ def bench_server_rss(cmd: list[str], queries: dict[str, list[str]], searches: in
             if problem:
                 errors += 1
                 first_error = first_error or problem
-        mem = _mb_from_status(server.proc.pid)
+        mem = memory(server.proc.pid)
     finally:
         server.close()
     print(f"(4) memory of the stdio server ({', '.join(libs)} searched, {searches} tools/call)")
@@ -503,17 +490,17 @@ def rss_child(bundles: Path, queries_file: Path, searches: int) -> None:
     from docbundle.server.catalog import Catalog
 
     queries: dict[str, list[str]] = json.loads(queries_file.read_text(encoding="utf-8"))
-    marks: dict[str, dict[str, float]] = {"start": _mb_from_status()}
+    marks: dict[str, dict[str, float]] = {"start": memory()}
     catalog = Catalog.load(bundles)
     libs = [lib for lib in LIBRARIES if queries.get(lib)]
     for lib in libs:
         catalog.open(lib)
-    marks["opened"] = _mb_from_status()
+    marks["opened"] = memory()
     for i in range(searches):
         lib = libs[i % len(libs)]
         qs = queries[lib]
         catalog.open(lib).searcher.search(qs[(i // len(libs)) % len(qs)])
-    marks["searched"] = _mb_from_status()
+    marks["searched"] = memory()
     print(json.dumps(marks))
 
 
@@ -556,11 +543,7 @@ def bench_inprocess_rss(bundles: Path, queries: dict[str, list[str]], searches: 
 
 def main() -> int:
     """Build or reuse the bundles and print every figure beside its target."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpora", type=Path, default=default_corpora(), help="folder holding the corpora")
-    ap.add_argument(
-        "--bundles", type=Path, required=True, help="bundles cache: built once, reused when present"
-    )
+    ap = bundles_parser(__doc__.splitlines()[0], "bundles cache: built once, reused when present")
     ap.add_argument("--runs", type=int, default=5, help="cold runs for (1) and (2)")
     ap.add_argument("--searches", type=int, default=1000, help="searches before the RSS reading")
     ap.add_argument("--per-kind", type=int, default=60, help="generated warm queries per kind")
@@ -604,10 +587,7 @@ def main() -> int:
     first_query = "sap.m.Table growing list"
 
     print(f"bundles: {', '.join(f'{k} ({v.name})' for k, v in paths.items())}")
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
-    print(
-        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {sys.version.split()[0]}"
-    )
+    print(machine())
     cmd = server_command(args.bundles, args.server_cmd)
     if "stdio" not in skip:
         try:

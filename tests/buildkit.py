@@ -8,7 +8,9 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from docbundle.indexer.config import load_config
+from docbundle.indexer.pipeline import prepare
 from docbundle.indexer.pipeline.build import Outcome, build_target
 
 
@@ -89,3 +91,18 @@ def _toml(value: object) -> str:
         )
         return "{ " + ", ".join(pairs) + " }"
     return json.dumps(value)
+
+
+def record_worker_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pids of the page workers ``prepare`` starts from now on (in this test), in start order."""
+    pids: list[int] = []
+    start = prepare._Pool._start
+
+    def start_recorded(pool: prepare._Pool) -> prepare._Worker:
+        worker = start(pool)
+        assert worker.process.pid is not None
+        pids.append(worker.process.pid)
+        return worker
+
+    monkeypatch.setattr(prepare._Pool, "_start", start_recorded)
+    return pids

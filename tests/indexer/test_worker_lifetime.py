@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from buildkit import build_config, write_site, write_sized_site
+from buildkit import build_config, record_worker_starts, write_site, write_sized_site
 from docbundle.indexer.pipeline import prepare
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
@@ -142,16 +142,7 @@ def test_one_pool_of_workers_serves_every_build_of_a_process(
     started once (before the first crawl), not one per build; it exits when asked (as at exit)."""
     prepare.stop_workers()  # whatever earlier tests of this process left
     monkeypatch.setenv("DOCBUNDLE_WORKERS", "1")
-    started: list[int] = []
-    start = prepare._Pool._start
-
-    def start_recorded(pool: prepare._Pool) -> prepare._Worker:
-        worker = start(pool)
-        assert worker.process.pid is not None
-        started.append(worker.process.pid)
-        return worker
-
-    monkeypatch.setattr(prepare._Pool, "_start", start_recorded)
+    started = record_worker_starts(monkeypatch)
     config = ""
     for name in ("one", "two"):
         page = f"# {name.title()}\n\nWords about the {name} widget and how it configures things.\n"

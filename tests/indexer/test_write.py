@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from buildkit import record_worker_starts
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
 from docbundle.indexer.pipeline import prepare, write
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
@@ -93,16 +94,7 @@ def test_workers_give_the_same_result_as_one_process(monkeypatch: pytest.MonkeyP
     jobs = _jobs() * 6
     monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)
     serial = list(prepare_all(jobs, workers=0))
-    pids: list[int] = []
-    start = prepare._Pool._start
-
-    def start_recorded(pool: prepare._Pool) -> prepare._Worker:
-        worker = start(pool)
-        assert worker.process.pid is not None
-        pids.append(worker.process.pid)
-        return worker
-
-    monkeypatch.setattr(prepare._Pool, "_start", start_recorded)
+    pids = record_worker_starts(monkeypatch)
     # Workers import the module afresh (forkserver/spawn), so this patch binds only here: a page
     # prepared in this process fails, one prepared in a worker does not.
     monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)

@@ -47,6 +47,7 @@ whoosh it rebinds are the three unpickling functions, and only while a call is i
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import contextvars
 import gc
@@ -57,7 +58,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Self
 
 import whoosh.codec.whoosh3 as _w3
 import whoosh.columns as _columns
@@ -80,6 +81,7 @@ from .heldindex import PreadFile
 
 __all__ = [
     "STOP_WORDS",
+    "CommitOnExit",
     "FieldPostings",
     "Index",
     "PostingItem",
@@ -584,7 +586,26 @@ def _analysed_writer_class() -> type:
     return _AnalysedSegmentWriter
 
 
-class SegmentBuilder:
+class CommitOnExit(abc.ABC):
+    """A writer as a context manager: ``commit`` when the ``with`` block ends, ``cancel`` when it raises."""
+
+    @abc.abstractmethod
+    def commit(self) -> None: ...
+
+    @abc.abstractmethod
+    def cancel(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.commit()
+        else:
+            self.cancel()
+
+
+class SegmentBuilder(CommitOnExit):
     """Writes a new index of one optimized segment into ``directory``; equal inputs give equal bytes.
 
     Use it as a context manager (or call ``commit`` or ``cancel``): garbage collection is paused while it
@@ -605,15 +626,6 @@ class SegmentBuilder:
             self._closing.close()
             raise
         self._ix = ix
-
-    def __enter__(self) -> SegmentBuilder:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.cancel()
 
     def add(self, analysed: Mapping[str, FieldPostings], stored: Mapping[str, object]) -> None:
         """Add one document: its analysed text fields and its stored values."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from docbundle.bundle.query import MAX_QUERY_CHARS, SEARCH_MODES, Deadline, SearchMode
 
-from . import documents, hits, libraries
+from . import documents, hits, libraries, models
 from .catalog import Catalog
 from .errors import (
     MAX_CATEGORY_CHARS,
@@ -43,13 +43,6 @@ from .models import (
     MAX_WINDOW,
     MIN_MAX_TOKENS,
     SEARCH_TIME_BUDGET,
-    ChunkContext,
-    DocumentList,
-    DocumentPage,
-    LibraryList,
-    LibraryMatches,
-    SearchResult,
-    VersionList,
 )
 from .render import Answer, answer
 from .resolve import Resolver
@@ -107,7 +100,7 @@ class Docs:
 
     # -- catalogue ----------------------------------------------------------------------------------
 
-    def list_libraries(self, category: str | None = None, *, checked: bool = False) -> LibraryList:
+    def list_libraries(self, category: str | None = None, *, checked: bool = False) -> models.LibraryList:
         """Every library (optionally of one category), with its status."""
         if not checked:
             check_category(category)
@@ -115,7 +108,7 @@ class Docs:
 
     def resolve_library(
         self, name: str, limit: int = DEFAULT_LIMIT, *, checked: bool = False
-    ) -> LibraryMatches:
+    ) -> models.LibraryMatches:
         """The libraries that match what a person calls one (``resolve``), best first, at most ``limit``."""
         if not checked:
             check_name(name)
@@ -124,7 +117,7 @@ class Docs:
             raise BadRequestError("give name: what the library is called, e.g. 'react' or 'sapui5'")
         return libraries.library_matches(self.catalog, self.resolver, name, limit)
 
-    def list_versions(self, library_id: str, *, checked: bool = False) -> VersionList:
+    def list_versions(self, library_id: str, *, checked: bool = False) -> models.VersionList:
         """A library and every version of it, with lifecycle status and availability."""
         if not checked:
             check_ids(library_id)
@@ -144,7 +137,7 @@ class Docs:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         cancel: Deadline | None = None,
         checked: bool = False,
-    ) -> Answer[SearchResult]:
+    ) -> Answer[models.SearchResult]:
         """Search one library (or every library when ``library_id`` is None), fitted to ``max_tokens``.
 
         ``mode`` None is the default: hybrid where a library's vectors can be searched, else balanced.
@@ -179,7 +172,7 @@ class Docs:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         cursor: str | None = None,
         checked: bool = False,
-    ) -> Answer[DocumentPage]:
+    ) -> Answer[models.DocumentPage]:
         """One page of a document's markdown; ``next_cursor`` continues it."""
         if not checked:
             check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
@@ -213,7 +206,7 @@ class Docs:
         section: str | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         checked: bool = False,
-    ) -> Answer[DocumentList]:
+    ) -> Answer[models.DocumentList]:
         """The table of contents: sections in llms.txt order, each with its documents."""
         if not checked:
             check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
@@ -231,7 +224,7 @@ class Docs:
         window: int = DEFAULT_WINDOW,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         checked: bool = False,
-    ) -> Answer[ChunkContext]:
+    ) -> Answer[models.ChunkContext]:
         """A chunk with ``window`` chunks either side, the target kept whole first."""
         if not checked:
             check_range("windowSize", window, 0, MAX_WINDOW)

@@ -105,6 +105,7 @@ _ORDINARY = frozenset(
 )
 # End tags do not reach below these (the parser's scope boundaries).
 _BOUNDARY = frozenset(["applet", "caption", "html", "table", "td", "th", "marquee", "object", "template"])
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 # A start tag of one of these closes an open <p>.
 _CLOSES_P = frozenset(
     [
@@ -132,12 +133,7 @@ _CLOSES_P = frozenset(
         "section",
         "summary",
         "ul",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
+        *_HEADINGS,
         "pre",
         "listing",
         "form",
@@ -191,12 +187,7 @@ _BREAK_OUT = frozenset(
         "dt",
         "em",
         "embed",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
+        *_HEADINGS,
         "head",
         "hr",
         "i",

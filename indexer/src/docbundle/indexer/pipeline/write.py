@@ -20,14 +20,14 @@ from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, re
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
-from docbundle.bundle.whooshio import SegmentBuilder
+from docbundle.bundle.whooshio import CommitOnExit, SegmentBuilder
 
 from .prepare import Analysed
 
 log = logging.getLogger(__name__)
 
 
-class IndexWriter:
+class IndexWriter(CommitOnExit):
     """Writes a bundle's whoosh index (``whooshio.SegmentBuilder``): one optimized segment, no lock
     file, stable bytes.
 
@@ -40,15 +40,6 @@ class IndexWriter:
         self._dir.mkdir()
         self._builder = SegmentBuilder(self._dir, make_schema(), INDEX_NAME, seed)
         self.count = 0
-
-    def __enter__(self) -> IndexWriter:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if kind is None:
-            self.commit()
-        else:
-            self.cancel()
 
     def add(self, analysed: Analysed, doc: int, chunk: int) -> None:
         """Add one chunk, already analysed, as record ``doc`` / chunk ``chunk``."""

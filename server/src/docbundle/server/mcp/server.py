@@ -52,19 +52,10 @@ from mcp.types import Resource as MCPResource
 from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import models
 from ..catalog import Catalog
 from ..docs import Docs
 from ..errors import MAX_NAME_CHARS, clip, clip_list, echo
-from ..models import (
-    ChunkContext,
-    DocumentList,
-    DocumentPage,
-    LibraryList,
-    LibraryMatches,
-    Model,
-    SearchResult,
-    VersionList,
-)
 from . import sdk
 from .args import Reply, canonical
 from .completions import add_completions
@@ -261,7 +252,7 @@ async def _log_call(ctx: ServerRequestContext[Any], name: str, answer: CallToolR
         await send_client_log(ctx, "error", f"{name} failed: {clip(text, 300)}")
         return
     found = answer.result if isinstance(answer, Reply) else None
-    if isinstance(found, SearchResult):
+    if isinstance(found, models.SearchResult):
         for skip in found.skipped:
             await send_client_log(
                 ctx, "warning", f"{skip.library_id}@{skip.version} was not searched: {skip.reason}"
@@ -273,25 +264,25 @@ async def _log_call(ctx: ServerRequestContext[Any], name: str, answer: CallToolR
     await send_client_log(ctx, "info", f"{name} answered in {took * 1000:.0f} ms: {_summary(found)}")
 
 
-def _summary(found: Model | None) -> str:
+def _summary(found: models.Model | None) -> str:
     """What a tool answered, in a few words."""
     match found:
-        case SearchResult():
+        case models.SearchResult():
             return f"{len(found.hits)} hit(s)"
-        case LibraryMatches():
+        case models.LibraryMatches():
             return f"{len(found.matches)} match(es)"
-        case LibraryList():
+        case models.LibraryList():
             return f"{len(found.libraries)} library(ies)"
-        case DocumentPage():
+        case models.DocumentPage():
             return (
                 f"{found.library_id}@{found.version} {found.document_id} characters {found.start}-{found.end} "
                 f"of {found.total_chars}"
             )
-        case ChunkContext():
+        case models.ChunkContext():
             return f"{found.library_id}@{found.version} {found.document_id}: {len(found.chunks)} chunk(s)"
-        case DocumentList():
+        case models.DocumentList():
             return f"{found.library_id}@{found.version}: {found.documents} document(s) in {len(found.sections)} section(s)"
-        case VersionList():
+        case models.VersionList():
             return f"{len(found.versions)} version(s)"
     return "done"
 

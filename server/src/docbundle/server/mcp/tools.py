@@ -38,22 +38,10 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
+from .. import models
 from ..docs import Docs, check_category, check_document_args, check_list_args, check_name
 from ..errors import check_ids, check_search_input
-from ..models import (
-    DEFAULT_LIMIT,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_WINDOW,
-    MAX_LIMIT,
-    MAX_WINDOW,
-    ChunkContext,
-    DocumentList,
-    DocumentPage,
-    LibraryList,
-    LibraryMatches,
-    SearchResult,
-    VersionList,
-)
+from ..models import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, MAX_LIMIT, MAX_WINDOW
 from ..render import Answer, answer
 from .args import LibraryIdArg, MaxTokensArg, OptLibraryIdArg, Reply, VersionArg, reply, tool_errors
 
@@ -119,7 +107,7 @@ def list_libraries_tool(docs: Docs) -> Tool:
 
     async def list_libraries(
         category: Annotated[str | None, Field(description="Only libraries of this category")] = None,
-    ) -> Annotated[CallToolResult, LibraryList]:
+    ) -> Annotated[CallToolResult, models.LibraryList]:
         """List every documentation library this server holds.
 
         Each has its id (the libraryId of the other tools), name, description, category, versions,
@@ -140,7 +128,7 @@ def resolve_library_tool(docs: Docs) -> Tool:
             str, Field(description="What the library is called, e.g. 'sapui5' or 'react docs in Korean'")
         ],
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Matches to return")] = DEFAULT_LIMIT,
-    ) -> Annotated[CallToolResult, LibraryMatches]:
+    ) -> Annotated[CallToolResult, models.LibraryMatches]:
         """Find a library's libraryId from its name: call this first when you do not know the id.
 
         Matches words against ids, names, descriptions, categories and page languages, allowing
@@ -156,7 +144,7 @@ def resolve_library_tool(docs: Docs) -> Tool:
 def list_library_versions_tool(docs: Docs) -> Tool:
     """The ``list_library_versions`` tool over ``docs``."""
 
-    async def list_library_versions(libraryId: LibraryIdArg) -> Annotated[CallToolResult, VersionList]:
+    async def list_library_versions(libraryId: LibraryIdArg) -> Annotated[CallToolResult, models.VersionList]:
         """List the documentation versions of one library.
 
         Each has its status (active, deprecated, eol), whether it is latest, LTS or the default, its
@@ -189,7 +177,7 @@ def search_documents_tool(docs: Docs) -> Tool:
         ] = None,
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Hits to return")] = DEFAULT_LIMIT,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
-    ) -> Annotated[CallToolResult, SearchResult]:
+    ) -> Annotated[CallToolResult, models.SearchResult]:
         """Search documentation; returns the best-matching sections as markdown.
 
         Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens);
@@ -225,7 +213,7 @@ def get_document_tool(docs: Docs) -> Tool:
         version: VersionArg = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
         cursor: Annotated[str | None, Field(description="nextCursor of the previous page")] = None,
-    ) -> Annotated[CallToolResult, DocumentPage]:
+    ) -> Annotated[CallToolResult, models.DocumentPage]:
         """Return a whole document's markdown, in pages that fit maxTokens.
 
         A longer document comes with truncated=true and nextCursor: call again with the same
@@ -250,7 +238,7 @@ def list_documents_tool(docs: Docs) -> Tool:
         version: VersionArg = None,
         section: Annotated[str | None, Field(description="Only this llms.txt section")] = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
-    ) -> Annotated[CallToolResult, DocumentList]:
+    ) -> Annotated[CallToolResult, models.DocumentList]:
         """Return a library's table of contents as its llms.txt gives it.
 
         Sections in order, each with its documents (id for get_document, title, URL, description).
@@ -280,7 +268,7 @@ def get_chunk_with_context_tool(docs: Docs) -> Tool:
         ] = DEFAULT_WINDOW,
         version: VersionArg = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
-    ) -> Annotated[CallToolResult, ChunkContext]:
+    ) -> Annotated[CallToolResult, models.ChunkContext]:
         """Return one section (chunk) of a document with the sections around it, in page order.
 
         Pass a search hit's libraryId, documentId and chunkId to read around it. The requested
