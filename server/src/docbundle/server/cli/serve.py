@@ -55,7 +55,7 @@ HTTP_ONLY = (
 _UNITS = {"m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
 _BINARY = {"k": 1024, "m": 1024 * 1024}
 
-log = logging.getLogger("docbundle.server.cli")
+log = logging.getLogger(__name__)
 
 
 def _rate(text: str) -> float:
