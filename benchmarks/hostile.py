@@ -163,7 +163,9 @@ def main() -> None:
             print(f"  {size:>9}  {slowest_shape:<20} {slowest:>9.4f}  {ratio:>6}")
             previous = slowest
         if given_up:
-            print(f"  shapes stopped at the --give-up time (not grown further; see their ratios above): {', '.join(sorted(given_up))}")
+            print(
+                f"  shapes stopped at the --give-up time (not grown further; see their ratios above): {', '.join(sorted(given_up))}"
+            )
     print("\nworst time ratio per size doubling (over 1 ms):")
     for name, ratio in worst_ratio.items():
         print(f"  {name:<24} {ratio:5.2f}")
