@@ -258,7 +258,9 @@ def test_links_that_land_on_one_page_give_one_document(site: Site, tmp_path: Pat
     assert o.documents == 2 and o.pages_listed == 4
 
 
-def test_the_llms_txt_link_to_its_own_folder_gets_the_id_index(site: Site, tmp_path: Path, build: Build) -> None:
+def test_the_llms_txt_link_to_its_own_folder_gets_the_id_index(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
     site.add("/docs/", _page("Home", "<p>Welcome to the quoxel documentation.</p>"), content_type=HTML)
     site.add("/docs/guide.html", _page("Guide", "<p>The guide.</p>"), content_type=HTML)
     site.add("/docs/llms.txt", "# Demo\n\n- [Home](./)\n- [Guide](guide.html)\n", content_type="text/plain")

@@ -321,3 +321,17 @@ class HttpServerProcess:
                 self._reader.join(timeout=5)
             if self._proc.stderr is not None:
                 self._proc.stderr.close()
+
+
+def readyz(port: int) -> tuple[int, dict[str, Any]]:
+    """``GET /readyz`` on a server at 127.0.0.1:``port``: the status and the JSON body."""
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/readyz")
+        r = conn.getresponse()
+        return r.status, json.loads(r.read())
+    finally:
+        conn.close()

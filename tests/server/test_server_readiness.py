@@ -8,24 +8,12 @@ still be damaged in place. The library that breaks stops being served and ``/rea
 
 from __future__ import annotations
 
-import http.client
-import json
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
-from serverkit import GOLDEN_BUILD, HttpServerProcess, install_golden
-
-
-def _readyz(port: int) -> tuple[int, dict[str, object]]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", "/readyz")
-        r = conn.getresponse()
-        return r.status, json.loads(r.read())
-    finally:
-        conn.close()
+from serverkit import GOLDEN_BUILD, HttpServerProcess, install_golden, readyz
 
 
 @pytest.mark.anyio
@@ -41,7 +29,7 @@ async def test_a_bundle_damaged_while_served_is_reported_and_the_others_answer(t
                     "search_documents", {"query": "useEffect", "libraryId": "golden"}
                 )
                 assert not first.is_error and (first.structured_content or {})["hits"]
-                assert _readyz(server.port) == (
+                assert readyz(server.port) == (
                     200,
                     {"status": "ready", "libraries": ["golden", "other"], "failed": []},
                 )
@@ -51,7 +39,7 @@ async def test_a_bundle_damaged_while_served_is_reported_and_the_others_answer(t
                     "search_documents", {"query": "install", "libraryId": "golden"}
                 )
                 assert broken.is_error
-                status, body = _readyz(server.port)
+                status, body = readyz(server.port)
                 assert (status, body["status"]) == (200, "degraded")
                 assert body["failed"] == [{"libraryId": "golden", "version": "latest"}]
                 across = await client.call_tool("search_documents", {"query": "useEffect"})

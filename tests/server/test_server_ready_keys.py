@@ -6,8 +6,6 @@ with ``docbundle keys revoke`` (the command an operator runs) while it serves.
 
 from __future__ import annotations
 
-import http.client
-import json
 import subprocess
 import sys
 import time
@@ -15,17 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from docbundle.server.keys import create_key
-from serverkit import HttpServerProcess
-
-
-def readyz(port: int) -> tuple[int, dict[str, Any]]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", "/readyz")
-        r = conn.getresponse()
-        return r.status, json.loads(r.read())
-    finally:
-        conn.close()
+from serverkit import HttpServerProcess, readyz
 
 
 def revoke(keys: Path, key_id: str) -> None:
