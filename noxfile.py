@@ -68,9 +68,11 @@ PACKAGES = ["-e", "./server", "-e", "./indexer"]
 # which embed. `serve` and the other sessions keep the default install and its start time.
 SEMANTIC_PACKAGES = ["-e", "./server[semantic]", "-e", "./indexer[semantic]"]
 # hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
-# contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py.
+# contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py;
+# playwright: tests/server/test_server_page.py drives the system's Chromium (it downloads no browser).
 TEST_DEPS = [
-    "pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27", "import-linter>=2.17,<3", "nox>=2024.4.15"
+    "pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27", "import-linter>=2.17,<3", "nox>=2024.4.15",
+    "playwright>=1.40",
 ]  # fmt: skip
 SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 

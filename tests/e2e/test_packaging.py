@@ -104,6 +104,9 @@ def test_one_version_and_the_metadata_an_index_shows(built: dict[str, tuple[Path
         code = [n for n in names if n.startswith("docbundle/")]
         assert code and all(n.startswith(own[dist]) for n in code), dist
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    with zipfile.ZipFile(built["docbundle-server"][1]) as whl:
+        page = {n.rsplit("/", 1)[1] for n in whl.namelist() if n.startswith("docbundle/server/http/page/")}
+    assert page == {"index.html", "page.js", "page.css", "icon.svg"}  # the operator page (GET /) ships
     with zipfile.ZipFile(built["docbundle-indexer"][1]) as whl:
         requires = _metadata(whl.read(f"docbundle_indexer-{version}.dist-info/METADATA").decode())
     assert f"docbundle-server=={version}" in requires.get_all("Requires-Dist")

@@ -13,6 +13,8 @@ For each request, in this order:
    secret is mostly turned away by its key's ``check`` without a scrypt; the scrypts that remain are
    budgeted per client address and globally (a client over its budget waits a little, or gets 429),
    never per key id, so nobody can lock a key out;
+   the operator page's static files (``/`` and ``/ui/`` assets: ``page.py``) are served here, without
+   a key, as they hold no data (its data, ``GET /ui/libraries``, goes through the steps below);
 4. a token bucket per key (per client address without keys; anonymous loopback clients, the local
    user, only when ``--rate`` or ``--burst`` is given): 429 with ``Retry-After``;
 5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
@@ -61,6 +63,7 @@ from ..jsonrpc import (
 from ..keys import AuthResult, KeyStore
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
 from .options import HttpOptions
+from .page import LIBRARIES_PATH, PAGE_HEADERS, PAGE_PATHS, library_rows, page_file
 from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
 
@@ -223,6 +226,9 @@ class HttpApp:
                 ex.fields["outcome"] = "preflight"
                 await ex.respond(204, None, preflight_headers())
                 return
+        if scope.get("path") in PAGE_PATHS:
+            await self._page(ex)  # static, holds no data: no key needed, so that the page can ask for one
+            return
         bucket = f"client:{client_key(scope)}"
         limited = self.options.limit_loopback or not is_loopback_client(scope)
         if self.keys is not None:
@@ -249,7 +255,9 @@ class HttpApp:
             close = [] if ex.body_pending else [(b"connection", b"close")]
             await ex.reject(413, "too_large", f"request body over {self.options.max_body_size} bytes", close)
             return
-        if scope.get("path") == MCP_PATH and scope.get("method") == "POST" and not _json_media(headers):
+        if scope.get("path") == LIBRARIES_PATH:
+            await self._libraries(ex)
+        elif scope.get("path") == MCP_PATH and scope.get("method") == "POST" and not _json_media(headers):
             await ex.reject(
                 415,
                 "bad_content_type",
@@ -266,6 +274,29 @@ class HttpApp:
             ex.bound = True
             await self.inner(scope, receive, ex.send)
             ex.fields["outcome"] = "ok" if ex.status < 400 else f"http_{ex.status}"
+
+    async def _page(self, ex: Exchange) -> None:
+        """``/``, ``/ui/page.js``, ``/ui/page.css``: the operator's page (``page.py``), GET or HEAD."""
+        method = ex.scope.get("method")
+        if method not in ("GET", "HEAD"):
+            await ex.reject(
+                405, "method_not_allowed", "only GET is supported here", [(b"allow", b"GET, HEAD")]
+            )
+            return
+        body, content_type = page_file(ex.scope["path"])
+        ex.fields["outcome"] = "ok"
+        await ex.respond_bytes(
+            200, body, [(b"content-type", content_type), *PAGE_HEADERS], head=method == "HEAD"
+        )
+
+    async def _libraries(self, ex: Exchange) -> None:
+        """``GET /ui/libraries``: the page's table (after the key and rate checks, like ``/mcp``)."""
+        if ex.scope.get("method") != "GET":
+            await ex.reject(405, "method_not_allowed", "only GET is supported here", [(b"allow", b"GET")])
+            return
+        rows = await anyio.to_thread.run_sync(library_rows, self.catalog, ex.scope.get("query_string", b""))
+        ex.fields["outcome"] = "ok"
+        await ex.respond(200, rows, PAGE_HEADERS[:-1])
 
     async def _authenticate(self, ex: Exchange, headers: dict[str, str]) -> str | None:
         """The proven key id, or None once a refusal has been sent."""

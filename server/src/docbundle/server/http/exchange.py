@@ -125,19 +125,20 @@ class Exchange:
         """Send a small JSON response (no body at all when ``payload`` is None)."""
         body = msgspec.json.encode(payload) if payload is not None else b""
         typed = [(b"content-type", b"application/json")] if payload is not None else []
+        await self.respond_bytes(status, body, [*typed, (b"cache-control", b"no-store"), *(headers or [])])
+
+    async def respond_bytes(
+        self, status: int, body: bytes, headers: list[tuple[bytes, bytes]], *, head: bool = False
+    ) -> None:
+        """Send a response whose whole body is known (``head``: its headers only, as HEAD asks)."""
         await self.send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [
-                    *typed,
-                    (b"content-length", str(len(body)).encode()),
-                    (b"cache-control", b"no-store"),
-                    *(headers or []),
-                ],
+                "headers": [(b"content-length", str(len(body)).encode()), *headers],
             }
         )
-        await self.send({"type": "http.response.body", "body": body})
+        await self.send({"type": "http.response.body", "body": b"" if head else body})
 
     async def reject(
         self,

@@ -1,0 +1,104 @@
+"""The operator's page in HTTP mode: ``GET /`` lists the libraries and searches one the way the model does.
+
+Four static files (``page/index.html``, ``page.js``, ``page.css``, ``icon.svg``, in the package: no build step, no
+external asset) and one JSON endpoint:
+
+- ``/`` and the ``/ui/`` assets hold no data and are served to any client that passes the
+  ``Host``/``Origin`` checks, without a key (like ``/healthz``), so that the page can ask for one;
+- ``GET /ui/libraries`` (key required, like ``/mcp``, and rate-limited the same way) lists at most
+  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters);
+- the page's search box posts ``tools/call search_documents`` to ``/mcp`` itself, so what it shows is the
+  tool's answer, through every check a client's call goes through.
+
+Every page response carries a strict Content-Security-Policy (scripts, styles and fetches from this
+origin only; no inline script, no frames, no forms posting elsewhere), ``nosniff``, ``no-referrer`` and
+``no-store``. The key the page asks for stays in a JavaScript variable of the tab: never in a URL, a
+cookie or web storage. Bundle text reaches the DOM through ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs
+
+from ..catalog import Catalog
+
+PAGE_PATHS = {
+    "/": ("index.html", b"text/html; charset=utf-8"),
+    "/ui/page.js": ("page.js", b"text/javascript; charset=utf-8"),
+    "/ui/page.css": ("page.css", b"text/css; charset=utf-8"),
+    "/ui/icon.svg": ("icon.svg", b"image/svg+xml"),
+}
+LIBRARIES_PATH = "/ui/libraries"
+MAX_LIBRARY_ROWS = 500  # rows of one /ui/libraries answer; the page says how many matched in all
+MAX_FILTER_CHARS = 200
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+PAGE_HEADERS = [
+    (b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]
+
+_files: dict[str, bytes] = {}
+
+
+def page_file(path: str) -> tuple[bytes, bytes]:
+    """The body and content type of one of ``PAGE_PATHS`` (read from the package once)."""
+    name, content_type = PAGE_PATHS[path]
+    if name not in _files:
+        _files[name] = resources.files(__package__).joinpath("page", name).read_bytes()
+    return _files[name], content_type
+
+
+def library_rows(catalog: Catalog, query_string: bytes, now: float | None = None) -> dict[str, Any]:
+    """What ``GET /ui/libraries`` answers: the libraries matching ``?q=`` (id, name or description,
+    ignoring case), at most ``MAX_LIBRARY_ROWS`` of them, and how many matched and exist in all."""
+    params = parse_qs(query_string.decode("latin-1"), max_num_fields=4)
+    wanted = (params.get("q") or [""])[0].strip().lower()[:MAX_FILTER_CHARS]
+    now = time.time() if now is None else now
+    libraries = catalog.libraries()
+    matched = [
+        lib
+        for lib in libraries
+        if not wanted
+        or wanted in lib.id.lower()
+        or wanted in lib.name.lower()
+        or wanted in lib.description.lower()
+    ]
+    rows = []
+    for lib in matched[:MAX_LIBRARY_ROWS]:
+        entry = lib.default
+        m = entry.manifest
+        health, reason = catalog.state(entry)
+        rows.append(
+            {
+                "id": lib.id,
+                "name": lib.name,
+                "version": lib.default_version,
+                "buildId": m.build.build_id if m else None,
+                "ageSeconds": _age(m.build.built_at, now) if m else None,
+                "documents": m.counts.documents if m else None,
+                "vectors": m is not None and m.vectors is not None,
+                "health": health,
+                "reason": reason,
+            }
+        )
+    return {"libraries": rows, "shown": len(rows), "matched": len(matched), "total": len(libraries)}
+
+
+def _age(built_at: str, now: float) -> float | None:
+    """Seconds since an ISO 8601 build time (None when it cannot be read)."""
+    try:
+        return max(0.0, round(now - datetime.fromisoformat(built_at.replace("Z", "+00:00")).timestamp(), 1))
+    except ValueError:
+        return None
