@@ -235,7 +235,9 @@ class BuildRun:
         """Fetch the llms.txt and every page of the build through one crawl session."""
         async with CrawlSession(self.scope, self.target.crawl, self.cache) as session:
             src = await fetch_source(self.target, session)
-            self.outcome.conformance = [f"line {i.line}: {i.code}: {i.message}" for i in src.llms.issues]
+            self.outcome.conformance = [
+                f"line {i.line}: {i.code}: {i.message}" for i in src.llms.issues if i.deviation
+            ]
             if src.llms.kind == "full" and src.llms.inline_docs:
                 pages = inline_pages(src)
                 self.outcome.pages_listed = len(pages)
