@@ -9,7 +9,15 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["INFORMATIONAL", "ConformanceIssue", "InlineDoc", "LlmsLink", "LlmsSection", "LlmsTxt", "add_issue"]
+__all__ = [
+    "INFORMATIONAL",
+    "ConformanceIssue",
+    "InlineDoc",
+    "LlmsLink",
+    "LlmsSection",
+    "LlmsTxt",
+    "add_issue",
+]
 
 
 #: Findings that are notes, not deviations from the spec: the spec's links are markdown links, and a
