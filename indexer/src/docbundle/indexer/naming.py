@@ -66,12 +66,13 @@ _HOST_FILLER = frozenset(["www", "docs", "doc", "developer", "developers", "dev"
 _SECOND_LEVEL = frozenset(["co", "com", "org", "net", "ac", "gov", "edu"])
 #: A sentence about the llms.txt file itself ("Links are relative to this file.", "This file lists the
 #: pages of the documentation."), not about the library.
-_ABOUT_THE_FILE = re.compile(
-    r"\bthis\s+(?:file|document|index|listing|page|llms(?:-full)?\.txt)\b"
-    r"|\bllms(?:-full)?\.txt\b"
-    r"|\blinks?\s+(?:are|is)\s+relative\b",
-    re.I,
-)
+_ABOUT_THE_FILE = [
+    re.compile(pattern, re.I)
+    for pattern in (
+        r"\bthis\s+(?:file|document|index|listing|page|llms(?:-full)?\.txt)\b",  # "This file lists..."
+        r"\blinks?\s+(?:are|is)\s+relative\b",  # "Links are relative to this file."
+    )
+]
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -145,4 +146,4 @@ def describe(summary: str | None) -> str:
     """The summary without its sentences about the llms.txt file itself ("Links are relative to this
     file."); "" when nothing else is left."""
     sentences = _SENTENCE_END.split(" ".join((summary or "").split()))
-    return " ".join(s for s in sentences if s and not _ABOUT_THE_FILE.search(s))
+    return " ".join(s for s in sentences if s and not any(p.search(s) for p in _ABOUT_THE_FILE))
