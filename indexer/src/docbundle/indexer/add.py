@@ -206,16 +206,19 @@ def _clip(text: str, limit: int) -> str:
 
 
 class IdChoice(msgspec.Struct, frozen=True, kw_only=True):
-    """The id ``add`` picked when none was given, and the one it wanted (``wanted`` != ``id`` when taken)."""
+    """The id ``add`` picked when none was given, the one it wanted (``wanted`` != ``id`` when taken),
+    and what it came from ("title", "host name" or "default")."""
 
     id: str
     wanted: str
+    source: str
 
 
 def choose_id(s: Survey, taken: Collection[str]) -> IdChoice:
     """The id users would type (from the title, else the host), made unique among ``taken``."""
-    wanted = derive_id(printable(s.title or "", 200), s.final_url)  # an escape's letters are not the title's
-    return IdChoice(id=unique_id(wanted, taken), wanted=wanted)
+    # printable first: an escape sequence's letters are not the title's.
+    wanted, source = derive_id(printable(s.title or "", 200), s.final_url)
+    return IdChoice(id=unique_id(wanted, taken), wanted=wanted, source=source)
 
 
 def configured(config: Path) -> Catalogue | None:

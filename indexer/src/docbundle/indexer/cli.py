@@ -259,10 +259,12 @@ def cmd_add(args: argparse.Namespace) -> int:
     )
     if choice is not None:
         taken = f" ({choice.wanted!r} is taken)" if choice.wanted != choice.id else ""
+        origin = {"title": ", from the llms.txt's title", "host name": ", from the host name"}.get(
+            choice.source, ""
+        )
         print(
-            f"docbundle-index: library id {choice.id!r}{taken}, from the llms.txt's "
-            + ("title" if found.title else "host name")
-            + "; clients pass it as libraryId (choose another with --id ID)",
+            f"docbundle-index: library id {choice.id!r}{taken}{origin}; clients pass it as libraryId "
+            "(choose another with --id ID)",
             file=sys.stderr,
         )
     version = f" (version {added.version}, from the title)" if added.version else ""

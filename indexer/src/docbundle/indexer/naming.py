@@ -110,14 +110,14 @@ def _host_words(url: str) -> list[str]:
     return named[-1:] if named else []
 
 
-def derive_id(title: str | None, url: str) -> str:
+def derive_id(title: str | None, url: str) -> tuple[str, str]:
     """A library id from the title ("Django 3.2 documentation" -> "django"), else the host name, else
-    "library"; always a valid id."""
-    for words in (_name_words(title or ""), _host_words(url)):
+    "library" (always a valid id), and what it came from: "title", "host name" or "default"."""
+    for source, words in (("title", _name_words(title or "")), ("host name", _host_words(url))):
         slug = _slug(words)
         if slug and LIBRARY_ID_RE.match(slug):
-            return slug
-    return "library"
+            return slug, source
+    return "library", "default"
 
 
 def unique_id(base: str, taken: Collection[str]) -> str:
