@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from clikit import index_cli
+from clikit import index_cli, server_cli
 from docbundle.indexer.config import load_config
-from docsite import TOPICS, llms_txt, publish_site
+from docsite import TOPICS, llms_txt, page_markdown, publish_site
 from sitesrv import Site, run_site
 
 CATALOGUE = """\
@@ -47,24 +47,35 @@ def test_add_shows_what_it_found_and_appends_keeping_the_layout(site: Site, tmp_
     assert "sections: Guides (3), Reference (3), Pages in HTML (2)" in r.stdout
     assert "links: 8" in r.stdout
     assert "pages fetched: 6 markdown, 2 HTML (converted when built), 0 failed" in r.stdout
-    assert "added library 'demo-docs'" in r.stderr and "--library demo-docs" in r.stderr
+    assert "library id 'demo', from the llms.txt's title" in r.stderr and "--id ID" in r.stderr
+    assert "added library 'demo'" in r.stderr and "--library demo" in r.stderr
 
     text = config.read_text(encoding="utf-8")
     assert text.startswith(CATALOGUE)  # every comment, blank line and key of the file, as it was
     assert text[len(CATALOGUE) :] == (
-        '\n[[library]]\nid = "demo-docs"\nname = "Demo Docs"\n'
+        '\n[[library]]\nid = "demo"\nname = "Demo Docs"\n'
         f'description = "Documentation for the demo payment SDK."\nllms_txt = "{url}"\n'
     )
-    lib = load_config(config).get("demo-docs")
+    lib = load_config(config).get("demo")
     assert (lib.name, lib.llms_txt) == ("Demo Docs", url)
 
+    site.add("/v2/llms.txt", llms_txt(TOPICS), content_type="text/plain; charset=utf-8")
     for args, message in [
-        ([], "already has a library 'demo-docs'; pass --id"),
-        (["--id", "other"], f"already lists {url} as library 'demo-docs'"),
+        (["--id", "demo"], "already has a library 'demo'; pass --id"),
         (["--id", "Bad_Id"], "'Bad_Id' is not a library id"),
     ]:
-        r = index_cli("add", url, "--config", str(config), *args)
+        r = index_cli("add", site.url("/v2/llms.txt"), "--config", str(config), "--probe", "0", *args)
         assert r.returncode == 2 and message in r.stderr, r.stderr
+        assert config.read_text(encoding="utf-8") == text
+    for args in ([], ["--id", "other"]):  # the URL is configured: no id makes it a second library
+        r = index_cli("add", url, "--config", str(config), *args)
+        assert r.returncode == 2, r.stderr
+        assert f"already lists {url} as library 'demo', so it is configured already" in r.stderr
+        assert "another --id would not make it a new library" in r.stderr
+        assert (
+            f"docbundle-index build --config {config} --library demo; to change it, edit that entry"
+            in r.stderr
+        )
         assert config.read_text(encoding="utf-8") == text
 
 
@@ -79,7 +90,7 @@ def test_add_json_and_dry_run_change_nothing(site: Site, tmp_path: Path) -> None
     found = json.loads(r.stdout)
     assert (found["title"], found["links"], found["probed"], found["markdown"]) == ("Demo Docs", 8, 3, 3)
     assert [s["name"] for s in found["sections"]] == ["Guides", "Reference", "Pages in HTML"]
-    assert "'demo-docs' would be added" in r.stderr
+    assert "'demo' would be added" in r.stderr
     assert config.read_text(encoding="utf-8") == CATALOGUE
 
 
@@ -103,7 +114,7 @@ def test_the_address_policy_applies_to_the_probe(site: Site, tmp_path: Path) -> 
         assert r.returncode == 0, r.stderr
         assert "7 markdown, 2 HTML (converted when built), 0 failed" in r.stdout
         assert [q.path for q in other.requests] == ["/secret.md"]
-    assert load_config(config).get("demo-docs").allow_hosts == [f"127.0.0.1:{port}"]
+    assert load_config(config).get("demo").allow_hosts == [f"127.0.0.1:{port}"]
     assert config.read_text(encoding="utf-8").startswith("# The docbundle library catalogue")
 
 
@@ -162,3 +173,113 @@ def test_every_add_option_is_documented() -> None:
         assert mentioned.search(docs), option
         if option != "--out":
             assert mentioned.search(readme), option
+
+
+def test_add_refuses_a_library_whose_probed_pages_all_failed(site: Site, tmp_path: Path) -> None:
+    """Every probed page 404: nothing is appended, exit 1, each page's status and what to do are said."""
+    site.add("/llms.txt", llms_txt(TOPICS), content_type="text/plain; charset=utf-8")  # no page published
+    config = tmp_path / "libraries.toml"
+    config.write_text(CATALOGUE, encoding="utf-8")
+    for extra in ([], ["--dry-run"], ["--probe", "3"]):
+        r = index_cli("add", site.url("/llms.txt"), "--config", str(config), *extra)
+        assert r.returncode == 1, r.stderr
+        probed = "the first 3 of 6" if extra == ["--probe", "3"] else "the"
+        assert f"not one of {probed} pages probed could be fetched, so nothing was added:" in r.stderr
+        assert f"  {site.url('/guides/install.md')}: HTTP 404\n" in r.stderr
+        assert r.stderr.count(": HTTP 404\n") == (3 if extra == ["--probe", "3"] else 5)  # the first five
+        assert ("... and 1 more (see --json)" in r.stderr) == (extra != ["--probe", "3"])
+        assert "check the llms.txt's links" in r.stderr and "--allow-host HOST" in r.stderr
+        assert "added" not in r.stderr.replace("nothing was added", "")
+        assert config.read_text(encoding="utf-8") == CATALOGUE
+    r = index_cli("add", site.url("/llms.txt"), "--config", str(config), "--json")
+    failures = json.loads(r.stdout)["failures"]
+    assert r.returncode == 1 and [(f["status"], f["kind"]) for f in failures] == [(404, "http")] * 6
+
+
+def test_a_failed_add_build_leaves_the_config_as_it_was(site: Site, tmp_path: Path) -> None:
+    """``--build`` whose build fails takes the entry out again: the file as before, or no file."""
+    site.add("/llms.txt", llms_txt(TOPICS), content_type="text/plain; charset=utf-8")  # every page 404
+    config = tmp_path / "libraries.toml"
+    config.write_text(CATALOGUE, encoding="utf-8")
+    missing = tmp_path / "new" / "libraries.toml"
+    for path, before in ((config, CATALOGUE), (missing, None)):
+        r = index_cli(
+            "add", site.url("/llms.txt"), "--config", str(path), "--probe", "0", "--build",
+            "--out", str(tmp_path / "bundles"),
+        )  # fmt: skip
+        assert r.returncode == 1, r.stderr
+        assert "0 built, 0 unchanged, 1 failed" in r.stdout
+        assert f"the build did not succeed, so 'demo' was taken out of {path} again" in r.stderr
+        assert (path.read_text(encoding="utf-8") if path.exists() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundles", "libraries.toml", "new"]
+    assert list((tmp_path / "new").iterdir()) == []  # no temporary file left
+
+
+DJANGO = """\
+# Django 3.2 documentation
+
+> The web framework for perfectionists with deadlines. Links are relative to this file.
+
+## Topics
+
+- [Models](topics/models.md): the single, definitive source of information about your data
+"""
+
+
+def test_the_id_version_and_description_are_what_users_type(site: Site, tmp_path: Path) -> None:
+    """Title "Django 3.2 documentation": id ``django`` (then ``django-2``), version 3.2, the summary
+    without its sentence about the file; the built library is searched as ``django``."""
+    site.add("/llms.txt", DJANGO, content_type="text/plain; charset=utf-8")
+    site.add("/topics/models.md", page_markdown("models", "Models", "A model is the source of your data."))
+    site.add("/v4/llms.txt", DJANGO.replace("3.2", "4.0"), content_type="text/plain; charset=utf-8")
+    site.add("/v4/topics/models.md", page_markdown("models", "Models", "Models in the newer release."))
+    config, out = tmp_path / "libraries.toml", tmp_path / "bundles"
+    r = index_cli("add", site.url("/llms.txt"), "--config", str(config), "--build", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "library id 'django', from the llms.txt's title; clients pass it as libraryId" in r.stderr
+    assert "added library 'django' (version 3.2, from the title)" in r.stderr
+    assert "django@3.2" in r.stdout
+    text = config.read_text(encoding="utf-8")
+    assert text.endswith(
+        '[[library]]\nid = "django"\nname = "Django 3.2 documentation"\n'
+        'description = "The web framework for perfectionists with deadlines."\n\n'
+        f'[[library.version]]\nname = "3.2"\nllms_txt = "{site.url("/llms.txt")}"\n'
+    )
+    r = server_cli("search", "django", "definitive source of information", "--json", "--bundles", str(out))
+    assert r.returncode == 0, r.stderr
+    found = json.loads(r.stdout)
+    assert (found["libraryId"], found["version"]) == ("django", "3.2")
+    assert found["hits"][0]["documentId"].endswith("models.md")
+
+    r = index_cli("add", site.url("/v4/llms.txt"), "--config", str(config))
+    assert r.returncode == 0, r.stderr
+    assert "library id 'django-2' ('django' is taken), from the llms.txt's title" in r.stderr
+    assert "choose another with --id ID" in r.stderr
+    assert [v.name for v in load_config(config).get("django-2").version] == ["4.0"]
+
+
+def test_a_site_root_serving_html_points_at_its_llms_txt(site: Site, tmp_path: Path) -> None:
+    """The address of a web page, not an llms.txt: one more request, to /llms.txt on the same origin."""
+    site.add("/", HTML_PAGE.format("Welcome."), content_type="text/html; charset=utf-8")
+    config = tmp_path / "libraries.toml"
+    r = index_cli("add", site.url("/"), "--config", str(config))
+    assert r.returncode == 1 and "this is an HTML page, not an llms.txt" in r.stderr, r.stderr
+    assert f"the site has no llms.txt at {site.url('/llms.txt')} either (tried once: HTTP 404" in r.stderr
+    assert [q.path for q in site.requests] == ["/", "/llms.txt"]
+
+    publish_site(site)
+    site.reset_log()
+    r = index_cli("add", site.url("/"), "--config", str(config))
+    assert r.returncode == 1, r.stderr
+    assert (
+        f"the site publishes {site.url('/llms.txt')} (tried once): run docbundle-index add {site.url('/llms.txt')}"
+        in r.stderr
+    )
+    assert [q.path for q in site.requests] == ["/", "/llms.txt"]
+
+    site.add("/llms.txt", HTML_PAGE.format("Not here."), content_type="text/html; charset=utf-8")
+    site.reset_log()
+    r = index_cli("add", site.url("/llms.txt"), "--config", str(config))  # no second guess for /llms.txt
+    assert r.returncode == 1 and "ask the site where its llms.txt is" in r.stderr, r.stderr
+    assert [q.path for q in site.requests] == ["/llms.txt"]
+    assert not config.exists()

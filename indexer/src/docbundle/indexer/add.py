@@ -3,29 +3,32 @@
 ``survey`` fetches the llms.txt with the crawler (the same address policy as a build: the llms.txt's own
 origin and ``--allow-host`` hosts are exempted, nothing else private or loopback is reached), parses it,
 and fetches up to ``probe`` of the pages it links to tell how many come as markdown and how many as HTML
-(converted at build time). ``append_entry`` adds a ``[[library]]`` table to ``libraries.toml`` with
-tomlkit, so every comment, blank line and key order of the file stays as it was; the new file is
-validated with ``load_config`` before it replaces the old one (atomically), and a file that would not
-load is never written.
+(converted at build time), and which failed. A URL that answers with an HTML page (a site's root) costs
+at most one more request: ``/llms.txt`` on the same origin, to say whether the site publishes one.
+``append_entry`` adds a ``[[library]]`` table to ``libraries.toml`` with tomlkit, so every comment,
+blank line and key order of the file stays as it was; the new file is validated with ``load_config``
+before it replaces the old one (atomically), and a file that would not load is never written.
+``remove_entry`` puts the file back as it was (``add --build`` when the build fails). The id, version
+and description come from ``naming``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import tempfile
-import unicodedata
+from collections.abc import Collection
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import tomlkit
 from docbundle.bundle.layout import LIBRARY_ID_RE
 from docbundle.server.terminal import printable
 
-from .config import load_config
-from .errors import ConfigError
+from .config import Catalogue, LibraryConfig, load_config
+from .errors import ConfigError, FetchError
+from .naming import derive_id, describe, title_version, unique_id
 from .pipeline.crawl import CrawlOptions, crawl, fetch_one
 from .pipeline.llmstxt import parse_llms_txt
 from .pipeline.scope import CrawlScope, HostRule
@@ -47,6 +50,21 @@ class SectionSummary(msgspec.Struct, kw_only=True):
     optional: bool
 
 
+class ProbeFailure(msgspec.Struct, kw_only=True):
+    """A probed page that could not be fetched: its HTTP status, else the kind of failure."""
+
+    url: str
+    status: int | None
+    kind: str
+    error: str
+
+    def brief(self) -> str:
+        """``HTTP 404``, or the kind and reason of a failure without a status (``refused: ...``)."""
+        if self.status is not None and self.status >= 400:
+            return f"HTTP {self.status}"
+        return f"{self.kind}: {_clip(self.error, 100)}"
+
+
 class Survey(msgspec.Struct, kw_only=True):
     """What ``add`` found at the URL (``--json`` prints it)."""
 
@@ -62,7 +80,13 @@ class Survey(msgspec.Struct, kw_only=True):
     markdown: int
     html: int
     failed: int
+    failures: list[ProbeFailure]
     deviations: list[str]
+
+    @property
+    def all_failed(self) -> bool:
+        """Pages were probed and not one of them could be fetched."""
+        return self.probed > 0 and self.failed == self.probed
 
 
 def survey(
@@ -80,7 +104,12 @@ def survey(
             raise ConfigError(f"--allow-host {host!r}: {exc}") from exc
     scope = CrawlScope.for_source(url, hosts)
     options = CrawlOptions(timeout=timeout, retries=1)
-    fetched = fetch_one(url, scope=scope, options=options)
+    try:
+        fetched = fetch_one(url, scope=scope, options=options)
+    except FetchError as exc:
+        if exc.kind != "content-type":
+            raise
+        raise FetchError(url, _not_an_llms_txt(url, scope, options)) from exc
     parsed = parse_llms_txt(fetched.text or "", base_url=fetched.final_url)
     links = list(dict.fromkeys(link.url for link in parsed.links))
     sample = links[: max(0, min(probe, MAX_PROBE))]
@@ -105,8 +134,35 @@ def survey(
         markdown=sum(r.obtained != "html" for r in ok),
         html=sum(r.obtained == "html" for r in ok),
         failed=len(results) - len(ok),
-        deviations=sorted({issue.code for issue in parsed.issues}),
+        failures=[
+            ProbeFailure(url=r.url, status=r.status, kind=r.error_kind or "error", error=r.error or "failed")
+            for r in results
+            if not r.ok
+        ],
+        deviations=sorted({issue.code for issue in parsed.issues if issue.deviation}),
     )
+
+
+def _not_an_llms_txt(url: str, scope: CrawlScope, options: CrawlOptions) -> str:
+    """Why an HTML page at ``url`` is not read, and where the site's llms.txt is when it publishes one at
+    ``/llms.txt`` on the same origin (asked with one request: no retry, no redirect)."""
+    parts = urlsplit(url)
+    root = urlunsplit((parts.scheme, parts.netloc, "/llms.txt", "", ""))
+    said = "this is an HTML page, not an llms.txt (an llms.txt served as HTML is not read)"
+    if root == url:
+        return f"{said}; ask the site where its llms.txt is"
+    once = msgspec.structs.replace(options, retries=0, max_redirects=0)
+    try:
+        found = fetch_one(root, scope=scope, options=once)
+    except FetchError as exc:
+        return (
+            f"{said}; the site has no llms.txt at {root} either (tried once: {printable(exc.reason, 200)}); "
+            "ask the site where its llms.txt is"
+        )
+    parsed = parse_llms_txt(found.text or "", base_url=found.final_url)
+    if not parsed.links and not parsed.inline_docs:
+        return f"{said}; {root} answers (tried once) but lists no pages; ask the site where its llms.txt is"
+    return f"{said}; the site publishes {root} (tried once): run docbundle-index add {root}"
 
 
 def render_survey(s: Survey) -> str:
@@ -130,48 +186,94 @@ def render_survey(s: Survey) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_all_failed(s: Survey, shown: int = 5) -> str:
+    """Why nothing was added when every probed page failed: each page's status, and what to do."""
+    which = "the" if s.probed == s.links else f"the first {s.probed} of {s.links}"
+    lines = [f"not one of {which} pages probed could be fetched, so nothing was added:"]
+    lines += [f"  {printable(f.url, 200)}: {printable(f.brief(), 200)}" for f in s.failures[:shown]]
+    if len(s.failures) > shown:
+        lines.append(f"  ... and {len(s.failures) - shown} more (see --json)")
+    lines.append(
+        f"check the llms.txt's links (relative ones resolve against {printable(s.final_url, 200)}); pages on "
+        "a private or loopback host need --allow-host HOST; then run add again"
+    )
+    return "\n".join(lines)
+
+
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def suggest_id(s: Survey) -> str:
-    """A library id from the llms.txt's title, else from the host name."""
-    title = printable(s.title or "", 200)  # an escape sequence's letters are not the title's
-    for source in (title, urlsplit(s.final_url).hostname or ""):
-        ascii_text = unicodedata.normalize("NFKD", source).encode("ascii", "ignore").decode()
-        slug = re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:64].strip("-")
-        if source is not title:
-            slug = re.sub(r"^(www|docs)-", "", slug)
-        if slug and LIBRARY_ID_RE.fullmatch(slug):
-            return slug
-    return "library"
+class IdChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """The id ``add`` picked when none was given, the one it wanted (``wanted`` != ``id`` when taken),
+    and what it came from ("title", "host name" or "default")."""
+
+    id: str
+    wanted: str
+    source: str
+
+
+def choose_id(s: Survey, taken: Collection[str]) -> IdChoice:
+    """The id users would type (from the title, else the host), made unique among ``taken``."""
+    # printable first: an escape sequence's letters are not the title's.
+    wanted, source = derive_id(printable(s.title or "", 200), s.final_url)
+    return IdChoice(id=unique_id(wanted, taken), wanted=wanted, source=source)
+
+
+def configured(config: Path) -> Catalogue | None:
+    """The catalogue at ``config``, None when there is no file; ConfigError when it does not load."""
+    return load_config(config) if config.exists() else None
+
+
+def _listing(catalogue: Catalogue, url: str) -> LibraryConfig | None:
+    """The library whose llms.txt (or one of whose versions') is ``url``."""
+    for lib in catalogue.libraries:
+        if url in ([lib.llms_txt] if lib.llms_txt is not None else [v.llms_txt for v in lib.version]):
+            return lib
+    return None
+
+
+class Added(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``append_entry`` wrote: the new text, the file's text before (None: there was no file), and
+    the version the entry names (None: the single version ``latest``)."""
+
+    text: str
+    previous: str | None
+    version: str | None
 
 
 def append_entry(
     config: Path, s: Survey, library_id: str, *, allow_hosts: list[str] | None = None, write: bool = True
-) -> str:
-    """Append a ``[[library]]`` entry to ``config`` (created when missing); return the new file's text.
+) -> Added:
+    """Append a ``[[library]]`` entry to ``config`` (created when missing).
 
-    The text is loaded with ``load_config`` before anything is written; ``write=False`` only checks.
+    The text is loaded with ``load_config`` before anything is written; ``write=False`` only checks. A URL
+    already in the catalogue is refused first, naming its library (another id would not make it new).
     """
+    try:
+        previous: str | None = config.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        previous = None
+    catalogue = configured(config) if previous is not None else None  # refuse to edit one that fails
+    if catalogue is not None:
+        listed = _listing(catalogue, s.url) or _listing(catalogue, s.final_url)
+        if listed is not None:
+            raise ConfigError(
+                f"{config} already lists {s.url} as library {listed.id!r}, so it is configured already "
+                f"(another --id would not make it a new library). To rebuild it: docbundle-index build "
+                f"--config {config} --library {listed.id}; to change it, edit that entry"
+            )
     if not LIBRARY_ID_RE.fullmatch(library_id):
         raise ConfigError(
             f"{library_id[:80]!r} is not a library id: lower-case letters, digits and '-', at most 64, "
             "starting with a letter or digit"
         )
-    try:
-        original = config.read_text(encoding="utf-8")
-        original += "" if original.endswith("\n") or not original else "\n"
-    except FileNotFoundError:
-        original = _HEADER
-    if config.exists():
-        catalogue = load_config(config)  # refuse to edit a catalogue that does not load
-        if library_id in {lib.id for lib in catalogue.libraries}:
-            raise ConfigError(f"{config} already has a library {library_id!r}; pass --id to choose another")
-        same = [lib.id for lib in catalogue.libraries if lib.llms_txt == s.url]
-        if same:
-            raise ConfigError(f"{config} already lists {s.url} as library {same[0]!r}")
+    if catalogue is not None and library_id in {lib.id for lib in catalogue.libraries}:
+        raise ConfigError(f"{config} already has a library {library_id!r}; pass --id to choose another")
+    original = (
+        _HEADER if previous is None else previous + ("" if previous.endswith("\n") or not previous else "\n")
+    )
     try:
         doc = tomlkit.parse(original)
     except tomlkit.exceptions.ParseError as exc:
@@ -181,11 +283,22 @@ def append_entry(
     # The catalogue keeps the site's words as they will be shown: no control characters.
     if s.title and printable(s.title, 100).strip():
         table.add("name", _clip(printable(s.title, 100), 100))
-    if s.summary and printable(s.summary, MAX_DESCRIPTION).strip():
-        table.add("description", _clip(printable(s.summary, MAX_DESCRIPTION), MAX_DESCRIPTION))
-    table.add("llms_txt", s.url)
+    description = describe(printable(s.summary or "", 4 * MAX_DESCRIPTION))
+    if description.strip():
+        table.add("description", _clip(description, MAX_DESCRIPTION))
+    version = title_version(printable(s.title or "", 200))
+    if version is None:
+        table.add("llms_txt", s.url)
     if allow_hosts:
         table.add("allow_hosts", list(allow_hosts))
+    if version is not None:
+        # A library whose title names its version gets it as a [[library.version]]: "latest" would hide it.
+        entry = tomlkit.table()
+        entry.add("name", version)
+        entry.add("llms_txt", s.url)
+        versions = tomlkit.aot()
+        versions.append(entry)
+        table.add("version", versions)
     libraries = doc.get("library")
     if libraries is None:
         aot = tomlkit.aot()
@@ -201,7 +314,22 @@ def append_entry(
     _check(config, text)
     if write:
         _replace(config, text)
-    return text
+    return Added(text=text, previous=previous, version=version)
+
+
+def remove_entry(config: Path, added: Added) -> bool:
+    """Put ``config`` back as it was before ``added`` (removed when add created it); False, changing
+    nothing, when the file no longer holds what add wrote (someone edited it since)."""
+    try:
+        if config.read_text(encoding="utf-8") != added.text:
+            return False
+    except FileNotFoundError:
+        return False
+    if added.previous is None:
+        config.unlink()
+    else:
+        _replace(config, added.previous)
+    return True
 
 
 def _check(config: Path, text: str) -> None:

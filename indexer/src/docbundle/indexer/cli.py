@@ -12,7 +12,8 @@ configuration error.
 
 ``add``: look at a site's llms.txt (title, sections, links, markdown vs HTML pages) and append a
 validated ``[[library]]`` entry to the config, keeping its comments and layout; ``--build`` builds it.
-0 added (and built); 1 the llms.txt cannot be fetched, holds no links, or the build failed; 2 usage or
+0 added (and built); 1 the llms.txt cannot be fetched (or is an HTML page), holds no links, not one
+probed page could be fetched, or the build failed (the entry is then taken out again); 2 usage or
 configuration error (a bad id, an id or URL already in the config, a config that does not load).
 
 ``export``: export a bundle as JSON, SQLite or markdown. 0 written; 1 the bundle cannot be read or fails
@@ -229,7 +230,8 @@ BUILD = Command(
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    """Run ``add`` (and ``build`` for the new library with ``--build``)."""
+    """Run ``add`` (and ``build`` for the new library with ``--build``, taking the entry back out when the
+    build fails)."""
     try:
         found = add.survey(args.url, allow_hosts=args.allow_host, probe=args.probe)
     except FetchError as exc:
@@ -242,12 +244,37 @@ def cmd_add(args: argparse.Namespace) -> int:
     if found.links == 0 and found.inline_docs == 0:
         print(f"docbundle-index: {args.url} lists no pages; nothing added", file=sys.stderr)
         return EXIT_FAILED
-    library_id = args.id or add.suggest_id(found)
-    add.append_entry(args.config, found, library_id, allow_hosts=args.allow_host, write=not args.dry_run)
+    if found.all_failed:
+        print(f"docbundle-index: {add.render_all_failed(found)}", file=sys.stderr)
+        return EXIT_FAILED
+    choice = None
+    if args.id:
+        library_id = args.id
+    else:
+        catalogue = add.configured(args.config)
+        choice = add.choose_id(found, [lib.id for lib in catalogue.libraries] if catalogue else [])
+        library_id = choice.id
+    added = add.append_entry(
+        args.config, found, library_id, allow_hosts=args.allow_host, write=not args.dry_run
+    )
+    if choice is not None:
+        taken = f" ({choice.wanted!r} is taken)" if choice.wanted != choice.id else ""
+        origin = {"title": ", from the llms.txt's title", "host name": ", from the host name"}.get(
+            choice.source, ""
+        )
+        print(
+            f"docbundle-index: library id {choice.id!r}{taken}{origin}; clients pass it as libraryId "
+            "(choose another with --id ID)",
+            file=sys.stderr,
+        )
+    version = f" (version {added.version}, from the title)" if added.version else ""
     if args.dry_run:
-        print(f"docbundle-index: {library_id!r} would be added to {args.config} (dry run)", file=sys.stderr)
+        print(
+            f"docbundle-index: {library_id!r}{version} would be added to {args.config} (dry run)",
+            file=sys.stderr,
+        )
         return EXIT_OK
-    print(f"docbundle-index: added library {library_id!r} to {args.config}", file=sys.stderr)
+    print(f"docbundle-index: added library {library_id!r}{version} to {args.config}", file=sys.stderr)
     if not args.build:
         print(
             f"build it with: docbundle-index build --config {args.config} --library {library_id}",
@@ -255,7 +282,24 @@ def cmd_add(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     build = ["build", "--config", str(args.config), "--library", library_id]
-    return cmd_build(_parser().parse_args(build + (["--out", str(args.out)] if args.out else [])))
+    code = EXIT_FAILED
+    try:
+        code = cmd_build(_parser().parse_args(build + (["--out", str(args.out)] if args.out else [])))
+    finally:
+        if code != EXIT_OK:
+            if add.remove_entry(args.config, added):
+                print(
+                    f"docbundle-index: the build did not succeed, so {library_id!r} was taken out of {args.config} "
+                    "again (the file is as it was); fix what the build reports, then run add again",
+                    file=sys.stderr,
+                )
+            else:
+                print(
+                    f"docbundle-index: the build did not succeed; {args.config} changed since the entry was added, "
+                    f"so {library_id!r} was left in it",
+                    file=sys.stderr,
+                )
+    return code
 
 
 ADD = Command(

@@ -198,9 +198,28 @@ def _known_keys() -> list[str]:
     return sorted({f.encode_name for t in tables for f in msgspec.structs.fields(t)})
 
 
+#: The tables of the file, by the name the docs give them: where a key that is misplaced belongs.
+_TABLES: tuple[tuple[str, type[msgspec.Struct]], ...] = (
+    ("[[library]]", LibraryConfig),
+    ("[defaults]", Defaults),
+    ("[[library.version]]", VersionConfig),
+)
+
+
+def _misplaced(key: str) -> str:
+    """The message for a key at the top of the file: where it belongs, when some table holds it."""
+    homes = [name for name, table in _TABLES if key in {f.encode_name for f in msgspec.structs.fields(table)}]
+    if not homes:
+        return f"key {key!r}: {_unknown(key)}"
+    where = " or ".join(f"a {name} table" if name.startswith("[[") else name for name in homes)
+    hint = " (each library starts with a [[library]] line above its keys)" if "[[library]]" in homes else ""
+    return f"key {key!r} belongs inside {where}, not at the top of the file{hint}"
+
+
 def _unknown(key: str) -> str:
-    """The message for an unknown key, with the closest known key when one is close."""
-    close = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+    """The message for an unknown key, with the closest known key when one is close (never itself: a
+    known key in the wrong table is reported where it is found, by ``_misplaced``)."""
+    close = difflib.get_close_matches(key, [k for k in _known_keys() if k != key], n=1, cutoff=0.75)
     if close:
         return f"unknown key; did you mean {close[0]!r}?"
     return "unknown key (check the spelling against docs/configuration.md)"
@@ -318,6 +337,10 @@ def load_config(path: Path) -> Catalogue:
         raise ConfigError(f"{path}: config file not found") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    top_keys = {f.encode_name for f in msgspec.structs.fields(_File)}
+    misplaced = [f"{path}: {_misplaced(k)}" for k in raw if k not in top_keys]
+    if misplaced:
+        raise _problems(path, misplaced)
     try:
         top = msgspec.convert(raw, _File)
     except msgspec.ValidationError as exc:

@@ -104,7 +104,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     pages_followed: int = 0  # pages crawled by following links (library ``follow``), in pages_fetched/failed
     failures: list[PageFailure] = []
     obtained: dict[str, int] = {}  # indexed documents by how their text was obtained (markdown, html...)
-    conformance: list[str] = []
+    conformance: list[str] = []  # the llms.txt's deviations from the spec (informational notes left out)
     pruned: list[str] = []
     crawl_seconds: float = 0.0
     build_seconds: float = 0.0
@@ -235,7 +235,9 @@ class BuildRun:
         """Fetch the llms.txt and every page of the build through one crawl session."""
         async with CrawlSession(self.scope, self.target.crawl, self.cache) as session:
             src = await fetch_source(self.target, session)
-            self.outcome.conformance = [f"line {i.line}: {i.code}: {i.message}" for i in src.llms.issues]
+            self.outcome.conformance = [
+                f"line {i.line}: {i.code}: {i.message}" for i in src.llms.issues if i.deviation
+            ]
             if src.llms.kind == "full" and src.llms.inline_docs:
                 pages = inline_pages(src)
                 self.outcome.pages_listed = len(pages)

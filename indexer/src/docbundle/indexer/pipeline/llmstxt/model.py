@@ -9,15 +9,34 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["ConformanceIssue", "InlineDoc", "LlmsLink", "LlmsSection", "LlmsTxt", "add_issue"]
+__all__ = [
+    "INFORMATIONAL",
+    "ConformanceIssue",
+    "InlineDoc",
+    "LlmsLink",
+    "LlmsSection",
+    "LlmsTxt",
+    "add_issue",
+]
+
+
+#: Findings that are notes, not deviations from the spec: the spec's links are markdown links, and a
+#: relative one is still one (a local docs folder's llms.txt, such as the demo library's, needs them).
+#: They are recorded in the manifest, but a build or ``add`` does not call them deviations.
+INFORMATIONAL = frozenset({"relative-link"})
 
 
 class ConformanceIssue(msgspec.Struct, frozen=True):
-    """A deviation from the llms.txt spec (informational; parsing never fails)."""
+    """A finding about the file's conformance to the llms.txt spec (parsing never fails)."""
 
     code: str
     line: int
     message: str
+
+    @property
+    def deviation(self) -> bool:
+        """The file departs from the spec here (not merely an ``INFORMATIONAL`` note)."""
+        return self.code not in INFORMATIONAL
 
 
 class LlmsLink(msgspec.Struct, frozen=True):
