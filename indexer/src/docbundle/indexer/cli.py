@@ -536,7 +536,7 @@ def _nightly_plan(args: argparse.Namespace) -> int:
     if args.plan_out:
         args.plan_out.write_bytes(msgspec.json.encode(the_plan) + b"\n")
     if args.dry_run:
-        sys.stdout.write(plan.render_plan(the_plan))
+        sys.stdout.write(plan.render_plan(the_plan, full=args.all))
     else:
         print(json.dumps(plan.matrices(the_plan), separators=(",", ":")))
     return EXIT_OK
@@ -626,7 +626,15 @@ NIGHTLY = Command(
                     help="with --plan: print the shards and releases instead",
                 ),
                 arg(
-                    "--timings", type=Path, metavar="FILE", help="last night's timings.json (bundles-latest), for --plan and --roll"
+                    "--all",
+                    action="store_true",
+                    help="with --dry-run: every library of each shard and every asset of each release",
+                ),
+                arg(
+                    "--timings",
+                    type=Path,
+                    metavar="FILE",
+                    help="last night's timings.json (bundles-latest), for --plan and --roll",
                 ),
                 arg(
                     "--previous",
