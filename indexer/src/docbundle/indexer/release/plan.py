@@ -267,11 +267,11 @@ def make_plan(
     releases: list[Release] = []
     for i in range(n):
         libs = sorted(members[i])
-        archives = [f"{lib}-{v}-*.tar.gz" for lib in libs for v in versions[lib]]
-        if not releases or len(releases[-1].archives) + len(archives) > MAX_ARCHIVES_PER_RELEASE:
+        names = [f"{lib}-{v}-*.tar.gz" for lib in libs for v in versions[lib]]
+        if not releases or len(releases[-1].archives) + len(names) > MAX_ARCHIVES_PER_RELEASE:
             releases.append(Release(tag=f"{release_prefix}-{len(releases) + 1:02d}", shards=[], archives=[]))
         releases[-1].shards.append(i)
-        releases[-1].archives.extend(archives)
+        releases[-1].archives.extend(names)
         shards.append(
             Shard(
                 shard=i,
@@ -313,11 +313,14 @@ def render_plan(plan: Plan, *, full: bool = False) -> str:
     loads = [s.seconds for s in plan.shards]
     mean = sum(loads) / len(loads)
     libraries = sum(len(s.libraries) for s in plan.shards)
+    shared = [s.seconds for s in plan.shards if len(s.libraries) > 1] or loads
+    alone = sum(1 for s in plan.shards if len(s.libraries) == 1 and s.seconds > max(shared))
     lines = [
         f"nightly plan: {libraries} libraries, {sum(s.archives for s in plan.shards)} library versions, "
         f"expected {_hms(plan.seconds)} in all",
         f"{len(plan.shards)} shard(s) (at most {MAX_SHARDS}): expected {_hms(min(loads))} to {_hms(max(loads))} "
-        f"each (heaviest / mean = {max(loads) / mean:.3f})",
+        f"each; heaviest shard of several libraries / mean = {max(shared) / mean:.3f}"
+        + (f"; {alone} shard(s) hold one longer library alone" if alone else ""),
     ]
     for s in plan.shards:
         shown = ", ".join(s.libraries) if full else _few(s.libraries)
