@@ -59,7 +59,7 @@ class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
     library: _LibraryId
     name: _Text
     version: _Version
-    status: _Short
+    status: _Text
     latest: bool
     build_id: _BuildId
     content_hash: _Sha256
