@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from buildkit import golden_query, golden_toml
 from docbundle.bundle.layout import read_current
 from docbundle.indexer.cli import main as cli_main
@@ -112,6 +111,9 @@ def test_a_shard_of_the_plan_builds_its_libraries_and_records_their_timings(
         "publish": {"include": [{"release": "bundles-t-01"}]},
     }
     assert plan["shards"][0]["libraries"] == ["broken", "demo"]
+    only = [*common, "--plan", "--plan-out", str(plan_file), "--library", "demo", "--release-prefix", "t"]
+    assert main(only) == 0  # a manual run of a few libraries plans only those
+    assert [s["libraries"] for s in json.loads(plan_file.read_text())["shards"]] == [["demo"]]
 
     two = [
         *common,

@@ -12,6 +12,7 @@ import pytest
 from clikit import index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.release import INDEX, SUMS
+from docbundle.bundle.releaseindex import encode_index
 from docbundle.server import pull as pull_module
 from docbundle.server.errors import PullError
 from docbundle.server.pull import parse_spec, pull, release_base
@@ -92,3 +93,26 @@ def test_the_catalogue_index_keeps_every_librarys_newest_bundle_and_its_release(
     assert (done.library, done.build_id) == ("golden", entry.build_id)
     assert read_current(tmp_path / "bundles" / "golden" / "latest") == entry.build_id
     assert site.hits(f"/download/{tag}/{entry.archive}") == 1 and site.hits(f"/download/{tag}/{SUMS}") == 1
+
+
+def test_a_release_never_holds_more_than_998_archives(release: Path, tmp_path: Path) -> None:
+    """--merge refuses to make a release GitHub could not hold (1,000 assets with SHA256SUMS and
+    index.json), and a release tag that is not one path segment."""
+    entry = packaged_entry(release)
+    data = (release / entry.archive).read_bytes()
+    shard = tmp_path / "shard"
+    shard.mkdir()
+    entries = []
+    for i in range(999):
+        e = msgspec.structs.replace(
+            entry, library=f"lib-{i:04d}", archive=f"lib-{i:04d}-latest-{entry.build_id}.tar.gz"
+        )
+        (shard / e.archive).write_bytes(data)
+        entries.append(e)
+    (shard / INDEX).write_bytes(encode_index(entries))
+    r = index_cli(
+        "nightly", "--merge", str(shard), "--release", "bundles-1-01", "--dist", str(tmp_path / "r")
+    )
+    assert r.returncode == 1 and "999 archives do not fit one release (998 archives, 1000 assets" in r.stderr
+    r = index_cli("nightly", "--merge", str(release), "--release", "..", "--dist", str(tmp_path / "r2"))
+    assert r.returncode == 1 and "'..' is not a release tag" in r.stderr, r.stderr

@@ -526,7 +526,9 @@ def _nightly_plan(args: argparse.Namespace) -> int:
     catalogue = load_config(args.config)
     ids = [i for group in args.library for i in group.split(",") if i]
     if ids:  # a manual run of a few libraries: plan only those
-        catalogue = msgspec.structs.replace(catalogue, libraries=[catalogue.get(i) for i in dict.fromkeys(ids)])
+        catalogue = msgspec.structs.replace(
+            catalogue, libraries=[catalogue.get(i) for i in dict.fromkeys(ids)]
+        )
     prefix = args.release_prefix or f"bundles-{time.strftime('%Y%m%d', time.gmtime())}"
     the_plan = plan.make_plan(
         catalogue,
