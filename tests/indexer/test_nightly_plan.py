@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +34,16 @@ from docbundle.indexer.release.plan import (
 
 N = 10_000
 PREFIX = "bundles-20261127-1"
+NO_SOCKETS = """
+import sys
+log = open(sys.argv[1], "a", encoding="utf-8", buffering=1)
+def hook(event, args):
+    if event.startswith("socket."):
+        log.write(event + "\\n")
+sys.addaudithook(hook)
+from docbundle.indexer.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
 
 
 def _config(path: Path, n: int = N, *, versions_every: int = 50) -> Path:
@@ -211,8 +223,14 @@ def test_the_dry_run_prints_the_shards_and_the_assets_of_each_release(tmp_path: 
         "--previous",
         str(index),
     ]
-    r = index_cli(*common, "--release-prefix", PREFIX, "--dry-run")
+    # Under an audit hook that records every socket call: the dry run makes none.
+    events = tmp_path / "sockets.txt"
+    r = subprocess.run(
+        [sys.executable, "-c", NO_SOCKETS, str(events), *common, "--release-prefix", PREFIX, "--dry-run"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
     assert r.returncode == 0, r.stderr
+    assert events.read_text() == ""
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"nightly plan: {N} libraries, 10400 library versions")
     shards = [line for line in lines if line.startswith("  shard ")]
