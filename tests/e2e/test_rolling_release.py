@@ -1,5 +1,5 @@
-"""The rolling release ``bundles-latest``: ``docbundle-index nightly --roll`` writes it, ``docbundle pull``
-reads it by default (``--from``, else ``$DOCBUNDLE_RELEASES``, else the project's own)."""
+"""The catalogue release ``bundles-latest``: ``docbundle-index nightly --roll`` writes its index,
+``docbundle pull`` reads it by default (``--from``, else ``$DOCBUNDLE_RELEASES``, else the project's own)."""
 
 from __future__ import annotations
 

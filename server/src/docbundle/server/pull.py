@@ -3,7 +3,7 @@
 A release is a folder served over http(s) holding what ``docbundle-index package`` writes (and the
 nightly job publishes as GitHub release assets): ``index.json`` (the catalogue of archives),
 ``SHA256SUMS`` and one ``<libraryId>-<version>-<buildId>.tar.gz`` per bundle; ``--from URL``, else
-``$DOCBUNDLE_RELEASES``, else the project's rolling release ``bundles-latest`` (``default_release``).
+``$DOCBUNDLE_RELEASES``, else the project's catalogue, the release ``bundles-latest`` (``default_release``).
 ``pull``:
 
 1. downloads ``index.json`` (at most ``MAX_INDEX_BYTES``, validated by
@@ -99,9 +99,10 @@ def parse_spec(text: str) -> Spec:
 
 
 def default_release() -> str | None:
-    """The project's rolling release: ``<Homepage>/releases/download/bundles-latest/`` of this package.
+    """The project's catalogue: ``<Homepage>/releases/download/bundles-latest/`` of this package.
 
-    The nightly job keeps that release holding every library version's newest bundle. The address comes
+    The nightly job keeps that release's ``index.json`` naming every library version's newest bundle and
+    the release that holds it. The address comes
     from the installed distribution's metadata (``[project.urls]`` in ``server/pyproject.toml``), so a
     fork that publishes its own distribution pulls from its own releases. None when it is not a GitHub
     project.

@@ -33,6 +33,7 @@ from statistics import median
 from typing import Annotated
 
 import msgspec
+from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.releaseindex import (
     MAX_ARCHIVES_PER_RELEASE,
     RELEASE_TAG_RE,
@@ -131,8 +132,6 @@ def read_documents(path: Path | None) -> dict[str, int]:
     """Documents per library (all versions) in last night's catalogue index; empty when there is none."""
     if path is None or not path.is_file():
         return {}
-    from docbundle.bundle.errors import BundleFormatError
-
     try:
         entries: list[PackagedBundle] = decode_index(path.read_bytes(), str(path))
     except BundleFormatError as exc:
