@@ -193,11 +193,12 @@ def regress(session: nox.Session) -> None:
 def nightly(session: nox.Session) -> None:
     """The nightly release job, runnable locally: nox -s nightly -- [--library ID,ID] [--dist DIR].
 
-    Also: nox -s nightly -- --shards 20 (the CI matrix) and nox -s nightly -- --merge DIR ... --dist DIR.
+    Also: nox -s nightly -- --plan [--dry-run] (the CI matrices; no network), nox -s nightly -- --merge DIR
+    ... --release TAG --dist DIR, and nox -s nightly -- --roll DIR ... --dist DIR.
     A build installs the semantic extras and embeds (reusing the vectors of the previous bundles); the
     planning, merging and rolling steps need no model and install without them.
     """
-    tools = {"--shards", "--merge", "--roll"}
+    tools = {"--plan", "--merge", "--roll"}
     builds = not any(a.split("=")[0] in tools for a in session.posargs)
     session.install(*(SEMANTIC_PACKAGES if builds else PACKAGES))
     session.run("docbundle-index", "nightly", *session.posargs)

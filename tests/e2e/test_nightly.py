@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from buildkit import golden_query, golden_toml
 from docbundle.bundle.layout import read_current
 from docbundle.indexer.cli import main as cli_main
-from docbundle.indexer.release.nightly import shards
 
 PAGES = {
     "install.md": "# Installation\n\nInstall the package with pip and set the API key.\n",
@@ -95,13 +95,50 @@ def test_nightly_publishes_changed_bundles_that_pass_their_checks(tmp_path: Path
     assert (tmp_path / "release" / "SHA256SUMS").read_text().count(".tar.gz") == 1
 
 
-def test_shards_cover_every_library_once(tmp_path: Path) -> None:
-    config = tmp_path / "libraries.toml"
-    config.write_text(
-        "".join(f'[[library]]\nid = "lib{i}"\nllms_txt = "x"\n' for i in range(7)), encoding="utf-8"
-    )
-    groups = shards(config, 3)
-    assert len(groups) == 3
-    ids = [i for g in groups for i in g.split(",")]
-    assert sorted(ids) == sorted(f"lib{i}" for i in range(7))
-    assert shards(config, 500) == [f"lib{i}" for i in range(7)]
+def test_a_shard_of_the_plan_builds_its_libraries_and_records_their_timings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--plan --plan-out, then --plan-file --shard K: each job builds its shard's libraries, and its
+    timings.json (seconds and shard per library) is what the next night's plan reads."""
+    common = _setup(tmp_path)
+    plan_file = tmp_path / "plan.json"
+    assert main([*common, "--plan", "--plan-out", str(plan_file), "--release-prefix", "bundles-t"]) == 0
+    matrices = json.loads(capsys.readouterr().out)
+    plan = json.loads(plan_file.read_text())
+    # Two libraries estimated at about 20 s each: one shard of the default 30 minutes.
+    assert matrices == {
+        "build": {"include": [{"shard": 0, "release": "bundles-t-01"}]},
+        "publish": {"include": [{"release": "bundles-t-01"}]},
+    }
+    assert plan["shards"][0]["libraries"] == ["broken", "demo"]
+    only = [*common, "--plan", "--plan-out", str(plan_file), "--library", "demo", "--release-prefix", "t"]
+    assert main(only) == 0  # a manual run of a few libraries plans only those
+    assert [s["libraries"] for s in json.loads(plan_file.read_text())["shards"]] == [["demo"]]
+
+    two = [
+        *common,
+        "--plan",
+        "--plan-out",
+        str(plan_file),
+        "--target-minutes",
+        "0.01",
+        "--release-prefix",
+        "t",
+    ]
+    assert main(two) == 0
+    shards = json.loads(plan_file.read_text())["shards"]
+    assert sorted(lib for s in shards for lib in s["libraries"]) == ["broken", "demo"] and len(shards) == 2
+    capsys.readouterr()
+    k = next(s["shard"] for s in shards if s["libraries"] == ["demo"])
+    dist = tmp_path / "d"
+    assert main([*common, "--plan-file", str(plan_file), "--shard", str(k), "--dist", str(dist)]) == 0
+    archives, entries = _dist(tmp_path, "d")
+    assert [e["library"] for e in entries] == ["demo"] and len(archives) == 1
+    timings = json.loads((dist / "timings.json").read_text())
+    assert list(timings["libraries"]) == ["demo"] and timings["libraries"]["demo"]["shard"] == k
+    assert timings["libraries"]["demo"]["seconds"] > 0
+
+    assert main([*common, "--plan-file", str(plan_file), "--shard", "7", "--dist", str(dist)]) == 2
+    assert "the plan has shards 0-1, not 7" in capsys.readouterr().err
+    assert main([*common, "--plan-file", str(plan_file), "--dist", str(dist)]) == 2
+    assert "--plan-file needs --shard K" in capsys.readouterr().err

@@ -137,7 +137,8 @@ def test_a_dribbled_download_stops_at_its_deadline(site: Site, tmp_path: Path) -
 
 @pytest.mark.parametrize("args", [["--list"], ["golden"]])
 def test_a_deeply_nested_index_gets_a_clear_error(args: list[str], site: Site, tmp_path: Path) -> None:
-    site.add(f"/deep/{INDEX}", "[" * 200_000, content_type="application/json")
+    # Nested inside the object: a bare "[[[..." is refused at its first byte (an index is an object).
+    site.add(f"/deep/{INDEX}", '{"bundles": ' + "[" * 200_000, content_type="application/json")
     r = pull(*args, "--from", site.url("/deep/"), "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp")
     assert r.returncode == 1, r.stdout
     assert "is not a docbundle release index: its JSON is nested too deeply" in r.stderr

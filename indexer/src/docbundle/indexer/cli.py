@@ -34,8 +34,9 @@ found.
 
 ``nightly``: the nightly release job for one shard of the catalogue (see ``release/nightly.py``). 0 every
 library built or unchanged and passed its checks; 1 a library failed or regressed; 2 a configuration
-error. ``--shards N`` prints the CI matrix, ``--merge DIR ...`` merges the shards' release folders,
-``--roll DIR --previous FILE`` updates the rolling release (``bundles-latest``) that ``docbundle pull`` reads.
+error. ``--plan`` prints the CI matrices (``--dry-run``: the shards and releases, no network), ``--merge
+DIR ... --release TAG`` merges the shards' release folders into one release, ``--roll DIR ... --previous
+FILE`` writes the catalogue index of ``bundles-latest`` that ``docbundle pull`` reads.
 
 Any command whose reader closes stdout early (``| head``) stops quietly with 141 (128 + SIGPIPE).
 """
@@ -57,7 +58,7 @@ from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package, roll
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
-from docbundle.server.clitable import Command, arg, parser, run, table, version_of
+from docbundle.server.clitable import Command, Group, arg, parser, run, table, version_of
 from docbundle.server.terminal import printable
 
 from . import add
@@ -67,7 +68,7 @@ from .pipeline.build import Outcome, build_target, describe_mix
 from .pipeline.cache import CACHE_DIR, CrawlCache
 from .pipeline.progress import make_progress
 from .pipeline.semantic import ENV_EMBED
-from .release import nightly
+from .release import nightly, plan
 from .release.audit import audit_bundle, render_audit
 from .release.diff import BundleDiff, diff_bundles, encode_diff, render_diff
 from .release.export import FORMATS, export_bundle
@@ -562,26 +563,84 @@ PACKAGE = Command(
 # -- nightly --------------------------------------------------------------------------------------
 
 
+def _nightly_plan(args: argparse.Namespace) -> int:
+    """``nightly --plan``: the CI matrices (JSON) or, with ``--dry-run``, the report of the plan."""
+    if args.target_minutes <= 0:
+        raise ConfigError(f"--target-minutes must be positive, not {args.target_minutes:g}")
+    catalogue = load_config(args.config)
+    ids = [i for group in args.library for i in group.split(",") if i]
+    if ids:  # a manual run of a few libraries: plan only those
+        catalogue = msgspec.structs.replace(
+            catalogue, libraries=[catalogue.get(i) for i in dict.fromkeys(ids)]
+        )
+    prefix = args.release_prefix or f"bundles-{time.strftime('%Y%m%d', time.gmtime())}"
+    the_plan = plan.make_plan(
+        catalogue,
+        plan.read_timings(args.timings),
+        plan.read_documents(args.previous),
+        release_prefix=prefix,
+        target_seconds=args.target_minutes * 60,
+        max_shards=args.max_shards,
+    )
+    if args.plan_out:
+        args.plan_out.write_bytes(msgspec.json.encode(the_plan) + b"\n")
+    if args.dry_run:
+        sys.stdout.write(plan.render_plan(the_plan, full=args.all))
+    else:
+        print(json.dumps(plan.matrices(the_plan), separators=(",", ":")))
+    return EXIT_OK
+
+
+def _plan_libraries(args: argparse.Namespace) -> tuple[list[str], int | None]:
+    """The library ids to build: ``--plan-file`` with ``--shard``, else ``--library`` (all when none)."""
+    if args.plan_file is None:
+        return [i for group in args.library for i in group.split(",") if i], args.shard
+    if args.shard is None or args.library:
+        raise ConfigError("--plan-file needs --shard K, and no --library")
+    try:
+        the_plan = msgspec.json.decode(args.plan_file.read_bytes(), type=plan.Plan)
+    except (OSError, msgspec.DecodeError) as exc:
+        raise ConfigError(f"cannot read the plan {args.plan_file}: {exc}") from None
+    return the_plan.shard(args.shard).libraries, args.shard
+
+
+def _shard_timings(folders: list[Path]) -> list[plan.Timings]:
+    return [plan.read_timings(folder / plan.TIMINGS) for folder in folders]
+
+
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run ``nightly`` (its messages keep the ``nightly:`` prefix of the job's logs)."""
     try:
-        if args.shards:
-            print(json.dumps(nightly.shards(args.config, args.shards)))
-            return EXIT_OK
+        if args.plan:
+            return _nightly_plan(args)
         if args.roll:
             rolled = roll(args.previous, args.roll, args.dist)
-            print(f"nightly: {len(rolled)} bundle(s) in the rolling release {args.dist}")
+            keep = {lib.id for lib in load_config(args.config).libraries}
+            timings = plan.merge_timings(plan.read_timings(args.timings), _shard_timings(args.roll), keep)
+            plan.write_timings(timings, args.dist / plan.TIMINGS)
+            releases = len({e.release for e in rolled})
+            print(
+                f"nightly: {len(rolled)} bundle(s) in the catalogue index, in {releases} release(s), {args.dist}"
+            )
             return EXIT_OK
         if args.merge:
-            merged = merge(args.merge, args.dist)
+            merged = merge(args.merge, args.dist, release=args.release or "")
+            plan.write_timings(
+                plan.merge_timings(plan.Timings(), _shard_timings(args.merge)), args.dist / plan.TIMINGS
+            )
             print(f"nightly: {len(merged)} bundle(s) in {args.dist}")
             return EXIT_OK
-        ids = [i for group in args.library for i in group.split(",") if i]
+        ids, shard = _plan_libraries(args)
         # Progress on stderr (plain lines in a CI log), so the job's log shows each long phase.
-        entries = nightly.run(args.config, args.out, args.dist, ids, args.golden, progress=make_progress)
+        entries = nightly.run(
+            args.config, args.out, args.dist, ids, args.golden, progress=make_progress, shard=shard
+        )
     except ConfigError as exc:
         print(f"nightly: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BundleError as exc:
+        print(f"nightly: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     for e in entries:
         print(f"{e.status:<10} {e.library}@{e.version} {e.build_id or ''} {e.message}")
         if e.regress:
@@ -591,8 +650,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 NIGHTLY = Command(
     "nightly",
-    help="the nightly release job: build, check and package what changed",
-    description="The nightly job for one shard of the catalogue: build, check, and package what changed.",
+    help="the nightly release job: plan, build, check and package what changed, publish",
+    description="The nightly job for one shard of the catalogue: build, check, and package what changed. "
+    "--plan splits the catalogue into CI jobs and releases; --merge and --roll make the releases and the "
+    "catalogue index (docs/releases.md).",
     run=cmd_nightly,
     args=(
         arg("--config", type=Path, default=DEFAULT_CONFIG),
@@ -600,15 +661,89 @@ NIGHTLY = Command(
         arg("--dist", type=Path, default=Path("dist"), help="where release assets are written"),
         arg("--golden", type=Path, default=DEFAULT_GOLDEN_DIR, help="folder of <libraryId>.toml"),
         arg("--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"),
-        arg("--shards", type=int, help="print the catalogue split into N groups as JSON, and exit"),
-        arg("--merge", type=Path, nargs="+", metavar="DIR", help="merge shard dist folders into --dist"),
-        arg(
-            "--roll",
-            type=Path,
-            metavar="DIR",
-            help="update the rolling release: DIR's bundles replace those of --previous; written to --dist",
+        Group(
+            "planning (no network)",
+            (
+                arg(
+                    "--plan",
+                    action="store_true",
+                    help="print the CI matrices of tonight's plan as JSON, and exit",
+                ),
+                arg(
+                    "--dry-run",
+                    action="store_true",
+                    help="with --plan: print the shards and releases instead",
+                ),
+                arg(
+                    "--all",
+                    action="store_true",
+                    help="with --dry-run: every library of each shard and every asset of each release",
+                ),
+                arg(
+                    "--timings",
+                    type=Path,
+                    metavar="FILE",
+                    help="last night's timings.json (bundles-latest), for --plan and --roll",
+                ),
+                arg(
+                    "--previous",
+                    type=Path,
+                    metavar="FILE",
+                    help="last night's catalogue index.json (bundles-latest): document counts for --plan, "
+                    "the entries --roll keeps",
+                ),
+                arg(
+                    "--release-prefix",
+                    metavar="PREFIX",
+                    help="tonight's release tags are PREFIX-01, PREFIX-02, ...",
+                ),
+                arg(
+                    "--target-minutes",
+                    type=float,
+                    default=plan.TARGET_SECONDS / 60,
+                    help="expected time of one shard",
+                ),
+                arg("--max-shards", type=int, default=plan.MAX_SHARDS, help="at most this many CI jobs"),
+                arg("--plan-out", type=Path, metavar="FILE", help="with --plan: write the whole plan here"),
+                arg(
+                    "--plan-file",
+                    type=Path,
+                    metavar="FILE",
+                    help="build the libraries of --shard in this plan",
+                ),
+                arg(
+                    "--shard",
+                    type=int,
+                    metavar="K",
+                    help="the shard this job builds (recorded in timings.json)",
+                ),
+            ),
         ),
-        arg("--previous", type=Path, metavar="FILE", help="with --roll: the rolling release's index.json"),
+        Group(
+            "publishing",
+            (
+                arg(
+                    "--merge",
+                    type=Path,
+                    nargs="+",
+                    metavar="DIR",
+                    help="merge shard dist folders into --dist",
+                ),
+                arg(
+                    "--release",
+                    metavar="TAG",
+                    help="with --merge: the release tag the merged folder is published as",
+                ),
+                arg(
+                    "--roll",
+                    type=Path,
+                    nargs="+",
+                    metavar="DIR",
+                    help="write the catalogue index (and timings) of bundles-latest into --dist: the merged "
+                    "release folders DIR replace the bundles of --previous",
+                ),
+            ),
+        ),
     ),
 )
 

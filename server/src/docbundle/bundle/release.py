@@ -1,5 +1,10 @@
 """The release format: one archive per bundle, ``SHA256SUMS`` and a catalogue ``index.json``.
 
+``index.json`` itself (its entries, versions and bounds) is ``docbundle.bundle.releaseindex``; ``merge``
+writes a release folder of at most ``MAX_ARCHIVES_PER_RELEASE`` archives, stamped with its release tag,
+and ``roll`` the catalogue index of the well-known release ``bundles-latest`` that names the release of
+every library version's newest archive (docs/releases.md).
+
 The writer (``package``, used by ``docbundle-index package``) and the reader's pieces
 (``read_sums``, ``scan_tar_headers``; the other checks are in ``docbundle.server.install``) share this
 one home.
@@ -16,7 +21,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import os
 import tarfile
 from pathlib import Path
@@ -27,9 +31,22 @@ import msgspec
 from .errors import BundleFormatError, BundleIntegrityError
 from .manifest import MANIFEST_NAME, Manifest
 from .reader import verify_bundle
+from .releaseindex import (
+    INDEX as INDEX,  # re-exported: the release folder's names are this module's
+)
+from .releaseindex import (
+    MAX_ARCHIVES_PER_RELEASE,
+    MAX_ASSETS_PER_RELEASE,
+    MAX_INDEX_ENTRIES,
+    RELEASE_TAG_RE,
+    decode_index,
+    encode_index,
+)
+from .releaseindex import (
+    PackagedBundle as PackagedBundle,
+)
 
 SUMS = "SHA256SUMS"
-INDEX = "index.json"
 # An extended header (PAX ``x``, GNU long name ``L`` or long link ``K``) is read whole into memory by
 # tarfile, and kept with its member: each is bounded, and so is their sum over the archive.
 MAX_EXTENDED_HEADER_BYTES = 64 * 1024
@@ -39,24 +56,6 @@ _SKIP_CHUNK = 1024 * 1024
 _EXTENDED = {b"x": "PAX", b"X": "PAX", b"L": "GNU long-name", b"K": "GNU long-link"}
 # Members whose data follows their header (tarfile skips data only for these and unknown types).
 _NO_DATA = {b"1", b"2", b"3", b"4", b"5", b"6"}
-
-
-class PackagedBundle(msgspec.Struct, kw_only=True):
-    """One entry of ``index.json``."""
-
-    library: str
-    name: str
-    version: str
-    status: str
-    latest: bool
-    build_id: str
-    content_hash: str
-    manifest_sha256: str  # pin it in bundles.lock: it covers every file, the index included
-    built_at: str
-    documents: int
-    archive: str
-    sha256: str
-    size: int
 
 
 def archive_name(manifest: Manifest) -> str:
@@ -120,50 +119,66 @@ def package(bundles: list[Path], out_dir: Path) -> list[PackagedBundle]:
 def _write_catalogue(out_dir: Path, entries: list[PackagedBundle]) -> None:
     """``SHA256SUMS`` and ``index.json`` for the archives in ``out_dir``."""
     (out_dir / SUMS).write_text(render_sums({e.archive: e.sha256 for e in entries}), encoding="ascii")
-    index = {"format": "docbundle-release-index", "version": 1, "bundles": msgspec.to_builtins(entries)}
-    (out_dir / INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (out_dir / INDEX).write_bytes(encode_index(entries))
 
 
-def merge(dists: list[Path], out_dir: Path) -> list[PackagedBundle]:
-    """Merge shard outputs of ``package`` into one release folder, checking every archive's sha256."""
+def _read_index(path: Path) -> list[PackagedBundle]:
+    return decode_index(path.read_bytes(), str(path))
+
+
+def merge(dists: list[Path], out_dir: Path, *, release: str = "") -> list[PackagedBundle]:
+    """Merge shard outputs of ``package`` into one release folder, checking every archive's sha256.
+
+    ``release``: the tag this folder is published as; every entry names it, so the catalogue index of
+    ``roll`` can point at it.
+    """
+    if release and not RELEASE_TAG_RE.fullmatch(release):
+        raise BundleFormatError(f"{release[:120]!r} is not a release tag (letters, digits, '.', '_', '-')")
     out_dir.mkdir(parents=True, exist_ok=True)
     entries: list[PackagedBundle] = []
     for dist in dists:
-        index = json.loads((dist / INDEX).read_text(encoding="utf-8"))
-        for raw in index["bundles"]:
-            entry = msgspec.convert(raw, PackagedBundle)
+        for entry in _read_index(dist / INDEX):
             data = (dist / entry.archive).read_bytes()
             if hashlib.sha256(data).hexdigest() != entry.sha256:
                 raise BundleIntegrityError(
                     f"{dist / entry.archive} does not match the sha256 in {dist / INDEX}"
                 )
             (out_dir / entry.archive).write_bytes(data)
-            entries.append(entry)
+            entries.append(msgspec.structs.replace(entry, release=release) if release else entry)
     entries.sort(key=lambda e: e.archive)
+    if len(entries) > MAX_ARCHIVES_PER_RELEASE:
+        raise BundleFormatError(
+            f"{len(entries)} archives do not fit one release ({MAX_ARCHIVES_PER_RELEASE} archives, "
+            f"{MAX_ASSETS_PER_RELEASE} assets with SHA256SUMS and {INDEX}); the nightly plan splits them"
+        )
     _write_catalogue(out_dir, entries)
     return entries
 
 
-def roll(previous_index: Path | None, new_dir: Path, out_dir: Path) -> list[PackagedBundle]:
-    """The rolling release (``bundles-latest``): the newest published bundle of every library version.
+def roll(previous_index: Path | None, releases: list[Path], out_dir: Path) -> list[PackagedBundle]:
+    """The catalogue index of the well-known release ``bundles-latest``: every library version's newest
+    published bundle, and the release that holds it.
 
-    ``previous_index`` is the rolling release's ``index.json`` (None or a missing file on the first run),
-    ``new_dir`` tonight's release folder (written by ``package`` or ``merge``). Its entries replace the
-    previous ones of the same library version; its archives are copied into ``out_dir``, each checked
-    against its sha256, and ``SHA256SUMS`` and ``index.json`` there list every entry, the ones kept from
-    before included (their archives are already in the rolling release and are not copied).
+    ``previous_index`` is the catalogue's last ``index.json`` (None or a missing file on the first run);
+    ``releases`` are tonight's release folders (written by ``merge`` with their tag). Tonight's entries
+    replace the previous ones of the same library version; the others are kept, still naming the release
+    that holds them (``""``, the catalogue's own folder, for archives published there before the catalogue
+    was spread over releases). Writes ``index.json`` only into ``out_dir``: no archive is copied.
     """
     kept: dict[tuple[str, str], PackagedBundle] = {}
     if previous_index is not None and previous_index.is_file():
-        index = json.loads(previous_index.read_text(encoding="utf-8"))
-        for raw in index["bundles"]:
-            entry = msgspec.convert(raw, PackagedBundle)
+        for entry in _read_index(previous_index):
             kept[(entry.library, entry.version)] = entry
-    new = merge([new_dir], out_dir)
-    for entry in new:
-        kept[(entry.library, entry.version)] = entry
-    entries = sorted(kept.values(), key=lambda e: e.archive)
-    _write_catalogue(out_dir, entries)
+    for folder in releases:
+        for entry in _read_index(folder / INDEX):
+            if not entry.release:
+                raise BundleFormatError(f"{folder / INDEX} names no release: merge it with a release tag")
+            kept[(entry.library, entry.version)] = entry
+    entries = sorted(kept.values(), key=lambda e: (e.library, e.version))
+    if len(entries) > MAX_INDEX_ENTRIES:
+        raise BundleFormatError(f"the catalogue would list {len(entries)} bundles, over {MAX_INDEX_ENTRIES}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / INDEX).write_bytes(encode_index(entries))
     return entries
 
 

@@ -3,13 +3,16 @@
 A release is a folder served over http(s) holding what ``docbundle-index package`` writes (and the
 nightly job publishes as GitHub release assets): ``index.json`` (the catalogue of archives),
 ``SHA256SUMS`` and one ``<libraryId>-<version>-<buildId>.tar.gz`` per bundle; ``--from URL``, else
-``$DOCBUNDLE_RELEASES``, else the project's rolling release ``bundles-latest`` (``default_release``).
+``$DOCBUNDLE_RELEASES``, else the project's catalogue, the release ``bundles-latest`` (``default_release``).
 ``pull``:
 
-1. downloads ``index.json`` (at most ``MAX_INDEX_BYTES``) and picks the entry asked for: the version
-   named, else the one marked latest, else the only one;
-2. downloads ``SHA256SUMS`` (at most ``MAX_SUMS_BYTES``), which must list the archive with the sha256
-   ``index.json`` gives;
+1. downloads ``index.json`` (at most ``MAX_INDEX_BYTES``, validated by
+   ``docbundle.bundle.releaseindex``) and picks the entry asked for: the version named, else the one
+   marked latest, else the only one. An entry may name the release that holds its archive (the catalogue
+   of ``bundles-latest`` spreads thousands of libraries over several releases): its folder is then
+   ``<base>/../<release>/``, on the same origin;
+2. downloads that folder's ``SHA256SUMS`` (at most ``MAX_SUMS_BYTES``), which must list the archive with
+   the sha256 ``index.json`` gives;
 3. downloads the archive into a temporary folder, never more than the size ``index.json`` declares (and
    never more than ``MAX_ARCHIVE_BYTES``);
 4. hands the archive and ``SHA256SUMS`` to ``docbundle.server.install.install``: the very checks of
@@ -37,7 +40,6 @@ imported when a download starts, so ``serve`` never loads an HTTP client.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -49,9 +51,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urljoin, urlsplit
 
-import msgspec
-from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
-from docbundle.bundle.release import INDEX, SUMS, PackagedBundle, read_sums
+from docbundle.bundle.errors import BundleFormatError
+from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
+from docbundle.bundle.release import SUMS, read_sums
+from docbundle.bundle.releaseindex import INDEX, MAX_INDEX_BYTES, PackagedBundle, decode_index
 
 from .errors import PullError
 from .install import Installed, install
@@ -63,8 +66,8 @@ if TYPE_CHECKING:
 
 ENV_RELEASES = "DOCBUNDLE_RELEASES"
 ROLLING_TAG = "bundles-latest"  # the release the nightly job keeps up to date (docs/releases.md)
-MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_SUMS_BYTES = 4 * 1024 * 1024
+MAX_NAMED = 30  # ids an error names before it gives a count instead
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 TIMEOUT = 30.0  # seconds without a byte before a download is given up
 ENV_DEADLINE = "DOCBUNDLE_PULL_DEADLINE"
@@ -96,9 +99,10 @@ def parse_spec(text: str) -> Spec:
 
 
 def default_release() -> str | None:
-    """The project's rolling release: ``<Homepage>/releases/download/bundles-latest/`` of this package.
+    """The project's catalogue: ``<Homepage>/releases/download/bundles-latest/`` of this package.
 
-    The nightly job keeps that release holding every library version's newest bundle. The address comes
+    The nightly job keeps that release's ``index.json`` naming every library version's newest bundle and
+    the release that holds it. The address comes
     from the installed distribution's metadata (``[project.urls]`` in ``server/pyproject.toml``), so a
     fork that publishes its own distribution pulls from its own releases. None when it is not a GitHub
     project.
@@ -483,63 +487,56 @@ def guard_for(base: str) -> Guard:
 
 
 def read_index(base: str, guard: Guard | None = None) -> list[PackagedBundle]:
-    """The release's ``index.json``, checked entry by entry."""
+    """The release's ``index.json``: one download, at most ``MAX_INDEX_BYTES``, validated entry by entry."""
     url = urljoin(base, INDEX)
     data = _fetch_bytes(url, MAX_INDEX_BYTES, INDEX, guard or guard_for(base))
     try:
-        raw = json.loads(data)
-    except RecursionError:
-        raise PullError(
-            f"{url[:200]} is not a docbundle release index: its JSON is nested too deeply"
-        ) from None
-    except (ValueError, UnicodeError) as exc:
-        raise PullError(f"{url[:200]} is not JSON: {exc}") from None
-    if not isinstance(raw, dict) or raw.get("format") != "docbundle-release-index":
-        raise PullError(f"{url[:200]} is not a docbundle release index (no format 'docbundle-release-index')")
-    if raw.get("version") != 1:
-        raise PullError(f"{url[:200]} has index version {raw.get('version')!r}; this docbundle reads 1")
-    try:
-        entries = msgspec.convert(raw.get("bundles"), list[PackagedBundle])
-    except msgspec.ValidationError as exc:
-        raise PullError(f"{url[:200]} is malformed: {exc}") from None
-    for e in entries:
-        if not (
-            LIBRARY_ID_RE.fullmatch(e.library)
-            and VERSION_RE.fullmatch(e.version)
-            and BUILD_ID_RE.fullmatch(e.build_id)
-            and e.archive == f"{e.library}-{e.version}-{e.build_id}.tar.gz"
-            and re.fullmatch(r"[0-9a-f]{64}", e.sha256)
-            and e.size >= 0
-        ):
-            raise PullError(
-                f"{url[:200]} lists an entry with a malformed id or archive name: {e.archive[:120]!r}"
-            )
-    return entries
+        return decode_index(data, url[:200])
+    except BundleFormatError as exc:
+        raise PullError(str(exc)) from None
+
+
+def release_folder(base: str, entry: PackagedBundle) -> str:
+    """The folder that holds ``entry``'s archive and its ``SHA256SUMS``: the index's own, or the release
+    it names beside it (``<base>/../<release>/``, as GitHub lays out release downloads)."""
+    return urljoin(base, f"../{quote(entry.release)}/") if entry.release else base
 
 
 def choose(entries: list[PackagedBundle], spec: Spec) -> PackagedBundle:
     """The entry ``spec`` names: its version, else the latest version, else the only one."""
     mine = [e for e in entries if e.library == spec.library]
     if not mine:
-        offered = ", ".join(sorted({e.library for e in entries})) or "none"
-        raise PullError(f"the release offers no library {spec.library!r}; it offers: {offered}")
+        raise PullError(f"the release offers no library {spec.library!r}; {_offered(entries, spec.library)}")
     versions = sorted({e.version for e in mine})
     if spec.version is not None:
         mine = [e for e in mine if e.version == spec.version]
         if not mine:
             raise PullError(
                 f"the release offers no version {spec.version!r} of {spec.library}; it offers: "
-                + ", ".join(versions)
+                + ", ".join(versions[:MAX_NAMED])
+                + (f" and {len(versions) - MAX_NAMED} more" if len(versions) > MAX_NAMED else "")
             )
     elif len(versions) > 1:
         latest = [e for e in mine if e.latest]
         if not latest:
             raise PullError(
                 f"the release offers several versions of {spec.library} and none is marked latest; "
-                f"name one: {', '.join(f'{spec.library}@{v}' for v in versions)}"
+                f"name one: {', '.join(f'{spec.library}@{v}' for v in versions[:MAX_NAMED])}"
             )
         mine = latest
     return max(mine, key=lambda e: (e.built_at, e.build_id))
+
+
+def _offered(entries: list[PackagedBundle], wanted: str) -> str:
+    """What the release offers, in a bounded sentence: all of it when short, else the closest ids."""
+    import difflib
+
+    ids = sorted({e.library for e in entries})
+    if len(ids) <= MAX_NAMED:
+        return f"it offers: {', '.join(ids) or 'none'}"
+    close = difflib.get_close_matches(wanted, ids, n=5, cutoff=0.6)
+    hint = f"the closest: {', '.join(close)}; " if close else ""
+    return f"it offers {len(ids)} libraries ({hint}docbundle pull --list shows them all)"
 
 
 def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> Installed:
@@ -548,7 +545,8 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
     entry = choose(read_index(base, guard), spec)
     if entry.size > MAX_ARCHIVE_BYTES:
         raise PullError(f"{entry.archive} is {entry.size} bytes, over the {MAX_ARCHIVE_BYTES}-byte limit")
-    sums_url = urljoin(base, SUMS)
+    folder = release_folder(base, entry)
+    sums_url = urljoin(folder, SUMS)
     sums_text = _fetch_bytes(sums_url, MAX_SUMS_BYTES, SUMS, guard).decode("utf-8", errors="replace")
     listed = read_sums(sums_text).get(entry.archive)
     if listed is None:
@@ -561,7 +559,7 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
         archive = tmp / entry.archive
         with open(archive, "xb") as out:
             download(
-                urljoin(base, quote(entry.archive)),
+                urljoin(folder, quote(entry.archive)),
                 out,
                 min(entry.size, MAX_ARCHIVE_BYTES),
                 what=entry.archive,

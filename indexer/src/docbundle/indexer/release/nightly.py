@@ -9,16 +9,21 @@ bundle as baseline. A bundle whose checks pass is packed into ``--dist`` (archiv
 ``index.json``); unchanged libraries are skipped; a library that fails to build or fails its checks is
 left out and makes the exit status 1, while the others are still packaged.
 
-``--shards N`` prints the catalogue split into N groups as a JSON list (the CI matrix, ``shards``) and
-exits; ``--merge DIR ...`` merges the shards' ``--dist`` folders into ``--dist`` (the release,
-``docbundle.bundle.release.merge``) and exits; ``--roll DIR --previous FILE`` writes the rolling release
-(every library version's newest bundle, ``docbundle.bundle.release.roll``) into ``--dist`` and exits.
+Each run also writes ``timings.json`` into ``--dist``: the seconds each library took and the shard it ran
+in, which the next night's plan reads (``plan.py``).
+
+``--plan`` prints the CI matrices from the config and last night's timings and index (``plan.py``) and
+exits; ``--plan-file FILE --shard K`` builds the libraries of shard K of that plan; ``--merge DIR ...
+--release TAG`` merges the shards' ``--dist`` folders into one release folder (``--dist``), each entry
+naming TAG (``docbundle.bundle.release.merge``); ``--roll DIR ... --previous FILE`` writes the catalogue
+index of ``bundles-latest`` (``docbundle.bundle.release.roll``) and the merged timings into ``--dist``.
 The command's arguments and output are in ``cli.py``.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import msgspec
@@ -30,6 +35,7 @@ from ..config import load_config
 from ..pipeline.build import build_target
 from ..pipeline.cache import CACHE_DIR, CrawlCache
 from ..pipeline.progress import ProgressFactory
+from .plan import TIMINGS, LibraryTiming, Timings, write_timings
 from .regress import load_golden, regress, render_regress
 
 
@@ -45,13 +51,6 @@ class NightlyEntry(msgspec.Struct, kw_only=True):
     regress: str = ""
 
 
-def shards(config: Path, count: int) -> list[str]:
-    """The library ids split into ``count`` comma-joined groups (at most 256: GitHub's matrix limit)."""
-    ids = [lib.id for lib in load_config(config).libraries]
-    n = max(1, min(count, 256, len(ids)))
-    return [",".join(ids[i::n]) for i in range(n) if ids[i::n]]
-
-
 def run(
     config: Path,
     out: Path,
@@ -59,15 +58,18 @@ def run(
     libraries: list[str],
     golden_dir: Path,
     progress: ProgressFactory | None = None,
+    shard: int | None = None,
 ) -> list[NightlyEntry]:
     """Build, check and package the given libraries (all when empty), showing each build's phases with
-    ``progress`` when given."""
+    ``progress`` when given; ``timings.json`` records each library's seconds (and ``shard``)."""
     catalogue = load_config(config)
     chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
     cache = CrawlCache(out / CACHE_DIR)
     entries: list[NightlyEntry] = []
     to_pack: list[Path] = []
+    timings = Timings()
     for lib in chosen:
+        started = time.monotonic()
         golden_file = golden_dir / f"{lib.id}.toml"
         for target in catalogue.targets(lib):
             vdir = version_dir(out, lib.id, target.version.name)
@@ -103,7 +105,9 @@ def run(
                 if entry.status == "built":
                     to_pack.append(bundle)
             entries.append(entry)
+        timings.libraries[lib.id] = LibraryTiming(seconds=round(time.monotonic() - started, 3), shard=shard)
     dist.mkdir(parents=True, exist_ok=True)
+    write_timings(timings, dist / TIMINGS)
     package(to_pack, dist)
     (dist / "nightly.json").write_text(
         json.dumps(msgspec.to_builtins(entries), indent=2, sort_keys=True) + "\n", encoding="utf-8"

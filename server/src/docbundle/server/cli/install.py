@@ -129,7 +129,7 @@ PULL = Command(
             metavar="URL",
             default=None,
             help="the release folder holding index.json (default: $DOCBUNDLE_RELEASES, else the project's "
-            "rolling release bundles-latest)",
+            "catalogue, the release bundles-latest)",
         ),
         arg("--list", action="store_true", help="list what the release offers and install nothing"),
         arg("--json", action="store_true", help="with --list: print the release's entries as JSON"),
