@@ -59,6 +59,11 @@ class PackagedBundle(msgspec.Struct, kw_only=True):
     size: int
 
 
+def bundle_label(manifest: Manifest) -> str:
+    """``<libraryId>/<version>/<buildId>``: the bundle's name in exports and reports, and its archive's root."""
+    return f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
+
+
 def archive_name(manifest: Manifest) -> str:
     """``<libraryId>-<version>-<buildId>.tar.gz``."""
     return f"{manifest.library.id}-{manifest.version.name}-{manifest.build.build_id}.tar.gz"
@@ -72,7 +77,7 @@ def _mtime() -> int:
 def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     """Verify ``bundle`` and write its deterministic archive into ``out_dir``."""
     manifest = verify_bundle(bundle)
-    prefix = f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
+    prefix = bundle_label(manifest)
     mtime = _mtime()
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -1,5 +1,8 @@
-"""A bundle's name in exports and reports: ``<libraryId>/<version>/<buildId>``, and the manifest fields
-that identify it in a report (``manifest_header``)."""
+"""The manifest fields that identify a bundle in a report (``manifest_header``).
+
+The bundle's name in exports and reports, ``<libraryId>/<version>/<buildId>``, is
+``docbundle.bundle.release.bundle_label`` (the root of the bundle's release archive too).
+"""
 
 from __future__ import annotations
 
@@ -16,11 +19,6 @@ class ManifestHeader(TypedDict):
     build_id: str
     content_hash: str
     built_at: str
-
-
-def bundle_label(manifest: Manifest) -> str:
-    """``<libraryId>/<version>/<buildId>``: the bundle's name in exports and reports."""
-    return f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
 
 
 def manifest_header(manifest: Manifest) -> ManifestHeader:
