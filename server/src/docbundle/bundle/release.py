@@ -20,7 +20,7 @@ import json
 import os
 import tarfile
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import msgspec
 
@@ -57,6 +57,27 @@ class PackagedBundle(msgspec.Struct, kw_only=True):
     archive: str
     sha256: str
     size: int
+
+
+class ManifestHeader(TypedDict):
+    """The manifest fields that name a build: in ``index.json`` and in the indexer's reports (audit, diff)."""
+
+    library: str
+    version: str
+    build_id: str
+    content_hash: str
+    built_at: str
+
+
+def manifest_header(manifest: Manifest) -> ManifestHeader:
+    """Library id, version, buildId, content hash and build time of ``manifest``."""
+    return ManifestHeader(
+        library=manifest.library.id,
+        version=manifest.version.name,
+        build_id=manifest.build.build_id,
+        content_hash=manifest.build.content_hash,
+        built_at=manifest.build.built_at,
+    )
 
 
 def bundle_label(manifest: Manifest) -> str:
@@ -99,15 +120,11 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     os.replace(tmp, out_dir / name)
     data = (out_dir / name).read_bytes()
     return PackagedBundle(
-        library=manifest.library.id,
+        **manifest_header(manifest),
         name=manifest.library.name,
-        version=manifest.version.name,
         status=manifest.version.status,
         latest=manifest.version.latest,
-        build_id=manifest.build.build_id,
-        content_hash=manifest.build.content_hash,
         manifest_sha256=hashlib.sha256((bundle / MANIFEST_NAME).read_bytes()).hexdigest(),
-        built_at=manifest.build.built_at,
         documents=manifest.counts.documents,
         archive=name,
         sha256=hashlib.sha256(data).hexdigest(),
