@@ -41,6 +41,16 @@ _EXTENDED = {b"x": "PAX", b"X": "PAX", b"L": "GNU long-name", b"K": "GNU long-li
 _NO_DATA = {b"1", b"2", b"3", b"4", b"5", b"6"}
 
 
+class ManifestHeader(TypedDict):
+    """The manifest fields that name a build: in ``index.json`` and in the indexer's reports (audit, diff)."""
+
+    library: str
+    version: str
+    build_id: str
+    content_hash: str
+    built_at: str
+
+
 class PackagedBundle(msgspec.Struct, kw_only=True):
     """One entry of ``index.json``."""
 
@@ -57,16 +67,6 @@ class PackagedBundle(msgspec.Struct, kw_only=True):
     archive: str
     sha256: str
     size: int
-
-
-class ManifestHeader(TypedDict):
-    """The manifest fields that name a build: in ``index.json`` and in the indexer's reports (audit, diff)."""
-
-    library: str
-    version: str
-    build_id: str
-    content_hash: str
-    built_at: str
 
 
 def manifest_header(manifest: Manifest) -> ManifestHeader:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Protocol, TextIO
 
 from tqdm import tqdm
@@ -81,29 +80,38 @@ class QuietProgress:
         """Do nothing."""
 
 
-@dataclass(eq=False)
 class LinesProgress:
     """Plain ``docbundle: LABEL: crawled N/TOTAL pages (F failed), R/s, ETA T`` lines for logs,
     rate-limited."""
 
-    total: int
-    label: str
-    stream: TextIO
-    _: KW_ONLY
-    verb: str = "crawled"
-    unit: str = "pages"
-    interval: float = LINE_INTERVAL
-    min_gap: float = LINE_MIN_GAP
-    clock: Callable[[], float] = time.monotonic
-    done: int = field(default=0, init=False)
-    failed: int = field(default=0, init=False)
-    note: str = field(default="", init=False)
-    _last_tenth: int = field(default=0, init=False)
-    _last_done: int = field(default=-1, init=False)
-    _closed: bool = field(default=False, init=False)
-
-    def __post_init__(self) -> None:
-        self._start = self._last_time = self.clock()
+    def __init__(
+        self,
+        total: int,
+        label: str,
+        stream: TextIO,
+        *,
+        verb: str = "crawled",
+        unit: str = "pages",
+        interval: float = LINE_INTERVAL,
+        min_gap: float = LINE_MIN_GAP,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total = total
+        self.label = label
+        self.stream = stream
+        self.verb = verb
+        self.unit = unit
+        self.interval = interval
+        self.min_gap = min_gap
+        self.clock = clock
+        self.done = 0
+        self.failed = 0
+        self.note = ""
+        self._start = clock()
+        self._last_time = self._start
+        self._last_tenth = 0
+        self._last_done = -1
+        self._closed = False
 
     def update(self, result: FetchResult) -> None:
         """Count ``result``; print when another tenth is done or ``interval`` has passed."""
