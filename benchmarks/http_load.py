@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import anyio
+from clikit import serve_http_argv
 from process import memory as process_memory
 from process import stop
 from quality import bundle_path, bundles_parser, ensure_bundles, machine
@@ -65,24 +67,7 @@ def start_server(
     bundles: Path, keys: Path, rate: str, log: Path, workers: int = 1
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start the HTTP server as deployed; returns the process and its /mcp URL."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "docbundle.server",
-        "serve",
-        "--bundles",
-        str(bundles),
-        "--transport",
-        "http",
-        "--port",
-        "0",
-        "--keys",
-        str(keys),
-        "--rate",
-        rate,
-        "--workers",
-        str(workers),
-    ]
+    cmd = serve_http_argv(bundles, "--keys", str(keys), "--rate", rate, "--workers", str(workers))
     fh = log.open("wb")
     # stderr to a file: a pipe nobody drains would block the server once full.
     proc = subprocess.Popen(cmd, stderr=fh, stdout=subprocess.DEVNULL)

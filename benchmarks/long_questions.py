@@ -41,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality import QUERIES_DIR, bundles_parser, ensure_bundles, set_corpus
+from serve_bench import _pct
 
 TARGET_P50 = 3.0  # ms
 TARGET_P99 = 10.0  # ms
@@ -53,11 +54,6 @@ _TEMPLATES = (
     "how can I configure {a} for my {b}",
     "where do I set {a} in the {b}",
 )
-
-
-def _pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
 
 
 def graded_questions(library: str) -> list[str]:

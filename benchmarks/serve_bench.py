@@ -96,49 +96,11 @@ HAND_WRITTEN = [
     "data model view controller table list binding",  # many common words: a slow case
 ]
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "will",
-        "with",
-        "you",
-        "your",
-        "can",
-        "how",
-        "what",
-        "when",
-        "which",
-        "use",
-        "using",
-        "used",
-        "not",
-        "new",
-    ]
-)
+_STOP = frozenset([
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "in", "is", "it",
+    "its", "of", "on", "or", "that", "the", "this", "to", "was", "were", "will", "with", "you", "your",
+    "can", "how", "what", "when", "which", "use", "using", "used", "not", "new",
+])  # fmt: skip
 _IDENT_RE = re.compile(r"\bsap(?:\.[A-Za-z0-9_]+){2,}\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b")
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,}")
 _QUESTION_TEMPLATES = [

@@ -2,6 +2,8 @@
 
 The one way tests run a CLI as a subprocess (``python -m``, so the interpreter and the installed packages
 are the test's own; the environment, with its private user folders, inherited unless ``env`` is given).
+``serve_http_argv`` is the command line of an HTTP server on a port the kernel picks (``serverkit`` runs
+it for the tests, ``benchmarks/http_load.py`` for its load).
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def run_module(
         stdin=stdin,
         check=False,
     )
+
+
+def serve_http_argv(bundles: Path, *options: str) -> list[str]:
+    """``docbundle serve --bundles BUNDLES --transport http --port 0 OPTIONS`` (``python -m``)."""
+    serve = ("serve", "--bundles", str(bundles), "--transport", "http", "--port", "0")
+    return [sys.executable, "-m", "docbundle.server", *serve, *options]
 
 
 #: ``docbundle-index ARGS`` in a fresh process (``python -m docbundle.indexer.cli``), output captured.

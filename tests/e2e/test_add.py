@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from clikit import index_cli, server_cli
@@ -127,13 +125,7 @@ def test_add_build_builds_and_the_library_searches(site: Site, tmp_path: Path) -
     assert r.returncode == 0, r.stderr
     assert "1 built, 0 unchanged, 0 failed" in r.stdout
     search = ["search", "demo", "webhook signing secret", "--json", "--bundles", str(out)]
-    r = subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *search],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    r = server_cli(*search, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["hits"][0]["documentId"].endswith("webhooks.md")
 

@@ -35,6 +35,18 @@ def triples(doc: LlmsTxt) -> list[tuple[str, str, str]]:
     return [(link.title, link.url, link.notes) for link in doc.links]
 
 
+def parse_full(text: str, base_url: str | None = None) -> LlmsTxt:
+    """``text`` parsed, checked to be a full llms.txt (its pages inline)."""
+    doc = parse_llms_txt(text, base_url)
+    assert doc.kind == "full"
+    return doc
+
+
+def pages(doc: LlmsTxt) -> list[tuple[str, str]]:
+    """Title and URL of each inline page."""
+    return [(d.title, d.url) for d in doc.inline_docs]
+
+
 # ------------------------------------------------------------------------------------------------ structure
 
 CANONICAL = """\
@@ -478,8 +490,7 @@ def test_source_lines_after_h1_split_pages() -> None:
         "## General\n\nMore.\n\n"
         f"# Farcaster Frames\n\nSource: /docs/frames\n\n{_prose(50, 'f')}\n"
     )
-    doc = parse_llms_txt(text, BASE)
-    assert doc.kind == "full"
+    doc = parse_full(text, BASE)
     assert doc.title == "Intuition - Complete Documentation"
     assert doc.summary == "Everything."
     assert triples(doc) == [("SDK", "https://x/sdk/", "")]
@@ -497,10 +508,8 @@ def test_title_heading_directly_above_a_source_line_also_opens_the_first_page() 
         f"# Zod\n\nSource: https://zod.dev/basics\n\n{_prose(30, 'a')}\n\n"
         f"# Errors\n\nSource: https://zod.dev/errors\n\n{_prose(30, 'b')}\n"
     )
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
-    assert doc.title == "Zod"
-    assert doc.details == ""
+    doc = parse_full(text)
+    assert (doc.title, doc.details) == ("Zod", "")
     assert [(d.title, d.url, d.line) for d in doc.inline_docs] == [
         ("Zod", "https://zod.dev/basics", 1),
         ("Errors", "https://zod.dev/errors", 7),
@@ -513,10 +522,9 @@ def test_source_line_before_the_page_heading_starts_the_page() -> None:
         f"# drizzle-arktype\n\n{_prose(30, 'a')}\n\n\nSource: https://orm.x/docs/column-types/mysql\n\n"
         f"## bigint\n\n{_prose(30, 'b')}\n"
     )
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
+    doc = parse_full(text)
     assert (doc.title, doc.summary) == ("Drizzle", "ORM.")
-    assert [(d.title, d.url) for d in doc.inline_docs] == [
+    assert pages(doc) == [
         ("drizzle-arktype", "https://orm.x/docs/arktype"),
         ("mysql", "https://orm.x/docs/column-types/mysql"),
     ]
@@ -530,11 +538,10 @@ def test_quoted_source_markers_and_the_title_block_marker() -> None:
         f"{_prose(40, 'i')}\n\n---\n\n## Installation\n\n> Install it.\n> Source: https://smithers.sh/installation\n\n"
         f"{_prose(40, 'n')}\n"
     )
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
+    doc = parse_full(text)
     assert doc.title == "Smithers"
     assert doc.summary == "Workflows in JSX.\nSource: https://smithers.sh\nGitHub: https://github.com/x"
-    assert [(d.title, d.url) for d in doc.inline_docs] == [
+    assert pages(doc) == [
         ("Introduction", "https://smithers.sh/introduction"),
         ("Installation", "https://smithers.sh/installation"),
     ]
@@ -549,10 +556,8 @@ def test_front_matter_pages_with_long_dash_delimiters() -> None:
         f'{rule}\ntitle: "Installation"\nsource: "https://nextjs.org/docs/install"\n{rule}\n\n'
         "# Installation\n\n```mdx\n---\ntitle: My Post\n---\n```\n"
     )
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
-    assert doc.title == "Next.js Documentation"
-    assert doc.details == "@doc-version: >=15.0.0"
+    doc = parse_full(text)
+    assert (doc.title, doc.details) == ("Next.js Documentation", "@doc-version: >=15.0.0")
     assert [(d.title, d.url, d.description) for d in doc.inline_docs] == [
         ("Getting Started", "https://nextjs.org/docs/gs", "Learn it."),
         ("Installation", "https://nextjs.org/docs/install", ""),
@@ -568,11 +573,10 @@ def test_front_matter_closes_a_runaway_fence_and_glued_openers_count() -> None:
         'url: "https://adk.dev/agents/"\ntitle: "Agents - ADK"\n---\n\n# Agents\n\nText.\n\nBack to top---\n'
         'url: "https://adk.dev/tools/"\ntitle: "Tools - ADK"\n---\n\n# Tools\n'
     )
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
+    doc = parse_full(text)
     assert doc.title is None
     assert "no-h1" in codes(doc)
-    assert [(d.title, d.url) for d in doc.inline_docs] == [
+    assert pages(doc) == [
         ("ADK", "https://adk.dev/"),
         ("Agents - ADK", "https://adk.dev/agents/"),
         ("Tools - ADK", "https://adk.dev/tools/"),
@@ -596,8 +600,7 @@ def test_doc_wrappers_from_llms_txt2ctx() -> None:
         '</doc><doc title="ed demo" desc="A &amp; B" url="ed.md"># ed\n\nBody two.</doc></docs>'
         '<optional><doc title="Extra" desc="more">Extra body</doc></optional></project>\n'
     )
-    doc = parse_llms_txt(text, BASE)
-    assert doc.kind == "full"
+    doc = parse_full(text, BASE)
     assert (doc.title, doc.summary) == ("llms.txt", "A proposal for LLM-friendly content.")
     assert [(d.title, d.section, d.description, d.url) for d in doc.inline_docs] == [
         ("llms.txt proposal", "docs", "The proposal", None),
@@ -623,9 +626,7 @@ def test_skip_to_content_lines_mark_scraped_pages() -> None:
         "[Skip to main content](https://docs.litellm.ai/completion/input#__docusaurus)\n\n"
         f"# completion()\n\n{_prose(40, 'c')}\n"
     )
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
-    assert [(d.title, d.url) for d in doc.inline_docs] == [
+    assert pages(parse_full(text)) == [
         ("LiteLLM Overview", "https://docs.litellm.ai/"),
         ("Completion Guide", "https://docs.litellm.ai/completion/input"),
     ]
@@ -671,8 +672,7 @@ _H2_PARTS = "".join(
 def test_a_large_full_file_is_split_into_pages_at_its_headings(
     text: str, titles: list[str], attrs: dict[str, object], kept: str
 ) -> None:
-    doc = parse_llms_txt(text)
-    assert doc.kind == "full"
+    doc = parse_full(text)
     assert [d.title for d in doc.inline_docs] == titles
     assert {name: getattr(doc, name) for name in attrs} == attrs
     assert all(kept.format(i=i) in d.text for i, d in enumerate(doc.inline_docs))

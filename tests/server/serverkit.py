@@ -16,7 +16,6 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from typing import Any
 import msgspec
 from buildkit import build_config
 from buildkit import write_site as _write_site
+from clikit import serve_http_argv
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
 
 HERE = Path(__file__).resolve().parent
@@ -237,19 +237,7 @@ class HttpServerProcess:
     """
 
     def __init__(self, bundles: Path, *options: str, startup_timeout: float = 30) -> None:
-        self.cmd = [
-            sys.executable,
-            "-m",
-            "docbundle.server",
-            "serve",
-            "--bundles",
-            str(bundles),
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            *options,
-        ]
+        self.cmd = serve_http_argv(bundles, *options)
         self.startup_timeout = startup_timeout
         self.url = ""
         self.returncode: int | None = None

@@ -15,13 +15,12 @@ import json
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import server_cli
 from docbundle.bundle import safepickle
 from docbundle.bundle.schema import make_schema
 from docbundle.server.catalog import Catalog
@@ -63,16 +62,6 @@ def plant(bundle: Path, data: bytes, rel: str = TOC_NAME) -> None:
     manifest_path.write_text(json.dumps(m, indent=2), encoding="utf-8")
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-    )
-
-
 def test_the_restricted_unpickler_refuses_a_payload_and_reads_plain_data(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     with pytest.raises(safepickle.UnsafePickleError, match=r"names posix\.system"):
@@ -88,7 +77,7 @@ def test_docbundle_verify_refuses_a_code_running_toc_without_running_it(
 ) -> None:
     marker = tmp_path / "pwned"
     plant(golden_bundle, evil_toc(marker, tmp_path / "evil"))
-    done = _cli("verify", str(golden_bundle), cwd=tmp_path)
+    done = server_cli("verify", str(golden_bundle), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL" in done.stdout and "posix.system" in done.stdout
     assert "Traceback" not in done.stderr
@@ -159,7 +148,7 @@ def test_install_refuses_a_code_running_toc_even_with_a_content_hash_pin(
         install(archive, target)
     assert not (target / "golden" / "latest" / "CURRENT").exists()
     assert not list((target / "golden" / "latest").glob(".tmp-*"))
-    done = _cli("install", str(archive), "--bundles", str(target), cwd=tmp_path)
+    done = server_cli("install", str(archive), "--bundles", str(target), cwd=tmp_path)
     assert done.returncode != 0 and "posix.system" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert not marker.exists()

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from clikit import server_cli
 from docbundle.server.cli import main
 from serverkit import BROKEN, GOLDEN_BUILD, GOLDEN_HASH, flip_byte
 
@@ -132,22 +131,14 @@ def test_serve_refuses_a_missing_bundles_directory(
 
 
 def test_python_dash_m_runs_the_cli() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "docbundle.server", "--help"], capture_output=True, text=True, timeout=30
-    )
+    out = server_cli("--help", timeout=30)
     assert out.returncode == 0
     assert all(cmd in out.stdout for cmd in ("serve", "search", "info", "verify"))
 
 
 def test_an_empty_query_names_what_the_command_takes(bundles_root: Path) -> None:
     """The CLI has no keywords option: its error names QUERY, not the MCP tool's parameters (issue 23)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "docbundle.server", "search", "golden", "  ", "--bundles", str(bundles_root)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = server_cli("search", "golden", "  ", "--bundles", str(bundles_root), timeout=60)
     assert done.returncode == 2
     assert done.stderr == (
         "docbundle: error: nothing to search for. Give QUERY: words or a question, e.g. `docbundle search "
@@ -155,20 +146,10 @@ def test_an_empty_query_names_what_the_command_takes(bundles_root: Path) -> None
     )
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_a_wrong_lock_pin_says_once_to_fix_the_lock_file(golden_root: Path) -> None:
     """The bundle is intact: the advice is the lock file, not a rebuild, and it is said once (issue 23)."""
     (golden_root / "bundles.lock").write_text(f'[libraries.golden]\nlatest = "{"a" * 64}"\n')
-    done = _cli("search", "golden", "hooks", "--bundles", str(golden_root))
+    done = server_cli("search", "golden", "hooks", "--bundles", str(golden_root))
     assert done.returncode == 1
     assert done.stderr.count("does not match aaaaaaaaaaaa") == 1, done.stderr
     assert "Rebuild it" not in done.stderr
@@ -177,18 +158,18 @@ def test_a_wrong_lock_pin_says_once_to_fix_the_lock_file(golden_root: Path) -> N
         "(`docbundle info golden --json` prints it as contentHash)" in done.stderr
     )
     # The documented way to get that hash works, and gives the one the bundle has.
-    info = _cli("info", "golden", "--json", "--bundles", str(golden_root))
+    info = server_cli("info", "golden", "--json", "--bundles", str(golden_root))
     assert info.returncode == 0 and json.loads(info.stdout)["versions"][0]["contentHash"] == GOLDEN_HASH
 
 
 def test_info_works_with_a_malformed_lock_file(golden_root: Path) -> None:
     (golden_root / "bundles.lock").write_text("x = [\n")
-    done = _cli("info", "--json", "--bundles", str(golden_root))
+    done = server_cli("info", "--json", "--bundles", str(golden_root))
     assert done.returncode == 0, done.stderr
     assert [lib["id"] for lib in json.loads(done.stdout)["libraries"]] == ["golden"]
     assert "is not readable TOML" in done.stderr and "shown without the lock file" in done.stderr
-    pinned = _cli("info", "golden", "--json", "--bundles", str(golden_root))
+    pinned = server_cli("info", "golden", "--json", "--bundles", str(golden_root))
     assert pinned.returncode == 0 and json.loads(pinned.stdout)["versions"][0]["contentHash"] == GOLDEN_HASH
     # Serving still refuses a lock file it cannot read.
-    served = _cli("search", "golden", "hooks", "--bundles", str(golden_root))
+    served = server_cli("search", "golden", "hooks", "--bundles", str(golden_root))
     assert served.returncode == 2 and "is not readable TOML" in served.stderr

@@ -64,6 +64,12 @@ def keyset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
     return path, made
 
 
+@pytest.fixture(scope="module")
+def keys(keyset: tuple[Path, dict[str, str]]) -> dict[str, str]:
+    """The keyset's keys: name -> full key."""
+    return keyset[1]
+
+
 def key_id(key: str) -> str:
     return key.split(".")[0]
 
@@ -108,12 +114,12 @@ def records(server: HttpServerProcess) -> list[dict[str, Any]]:
 
 @pytest.mark.anyio
 async def test_eleven_wrong_secrets_do_not_lock_out_the_real_key(
-    bundles_root: Path, keyset: tuple[Path, dict[str, str]]
+    bundles_root: Path, keyset: tuple[Path, dict[str, str]], keys: dict[str, str]
 ) -> None:
     """The issue's reproduction: 11 wrong secrets for a known id, then the real key, from one client."""
     with HttpServerProcess(bundles_root, "--keys", str(keyset[0])) as server:
         for name in ("a", "old-a"):
-            real = keyset[1][name]
+            real = keys[name]
             statuses = []
             async with httpx2.AsyncClient(timeout=30) as http:
                 with anyio.fail_after(60):
@@ -129,9 +135,8 @@ async def test_eleven_wrong_secrets_do_not_lock_out_the_real_key(
 
 @pytest.mark.anyio
 async def test_a_guess_flood_from_one_client_is_throttled_and_the_keys_still_work(
-    bundles_root: Path, keyset: tuple[Path, dict[str, str]]
+    bundles_root: Path, keyset: tuple[Path, dict[str, str]], keys: dict[str, str]
 ) -> None:
-    keys = keyset[1]
     guesser = {"X-Forwarded-For": "203.0.113.7"}
     with HttpServerProcess(bundles_root, "--keys", str(keyset[0]), "--trusted-proxy", "127.0.0.1") as server:
         # 50 distinct wrong secrets at once, for the ids of two real keys without a check: each
@@ -170,9 +175,8 @@ async def test_a_guess_flood_from_one_client_is_throttled_and_the_keys_still_wor
 
 @pytest.mark.anyio
 async def test_a_distributed_guess_flood_meets_the_global_ceiling_and_crowds_out_no_real_key(
-    bundles_root: Path, keyset: tuple[Path, dict[str, str]]
+    bundles_root: Path, keyset: tuple[Path, dict[str, str]], keys: dict[str, str]
 ) -> None:
-    keys = keyset[1]
     n = 4 * AUTH_GLOBAL_BURST
     # One wrong secret from each of many addresses, so no address is over its own budget: for a key
     # without a check (each costs a scrypt) and for a key with one (each is turned away at once).

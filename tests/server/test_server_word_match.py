@@ -7,13 +7,12 @@ extra; hybrid and semantic are checked in ``test_server_semantic``.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from clikit import server_cli
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
 from mcp import Client
@@ -69,12 +68,6 @@ async def test_hits_that_hold_the_question_s_words_carry_no_note(catalog: Catalo
 
 def test_the_cli_prints_the_note(bundles_root: Path) -> None:
     command = ["search", "demo", "how do I", "--mode", "balanced", "--bundles", str(bundles_root)]
-    done = subprocess.run(
-        [sys.executable, "-m", "docbundle.server", *command],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = server_cli(*command, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "Weak match: the question has no informative word" in done.stdout

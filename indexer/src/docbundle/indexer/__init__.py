@@ -34,5 +34,4 @@ nothing here imports ``docbundle.server``)::
         audit.py      freshness, completeness, coverage, safety findings
         export.py     a bundle as JSON, SQLite or markdown
         nightly.py    the nightly job: build, check, package what changed
-        label.py      a bundle's name in reports
 """

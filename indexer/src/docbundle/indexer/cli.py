@@ -58,7 +58,7 @@ from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package, roll
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
-from docbundle.server.clitable import Command, Group, arg, parser, run, table, version_of
+from docbundle.server.clitable import Command, Group, arg, parser, run, table
 from docbundle.server.terminal import printable
 
 from . import add
@@ -757,7 +757,7 @@ def _parser() -> argparse.ArgumentParser:
         "docbundle-index",
         "Crawl llms.txt documentation into versioned, content-hashed search bundles.",
         COMMANDS,
-        arg("--version", action="version", version=f"docbundle-index {version_of('docbundle-indexer')}"),
+        distribution="docbundle-indexer",
     )
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import BundleError
+from .manifest import EmbedderInfo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,6 +60,10 @@ class EmbedderIdentity:
         """sha256 (hex) of the identity's canonical JSON: what a vector file records."""
         canon = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
         return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+    def info(self) -> EmbedderInfo:
+        """The identity as the manifest records it (``VectorsInfo.embedder``), its ``key`` included."""
+        return EmbedderInfo(**asdict(self), key=self.key())
 
 
 @runtime_checkable

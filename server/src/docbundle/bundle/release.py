@@ -24,7 +24,7 @@ import io
 import os
 import tarfile
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import msgspec
 
@@ -58,6 +58,32 @@ _EXTENDED = {b"x": "PAX", b"X": "PAX", b"L": "GNU long-name", b"K": "GNU long-li
 _NO_DATA = {b"1", b"2", b"3", b"4", b"5", b"6"}
 
 
+class ManifestHeader(TypedDict):
+    """The manifest fields that name a build: in ``index.json`` and in the indexer's reports (audit, diff)."""
+
+    library: str
+    version: str
+    build_id: str
+    content_hash: str
+    built_at: str
+
+
+def manifest_header(manifest: Manifest) -> ManifestHeader:
+    """Library id, version, buildId, content hash and build time of ``manifest``."""
+    return ManifestHeader(
+        library=manifest.library.id,
+        version=manifest.version.name,
+        build_id=manifest.build.build_id,
+        content_hash=manifest.build.content_hash,
+        built_at=manifest.build.built_at,
+    )
+
+
+def bundle_label(manifest: Manifest) -> str:
+    """``<libraryId>/<version>/<buildId>``: the bundle's name in exports and reports, and its archive's root."""
+    return f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
+
+
 def archive_name(manifest: Manifest) -> str:
     """``<libraryId>-<version>-<buildId>.tar.gz``."""
     return f"{manifest.library.id}-{manifest.version.name}-{manifest.build.build_id}.tar.gz"
@@ -71,7 +97,7 @@ def _mtime() -> int:
 def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     """Verify ``bundle`` and write its deterministic archive into ``out_dir``."""
     manifest = verify_bundle(bundle)
-    prefix = f"{manifest.library.id}/{manifest.version.name}/{manifest.build.build_id}"
+    prefix = bundle_label(manifest)
     mtime = _mtime()
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -93,15 +119,11 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     os.replace(tmp, out_dir / name)
     data = (out_dir / name).read_bytes()
     return PackagedBundle(
-        library=manifest.library.id,
+        **manifest_header(manifest),
         name=manifest.library.name,
-        version=manifest.version.name,
         status=manifest.version.status,
         latest=manifest.version.latest,
-        build_id=manifest.build.build_id,
-        content_hash=manifest.build.content_hash,
         manifest_sha256=hashlib.sha256((bundle / MANIFEST_NAME).read_bytes()).hexdigest(),
-        built_at=manifest.build.built_at,
         documents=manifest.counts.documents,
         archive=name,
         sha256=hashlib.sha256(data).hexdigest(),

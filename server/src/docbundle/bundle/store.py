@@ -13,18 +13,17 @@ A document's text is the concatenation of its chunks' texts (chunks tile the pag
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import TracebackType
 
 import msgspec
 
 from .errors import BundleFormatError
+from .mapped import MappedFile
 
 DOCS_BIN = "docs.bin"
 DOCS_IDX = "docs.idx"
@@ -95,7 +94,7 @@ def write_store(directory: Path, records: Iterable[DocRecord]) -> int:
     return len(offsets) - 1
 
 
-class DocStore:
+class DocStore(MappedFile):
     """Random access to a bundle's documents through a read-only memory map."""
 
     def __init__(self, directory: Path) -> None:
@@ -130,8 +129,8 @@ class DocStore:
             a > b for a, b in zip(self._offsets, self._offsets[1:], strict=False)
         ):
             raise BundleFormatError(f"{DOCS_IDX} offsets do not match {DOCS_BIN} ({size} bytes)")
-        # mmap keeps its own duplicate of the descriptor: the map outlives a deleted or replaced file.
-        self._map = mmap.mmap(bin_fd, 0, access=mmap.ACCESS_READ) if size else None
+        if size:
+            self._map_file(bin_fd)
         self._ids: dict[str, int] | None = None
 
     def __len__(self) -> int:
@@ -168,17 +167,3 @@ class DocStore:
                     view.release()
             self._ids = ids
         return self._ids.get(doc_id)
-
-    def close(self) -> None:
-        """Release the map and the file."""
-        if self._map is not None:
-            self._map.close()
-            self._map = None
-
-    def __enter__(self) -> DocStore:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()

@@ -29,15 +29,14 @@ the header needs only the standard library.
 
 from __future__ import annotations
 
-import mmap
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .errors import BundleFormatError
+from .mapped import MappedFile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -169,7 +168,7 @@ def write_vectors(path: Path, matrix: npt.ArrayLike, embedder_key: str, dtype: D
     return len(data)
 
 
-class VectorFile:
+class VectorFile(MappedFile):
     """A vector file opened read-only through a memory map, every bound checked first."""
 
     def __init__(self, path: Path) -> None:
@@ -190,17 +189,14 @@ class VectorFile:
         head = os.pread(fd, HEADER_SIZE, 0)
         self.header = parse_header(head, size)
         h = self.header
-        # mmap keeps its own duplicate of the descriptor: the map outlives a deleted or replaced file.
-        self._map: mmap.mmap | None = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        mapped = self._map_file(fd)
         n = h.rows * h.dims
         kind = np.dtype("<i1") if h.dtype == "int8" else np.dtype("<f2")
-        self._matrix = np.frombuffer(self._map, dtype=kind, count=n, offset=HEADER_SIZE).reshape(
-            h.rows, h.dims
-        )
+        self._matrix = np.frombuffer(mapped, dtype=kind, count=n, offset=HEADER_SIZE).reshape(h.rows, h.dims)
         self._scales: npt.NDArray[np.float32] | None = None
         if h.dtype == "int8":
             scales = np.frombuffer(
-                self._map, dtype=np.dtype("<f4"), count=h.rows, offset=HEADER_SIZE + n
+                mapped, dtype=np.dtype("<f4"), count=h.rows, offset=HEADER_SIZE + n
             ).astype(np.float32)
             if not (np.isfinite(scales).all() and (scales >= 0).all()):
                 self.close()
@@ -264,19 +260,10 @@ class VectorFile:
         return out
 
     def close(self) -> None:
-        """Release the map."""
+        """Release the map (the matrix viewing it first: a map with views cannot close)."""
         if self._map is not None:
             del self._matrix
-            self._map.close()
-            self._map = None
-
-    def __enter__(self) -> VectorFile:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        super().close()
 
 
 def rank_documents(

@@ -77,11 +77,12 @@ def version_of(distribution: str) -> str:
 
 
 def parser(
-    prog: str, description: str, commands: Mapping[str, Command], *top: Arg
+    prog: str, description: str, commands: Mapping[str, Command], *top: Arg, distribution: str
 ) -> argparse.ArgumentParser:
-    """The parser of a program: its top-level arguments ``top``, then one sub-parser per command."""
+    """The parser of a program: ``--version`` (``PROG VERSION``, the installed ``distribution``'s version),
+    its other top-level arguments ``top``, then one sub-parser per command."""
     p = argparse.ArgumentParser(prog=prog, description=description)
-    _add_args(p, top)
+    _add_args(p, (arg("--version", action="version", version=f"{prog} {version_of(distribution)}"), *top))
     _add_commands(p, commands.values(), dest="command", metavar="COMMAND")
     return p
 

@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from docbundle.bundle.store import DocRecord
+import msgspec
+from docbundle.bundle.store import DocMeta, DocRecord
 
 from .budget import HEADER_TOKENS, MIN_TEXT_TOKENS, estimate_tokens, fit_text, page_end, share
 from .catalog import OpenedLibrary
@@ -43,13 +44,14 @@ class TocEntry:
     """One document as the table of contents lists it (read once per opened library)."""
 
     number: int
-    id: str
-    url: str
-    title: str
-    description: str
-    section: str
-    optional: bool
+    meta: DocMeta
     chunks: int
+
+    def listed(self) -> TocDocument:
+        """Its line in the table of contents: its metadata but the section (the heading it is under)."""
+        fields = msgspec.structs.asdict(self.meta)
+        del fields["section"]
+        return TocDocument(**fields, chunks=self.chunks)
 
 
 def source(opened: OpenedLibrary) -> Source:
@@ -72,10 +74,7 @@ def toc(lib: OpenedLibrary) -> list[TocEntry]:
     """Every document's metadata, in store (llms.txt) order (cached on the opened library)."""
 
     def make() -> list[TocEntry]:
-        return [
-            TocEntry(i, d.id, d.url, d.title, d.description, d.section, d.optional, len(d.chunks))
-            for i, d in enumerate(lib.bundle.store)
-        ]
+        return [TocEntry(i, d.meta(), len(d.chunks)) for i, d in enumerate(lib.bundle.store)]
 
     return lib.cached("toc", make)
 
@@ -92,9 +91,9 @@ def find(lib: OpenedLibrary, document_id: str) -> tuple[int, DocRecord]:
     entries = toc(lib)
     for e in entries:
         # A model often passes the URL it saw in a search hit instead of the id.
-        if wanted and (e.url == wanted or e.url.rstrip("/") == wanted.rstrip("/")):
+        if wanted and (e.meta.url == wanted or e.meta.url.rstrip("/") == wanted.rstrip("/")):
             return e.number, store.get(e.number)
-    ids = [e.id for e in entries]
+    ids = [e.meta.id for e in entries]
     close = difflib.get_close_matches(wanted, ids, n=5, cutoff=0.5)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     example = f" Ids look like {ids[0]!r}." if ids else ""
@@ -247,7 +246,7 @@ def _toc_sections(
     """The table of contents by section in llms.txt order; only the ``wanted`` one (as ``asked``) when given."""
     order: dict[str, list[TocEntry]] = {}
     for e in entries:
-        order.setdefault(e.section, []).append(e)
+        order.setdefault(e.meta.section, []).append(e)
     if wanted is None:
         return order
     match = next((s for s in order if s.lower() == wanted.lower()), None)
@@ -267,14 +266,7 @@ def _fit_toc(order: dict[str, list[TocEntry]], budget: int) -> tuple[list[TocSec
     for name, entries in order.items():
         docs: list[TocDocument] = []
         for e in entries:
-            item = TocDocument(
-                id=e.id,
-                title=e.title,
-                url=e.url,
-                description=e.description,
-                optional=e.optional,
-                chunks=e.chunks,
-            )
+            item = e.listed()
             cost = estimate_tokens(toc_line(item)) + 1
             if omitted or used + cost > budget:
                 omitted += 1

@@ -129,16 +129,18 @@ def build_target(
 
 
 class BuildRun:
-    """One build of one library version: what it builds, where, with what, and what it did so far."""
+    """One build of one library version: what it builds, where, with what, and what it did so far.
+
+    Made by ``build_target``, which holds the options' defaults."""
 
     def __init__(
         self,
         target: Target,
         out_dir: Path,
         *,
-        cache: CrawlCache | None = None,
-        progress: ProgressFactory | None = None,
-        embed: bool | None = None,
+        cache: CrawlCache | None,
+        progress: ProgressFactory | None,
+        embed: bool | None,
     ) -> None:
         lib, version = target.library, target.version
         self.embed = embed

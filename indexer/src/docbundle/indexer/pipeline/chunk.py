@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, pairwise
 from math import ceil
@@ -411,22 +412,18 @@ def _analyse(body: str, mdx: bool) -> _Analysis:
     return _Analysis(tuple(blocks), offsets, tuple(accumulate((b.words for b in blocks), initial=0)))
 
 
+@dataclass(slots=True, eq=False)
 class _Unit:
     """A run of blocks [lo, hi) that will become one chunk."""
 
-    __slots__ = ("content", "hi", "keep", "lo", "path", "words")
-
-    def __init__(
-        self, lo: int, hi: int, path: tuple[str, ...], words: int, content: bool, keep: int = 0
-    ) -> None:
-        self.lo = lo
-        self.hi = hi
-        self.path = path
-        self.words = words
-        # Whether it has words besides its own heading; only such units have a say in a merged path.
-        self.content = content
-        # How much of ``path`` a merge must keep: up to the deepest API entry it names (0: none).
-        self.keep = keep
+    lo: int
+    hi: int
+    path: tuple[str, ...]
+    words: int
+    # Whether it has words besides its own heading; only such units have a say in a merged path.
+    content: bool
+    # How much of ``path`` a merge must keep: up to the deepest API entry it names (0: none).
+    keep: int = 0
 
     def mergeable(self, other: _Unit) -> bool:
         """Whether merging with ``other`` keeps every API entry either one's path names."""

@@ -48,7 +48,7 @@ from docbundle.bundle.embed import (
     text_key,
 )
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.manifest import EmbedderInfo, Manifest, VectorsInfo
+from docbundle.bundle.manifest import Manifest, VectorsInfo
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, DocRecord, DocStore
 from docbundle.bundle.vectors import VECTORS_FILE, Quantized, VectorFile, encode_quantized, quantize
@@ -334,14 +334,7 @@ def make_vectors(
         dtype="int8",
         rows=rows,
         dims=dims,
-        embedder=EmbedderInfo(
-            backend=identity.backend,
-            model=identity.model,
-            version=identity.version,
-            dimensions=identity.dimensions,
-            weights_sha256=identity.weights_sha256,
-            key=key,
-        ),
+        embedder=identity.info(),
         embedded=len(texts),
         reused=len(reuse),
     )

@@ -12,10 +12,9 @@ from pathlib import Path
 import msgspec
 from docbundle.bundle.manifest import Manifest, SafetyFinding
 from docbundle.bundle.reader import verify_bundle
+from docbundle.bundle.release import manifest_header
 from docbundle.bundle.store import DocStore
 from docbundle.server.terminal import printable
-
-from .label import manifest_header
 
 TINY_CHUNK_CHARS = 40
 GIANT_CHUNK_CHARS = 20_000

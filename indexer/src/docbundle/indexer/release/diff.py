@@ -30,9 +30,8 @@ import msgspec
 from docbundle.bundle.layout import resolve_bundle
 from docbundle.bundle.manifest import Conformance, Manifest, SourceDocument
 from docbundle.bundle.reader import verify_bundle
+from docbundle.bundle.release import bundle_label, manifest_header
 from docbundle.bundle.store import DocMeta, DocStore
-
-from .label import bundle_label, manifest_header
 
 PageStateName = Literal["absent", "indexed", "failed"]
 SHOWN = 10  # items listed per category in the readable report (--json has them all)

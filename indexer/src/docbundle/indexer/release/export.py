@@ -28,10 +28,10 @@ import msgspec
 from docbundle.bundle.layout import resolve_bundle
 from docbundle.bundle.manifest import LibraryInfo, Manifest, VersionInfo
 from docbundle.bundle.reader import verify_bundle
+from docbundle.bundle.release import bundle_label
 from docbundle.bundle.store import DocMeta, DocRecord, DocStore
 
 from ..errors import ExportError, ExportUsageError, OutputExistsError
-from .label import bundle_label
 
 EXPORT_FORMAT = "docbundle-export"
 EXPORT_VERSION = 1

@@ -28,7 +28,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ..clitable import EXIT_PIPE, arg, parser, run, table, version_of
+from ..clitable import EXIT_PIPE, arg, parser, run, table
 from ..errors import LibraryUnavailableError, ServerError, UnknownLibraryError
 from ..words import SHELL
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err, where_to_get
@@ -58,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         "docbundle",
         "Serve prebuilt documentation bundles to AI assistants over MCP (read-only, no network).",
         COMMANDS,
-        arg("--version", action="version", version=f"docbundle {version_of('docbundle-server')}"),
         arg("-v", "--verbose", action="store_true", help="log at INFO level (stderr)"),
+        distribution="docbundle-server",
     )
 
 
