@@ -20,8 +20,9 @@ every name under ``docbundle_``:
 
 Label values come from fixed sets, never from request text: ``tool`` is the name of a registered tool,
 ``_none`` (an MCP request that calls no tool: initialize, tools/list ...), ``_other`` (a tools/call
-naming no registered tool) or ``_unread`` (refused before its body was read); ``library`` is a
-catalogue id or ``_other``; ``outcome`` one of ``OUTCOMES``; ``mode`` one of the modes a search runs.
+naming no registered tool) or ``_unknown`` (no JSON-RPC request could be read: refused before its
+body was read, or not JSON); ``library`` is a catalogue id or ``_other``; ``outcome`` one of
+``OUTCOMES``; ``mode`` one of the modes a search runs.
 
 Worker processes (``--workers N``) use prometheus-client's multiprocess mode: the supervisor makes a
 private folder and names it in ``PROMETHEUS_MULTIPROC_DIR`` before anything imports prometheus-client
@@ -53,7 +54,7 @@ from .serve import MULTIPROC_ENV
 __all__ = ["CONTENT_TYPE_LATEST", "OUTCOMES", "Metrics"]
 
 OUTCOMES = ("ok", "error", "refused", "rate_limited", "stopped")
-NO_TOOL, OTHER, UNREAD = "_none", "_other", "_unread"
+NO_TOOL, OTHER, UNKNOWN = "_none", "_other", "_unknown"
 RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
 # Access-log outcomes (``HttpApp``) that are not refusals.
 _RATE_LIMITED = {"rate_limited": "requests", "auth_throttled": "key_checks"}
@@ -167,7 +168,7 @@ class Metrics:
             outcome = "refused"
         method = fields.get("rpcMethod")
         if method is None:
-            tool = UNREAD
+            tool = UNKNOWN
         elif method == "tools/call":
             named = fields.get("tool")
             tool = named if isinstance(named, str) and named in self.tools else OTHER
