@@ -192,7 +192,8 @@ class HttpApp:
             await self._guarded(ex, headers, receive)
         finally:
             public = path in PUBLIC
-            self._log(ex, health=public)
+            # Probes and scrapes come every few seconds: logged at DEBUG unless refused.
+            self._log(ex, health=public or (path in KEYED and ex.status == 200))
             if not public:
                 seconds = time.perf_counter() - ex.started
                 self.metrics.record(ex.fields, seconds, ex.facts, scrape=path in KEYED)
@@ -296,6 +297,8 @@ class HttpApp:
                 )
                 return
         if scope.get("path") in KEYED:
+            if ex.body_pending:
+                await ex.drain()  # a GET has no use for a body: read (bounded) and dropped
             await self._route(ex, scope["path"])
             return
         declared = headers.get("content-length")
