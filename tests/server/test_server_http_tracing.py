@@ -50,8 +50,11 @@ class Receiver:
                 receiver.add(self.path, request)
                 reply = trace_service.ExportTraceServiceResponse().SerializeToString()
                 self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(reply)))
+                for name, value in (
+                    ("Content-Type", "application/x-protobuf"),
+                    ("Content-Length", len(reply)),
+                ):
+                    self.send_header(name, str(value))
                 self.end_headers()
                 self.wfile.write(reply)
 
