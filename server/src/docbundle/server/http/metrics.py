@@ -119,6 +119,8 @@ class Metrics:
         self.reloads = Counter(
             "docbundle_reloads", "Reloads of the bundles folder that changed what is served", registry=own
         )
+        # (tool, outcome) -> its request counter and latency histogram; bounded like the labels.
+        self._series: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         catalog.listeners.append(self._catalog_event)
 
     def close(self) -> None:
@@ -174,8 +176,14 @@ class Metrics:
             tool = named if isinstance(named, str) and named in self.tools else OTHER
         else:
             tool = NO_TOOL
-        self.requests.labels(tool, outcome).inc()
-        self.latency.labels(tool, outcome).observe(seconds)
+        series = self._series.get((tool, outcome))
+        if series is None:  # label lookups cost more than the counting: each pair is looked up once
+            series = self._series[tool, outcome] = (
+                self.requests.labels(tool, outcome),
+                self.latency.labels(tool, outcome),
+            )
+        series[0].inc()
+        series[1].observe(seconds)
         if "libraryId" in fields:
             self.library_requests.labels(self._library(fields["libraryId"])).inc()
         if facts is not None and facts.mode in RAN_MODES:
