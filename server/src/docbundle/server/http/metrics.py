@@ -33,7 +33,6 @@ them from its catalogue when scraped (``_Libraries``), so N workers do not multi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections.abc import Iterable
@@ -56,7 +55,8 @@ __all__ = ["CONTENT_TYPE_LATEST", "OUTCOMES", "Metrics"]
 OUTCOMES = ("ok", "error", "refused", "rate_limited", "stopped")
 NO_TOOL, OTHER, UNKNOWN = "_none", "_other", "_unknown"
 RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
-# Access-log outcomes (``HttpApp``) that are not refusals.
+# Access-log outcomes (``HttpApp``) that count as rate_limited (by the limit that refused) and as error;
+# ok stays ok (or stopped), and every other one is a refusal.
 _RATE_LIMITED = {"rate_limited": "requests", "auth_throttled": "key_checks"}
 _ERRORS = {"tool_error", "rpc_error", "client_disconnected", "keys_unavailable", "error"}
 _AUTH_FAILURES = {"no_key", "invalid_key", "key_revoked", "key_expired", "keys_unavailable"}
@@ -122,11 +122,6 @@ class Metrics:
         # (tool, outcome) -> its request counter and latency histogram; bounded like the labels.
         self._series: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         catalog.listeners.append(self._catalog_event)
-
-    def close(self) -> None:
-        """Stop listening to the catalogue."""
-        with contextlib.suppress(ValueError):
-            self.catalog.listeners.remove(self._catalog_event)
 
     def _catalog_event(self, event: Event, entry: VersionEntry | None) -> None:
         if event == "opened":
