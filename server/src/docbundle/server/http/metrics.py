@@ -181,7 +181,7 @@ class Metrics:
         series[1].observe(seconds)
         if "libraryId" in fields:
             self.library_requests.labels(self._library(fields["libraryId"])).inc()
-        if facts is not None and facts.mode in RAN_MODES:
+        if facts is not None and tool == "search_documents" and facts.mode in RAN_MODES:
             kind = facts.mode if facts.mode in ("hybrid", "semantic") else "fulltext"
             self.searches.labels(facts.mode, kind).inc()
 
