@@ -67,6 +67,9 @@ PACKAGES = ["-e", "./server", "-e", "./indexer"]
 # (tests/conftest.py switches embedding off for every test not marked `semantic`), and the nightly builds,
 # which embed. `serve` and the other sessions keep the default install and its start time.
 SEMANTIC_PACKAGES = ["-e", "./server[semantic]", "-e", "./indexer[semantic]"]
+# The tests and the type check add the otel extra (OpenTelemetry SDK and its OTLP/HTTP exporter, a few
+# small pure-Python wheels), so that the trace export test runs in CI and http/tracing.py is checked.
+CHECKED_PACKAGES = ["-e", "./server[semantic,otel]", "-e", "./indexer[semantic]"]
 # hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
 # contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py;
 # playwright: tests/server/test_server_page.py drives the system's Chromium (it downloads no browser).
@@ -80,7 +83,7 @@ SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Run the test suite (no network, no ../shared needed)."""
-    session.install(*SEMANTIC_PACKAGES, *TEST_DEPS)
+    session.install(*CHECKED_PACKAGES, *TEST_DEPS)
     session.run("pytest", *session.posargs)
 
 
@@ -95,7 +98,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy over the package code."""
-    session.install(*SEMANTIC_PACKAGES, "mypy>=1.10", "types-PyYAML")  # numpy types for bundle.vectors
+    session.install(*CHECKED_PACKAGES, "mypy>=1.10", "types-PyYAML")  # numpy types for bundle.vectors
     session.run("mypy")
 
 

@@ -13,7 +13,9 @@ limit ``--rate``, default ``off`` so that the figures are the server's, not the 
 request still goes through key checks and the limiter).
 
 Each client is the MCP SDK's ``Client`` over ``streamable_http_client`` with its own key in
-``X-API-Key``, calling ``search_documents`` on large-en. Queries are drawn (fixed seed) from the
+``X-API-Key``, calling ``search_documents`` on large-en; in the timed window a tenth of its calls are
+``list_libraries`` and a tenth ``get_chunk_with_context`` around its last hit (a mixed load; the
+latency figures are the searches'). Queries are drawn (fixed seed) from the
 bundle's titles, headings and identifiers plus the hand-written set of serve_bench.py. Warm-up: the
 clients run every distinct query once between them (untimed: opening the library, the first scrypt
 of each key, the search caches). Then, for ``--seconds``, each client calls with random queries,
@@ -25,6 +27,11 @@ memory-mapped, so pages read for the first time count as resident), each beside 
 asserts nothing. With ``--workers N`` (N > 1) the server forks N worker processes; the memory figures
 are then the supervisor's alone. The clients run in this process: on a small machine they share the CPU with the
 server.
+
+Last, it scrapes the server's ``/metrics`` (with a client's key) and checks that the requests counted
+per tool (``docbundle_requests_total``, every outcome) equal the calls the clients sent, exactly: with
+``--workers 2`` one scrape must see both workers. It prints ``[OK]`` or ``[FAIL]`` per tool and exits
+1 on a mismatch.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -57,8 +65,9 @@ TARGETS = {"p99": 100.0, "rss_growth": 10.0}  # ms at 16 clients; percent over t
 class Tally:
     """What the clients saw: latencies and errors of the timed window, and the warm-up count."""
 
-    latencies: list[float] = field(default_factory=list)  # ms, successful calls
+    latencies: list[float] = field(default_factory=list)  # ms, successful searches
     errors: Counter[str] = field(default_factory=Counter)
+    sent: Counter[str] = field(default_factory=Counter)  # calls sent, by tool (warm-up included)
     warm_calls: int = 0
     warm_errors: int = 0
 
@@ -114,16 +123,36 @@ async def client_loop(plan: Plan, index: int, key: str, tally: Tally) -> None:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     rng = random.Random(plan.seed + index)
+    last_hit: dict[str, Any] | None = None
 
-    async def search(query: str) -> tuple[float, str | None]:
+    async def call(tool: str, arguments: dict[str, Any]) -> tuple[float, str | None]:
+        nonlocal last_hit
+        tally.sent[tool] += 1
         t0 = time.perf_counter()
         try:
-            r = await c.call_tool("search_documents", {"query": query, "libraryId": LIBRARY, "limit": 5})
+            r = await c.call_tool(tool, arguments)
         except Exception as exc:  # an error is a figure to report, not a reason to stop
             return 0.0, f"{type(exc).__name__}: {str(exc)[:80]}"
         if r.is_error:
             return 0.0, f"tool error: {str(r.content[0])[:80]}"
+        hits = (r.structured_content or {}).get("hits") if tool == "search_documents" else None
+        if hits:
+            last_hit = hits[0]
         return (time.perf_counter() - t0) * 1000, None
+
+    async def search(query: str) -> tuple[float, str | None]:
+        return await call("search_documents", {"query": query, "libraryId": LIBRARY, "limit": 5})
+
+    async def other() -> str | None:
+        """A call that is not a search (a fifth of the timed ones): its error, if any."""
+        if rng.random() < 0.5 or last_hit is None:
+            return (await call("list_libraries", {}))[1]
+        arguments = {
+            "libraryId": LIBRARY,
+            "documentId": last_hit["documentId"],
+            "chunkId": last_hit["chunkId"],
+        }
+        return (await call("get_chunk_with_context", arguments))[1]
 
     try:
         async with (
@@ -145,11 +174,16 @@ async def client_loop(plan: Plan, index: int, key: str, tally: Tally) -> None:
             # Staggered starts, so that with a think time the clients do not move in lockstep.
             await anyio.sleep(rng.random() * plan.think)
             while time.perf_counter() < plan.t_end:
-                ms, err = await search(rng.choice(plan.queries))
-                if err is not None:
-                    tally.errors[err] += 1
+                if rng.random() < 0.2:
+                    err = await other()
+                    if err is not None:
+                        tally.errors[err] += 1
                 else:
-                    tally.latencies.append(ms)
+                    ms, err = await search(rng.choice(plan.queries))
+                    if err is not None:
+                        tally.errors[err] += 1
+                    else:
+                        tally.latencies.append(ms)
                 if plan.think:
                     await anyio.sleep(plan.think)
     except Exception as exc:
@@ -224,14 +258,15 @@ def main() -> int:
             plan = Plan(url, queries, args.clients, args.seconds, args.think_ms / 1000, args.seed)
             tally, samples = anyio.run(run_load, plan, keys, proc.pid, args.sample_every)
             wall = plan.t_end - plan.t_start
+            scraped = scrape(url, keys[0])
         finally:
             stop(proc, 20)
         access = [
             line for line in log.read_text(errors="replace").splitlines() if '"event":"request"' in line
         ]
     # Time spent inside the server per search, from its access log: every warm-up call has been
-    # logged before the timed window opens, so the timed calls are the tools/call lines after them.
-    calls = [json.loads(line) for line in access if '"rpcMethod":"tools/call"' in line]
+    # logged before the timed window opens, so the timed searches are the search lines after them.
+    calls = [json.loads(line) for line in access if '"tool":"search_documents"' in line]
     inside = [float(r["latencyMs"]) for r in calls[tally.warm_calls :] if r.get("outcome") == "ok"]
 
     lat = tally.latencies
@@ -275,7 +310,37 @@ def main() -> int:
         )
     )
     print(f"  server access-log lines: {len(access)}")
-    return 0
+    return 0 if check_counts(tally.sent, scraped, args.workers) else 1
+
+
+def scrape(url: str, key: str) -> dict[str, float]:
+    """Requests per tool (every outcome) as the server's ``/metrics`` counts them."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    request = urllib.request.Request(url.removesuffix("/mcp") + "/metrics", headers={"X-API-Key": key})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read().decode()
+    counted: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "docbundle_requests_total":
+                counted[sample.labels["tool"]] += int(sample.value)
+    return dict(counted)
+
+
+def check_counts(sent: Counter[str], counted: dict[str, float], workers: int) -> bool:
+    """Print, per tool, the calls sent beside the requests ``/metrics`` counted; True when all match."""
+    print(f"metrics: one scrape of /metrics after the load ({workers} worker{'s' if workers > 1 else ''})")
+    ok = True
+    for tool in sorted(set(sent) | {t for t in counted if not t.startswith("_")}):
+        match = counted.get(tool, 0) == sent[tool]
+        ok &= match
+        print(f"  [{'OK' if match else 'FAIL'}] {tool}: {sent[tool]} sent, {counted.get(tool, 0):g} counted")
+    others = {t: v for t, v in counted.items() if t.startswith("_")}
+    print(f"  requests that call no tool (initialize, tools/list ...): {others}")
+    return ok
 
 
 if __name__ == "__main__":

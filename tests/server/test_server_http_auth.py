@@ -23,7 +23,7 @@ from docbundle.server.cli import _parser, main
 from docbundle.server.http.exchange import presented_key
 from docbundle.server.http.policy import HostPolicy
 from docbundle.server.http.ratelimit import RateLimiter
-from docbundle.server.jsonrpc import peek_request, reply_outcome
+from docbundle.server.jsonrpc import peek_request, reply_facts
 from docbundle.server.keys import create_key, revoke_key
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -444,10 +444,17 @@ def test_request_peeking_and_outcomes() -> None:
     ok = {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}
     failed = {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": True}}
     error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad"}}
-    assert reply_outcome(200, json.dumps(ok).encode()) == ("ok", None)
-    assert reply_outcome(200, json.dumps(failed).encode()) == ("tool_error", None)
-    assert reply_outcome(400, json.dumps(error).encode()) == ("rpc_error", -32602)
-    assert reply_outcome(406, b"Not Acceptable") == ("http_406", None)
+    assert reply_facts(200, json.dumps(ok).encode())[:2] == ("ok", None)
+    assert reply_facts(200, json.dumps(failed).encode())[:2] == ("tool_error", None)
+    assert reply_facts(400, json.dumps(error).encode())[:2] == ("rpc_error", -32602)
+    assert reply_facts(406, b"Not Acceptable")[:2] == ("http_406", None)
+    search = {
+        "content": [],
+        "structuredContent": {"hits": [{"mode": "x"}], "mode": "hybrid", "stopped": True},
+    }
+    assert reply_facts(200, json.dumps({"id": 1, "result": search}).encode()) == ("ok", None, "hybrid", True)
+    odd_facts = {"content": [], "structuredContent": {"mode": 3, "stopped": "yes"}}
+    assert reply_facts(200, json.dumps({"id": 1, "result": odd_facts}).encode()) == ("ok", None, None, False)
     assert presented_key({"x-api-key": " a.b ", "authorization": "Bearer c.d"}) == "a.b"
     assert presented_key({"authorization": "bearer c.d"}) == "c.d"
     assert presented_key({"authorization": "Basic dXNlcjpwdw=="}) is None

@@ -30,6 +30,10 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 FORBIDDEN = ("docbundle.indexer", "httpx", "requests", "urllib3", "aiohttp")
+# Not imported without an OTLP endpoint set (the otel extra: opentelemetry-sdk and its exporter; the
+# OpenTelemetry API comes with the MCP SDK), and prometheus-client only by the HTTP transport.
+NOT_WITHOUT_OTEL = ("opentelemetry.sdk", "opentelemetry.exporter")
+HTTP_ONLY = ("prometheus_client",)
 # Runs the docbundle CLI under an audit hook that logs imports and socket events to argv[1].
 AUDITED = """
 import sys
@@ -52,8 +56,8 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def _forbidden(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
+def _forbidden(modules: set[str], forbidden: tuple[str, ...] = FORBIDDEN + NOT_WITHOUT_OTEL) -> list[str]:
+    return sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in forbidden))
 
 
 def _audit(log: Path) -> tuple[set[str], list[str]]:
@@ -119,7 +123,7 @@ async def test_stdio_subprocess_serves_everything_without_network(bundles_root: 
             await drive_everything(c)
     imports, sockets = _audit(log)
     assert "docbundle.server.mcp.server" in imports and "whoosh" in imports  # the hook saw the server work
-    assert _forbidden(imports) == []
+    assert _forbidden(imports) == [] and _forbidden(imports, HTTP_ONLY) == []
     assert [
         s for s in sockets if s.startswith(("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"))
     ] == []
@@ -249,7 +253,7 @@ async def test_cli_http_subprocess_listens_only(bundles_root: Path, tmp_path: Pa
             reader.join(timeout=5)
     assert code == 0
     imports, sockets = _audit(log)
-    assert _forbidden(imports) == [] and "uvicorn" in imports
+    assert _forbidden(imports) == [] and {"uvicorn", "prometheus_client"} <= imports
     assert [
         s for s in sockets if s.startswith(("socket.connect", "socket.getaddrinfo", "socket.gethostbyname"))
     ] == []

@@ -45,6 +45,7 @@ from .errors import (
     echo,
 )
 from .lockfile import LockFile
+from .observe import span
 from .words import NextStep
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 State = Literal["available", "ready", "failed"]
+#: What a catalogue tells its listeners: a bundle verified and opened, one that failed to open or stopped
+#: serving (its reason is logged), and a reload that changed what is served (with no entry).
+Event = Literal["opened", "failed", "reloaded"]
+Listener = Callable[[Event, "VersionEntry | None"], None]
 RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long for requests in flight
 DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-interval; 0 = never)
 WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
@@ -436,6 +441,8 @@ class Catalog:
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._closed = False
         self._signature = signature(root)
+        # Called (in the thread where it happened) with each event; a serving process's metrics listen.
+        self.listeners: list[Listener] = []
 
     @classmethod
     def load(
@@ -469,6 +476,17 @@ class Catalog:
     def entries(self) -> list[VersionEntry]:
         """Every library version (each library's default first)."""
         return [v for lib in self.libraries() for v in lib.versions.values()]
+
+    def knows(self, library_id: str) -> bool:
+        """Whether ``library_id`` (exactly, as served) is a library of the catalogue."""
+        return library_id in self._libraries
+
+    def held(self) -> tuple[int, int]:
+        """The bundles this process holds open (serving, or replaced and finishing requests in flight),
+        and the bytes of their files."""
+        with self._guard:
+            held = [*self._opened.values(), *self._retired, *(lib for _, lib, _ in self._expiring if lib)]
+        return len(held), sum(f.size for lib in held for f in lib.manifest.files)
 
     def library(self, library_id: str) -> LibraryEntry:
         """The library with this id; raises InvalidIdError or UnknownLibraryError (listing the ids)."""
@@ -542,13 +560,16 @@ class Catalog:
                         entry.library_id, entry.version, "the server is shutting down"
                     )
                 try:
-                    opened = self._open(entry)
+                    with span("bundle.open", library=entry.library_id, version=entry.version):
+                        opened = self._open(entry)
                 except Exception as exc:
                     reason = self._reason(entry, exc)
                     self._failed[key] = reason
                     log.error("cannot open %s/%s: %s", entry.library_id, entry.version, reason)
+                    self._tell("failed", entry)
                 else:
                     self._opened[key] = opened
+                    self._tell("opened", entry)
                     return opened
         raise LibraryUnavailableError(
             entry.library_id, entry.version, reason, pin=entry.pin_refused and reason == entry.problem
@@ -566,6 +587,11 @@ class Catalog:
                 self._retired.append(opened)
             self._failed[key] = reason
         log.error("%s/%s stopped serving: %s", entry.library_id, entry.version, reason)
+        self._tell("failed", entry)
+
+    def _tell(self, event: Event, entry: VersionEntry | None) -> None:
+        for listener in self.listeners:
+            listener(event, entry)
 
     @contextmanager
     def _key_lock(self, key: tuple[str, str, str]) -> Iterator[None]:
@@ -689,6 +715,7 @@ class Catalog:
         change = CatalogChange(added, removed, tuple(updated))
         if change:
             log.info("bundles reloaded: %s", change.describe())
+            self._tell("reloaded", None)
         return change
 
     def expire(self, now: float | None = None) -> int:

@@ -44,6 +44,7 @@ from .models import (
     MIN_MAX_TOKENS,
     SEARCH_TIME_BUDGET,
 )
+from .observe import span
 from .render import Answer, answer
 from .resolve import Resolver
 from .words import NextStep
@@ -159,7 +160,9 @@ class Docs:
         # Read at call time: a test (or a benchmark) may change this module's SEARCH_TIME_BUDGET.
         budget = SEARCH_TIME_BUDGET
         call = hits.SearchCall(query, keywords, mode, limit, max_tokens, cancel or Deadline(), budget)
-        return answer(hits.search(self.catalog, call, library_id, version))
+        with span("search", library=library_id, mode=mode):
+            found = hits.search(self.catalog, call, library_id, version)
+        return answer(found)
 
     # -- documents ----------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@ linear depth check, the log fields peeked from a request and its reply, and ``bo
 place both transports pass every reply through so that none quotes back a long client string.
 
 Nothing here parses a body recursively: ``json_depth`` is a linear scan, and ``peek_request`` /
-``reply_outcome`` / ``bound_reply`` decode only the few fields they need with msgspec (the rest is
+``reply_facts`` / ``bound_reply`` decode only the few fields they need with msgspec (the rest is
 skipped unread).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from itertools import accumulate
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -167,13 +167,21 @@ class _RpcError(msgspec.Struct):
     code: Any = None
 
 
-class _RpcResult(msgspec.Struct, rename={"is_error": "isError"}):
+class _SearchFacts(msgspec.Struct):
+    mode: Any = None
+    stopped: Any = False
+
+
+class _RpcResult(msgspec.Struct, rename={"is_error": "isError", "structured": "structuredContent"}):
     is_error: Any = False
+    # Of a search's structured content, only the mode that ran and whether it stopped at its budget.
+    structured: _SearchFacts | None = None
 
 
 class _RpcReply(msgspec.Struct):
     error: _RpcError | None = None
-    # Only isError is decoded: msgspec skips the rest of a result (tens of KB for a search) unread.
+    # Only isError and two search facts are decoded: msgspec skips the rest of a result (tens of KB
+    # for a search) unread.
     result: _RpcResult | None = None
 
 
@@ -213,22 +221,35 @@ def peek_request(body: bytes) -> dict[str, Any] | None:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def reply_outcome(status: int, body: bytes) -> tuple[str, int | None]:
-    """``(outcome, JSON-RPC error code)`` of the SDK's answer: ok, tool_error, rpc_error or http_<status>."""
+class ReplyFacts(NamedTuple):
+    """What the transports read from the SDK's answer (``reply_facts``)."""
+
+    outcome: str  # ok, tool_error, rpc_error or http_<status>
+    code: int | None = None  # the JSON-RPC error code of an rpc_error
+    mode: str | None = None  # a search's mode that ran (as the reply says it: check it before use)
+    stopped: bool = False  # a search that stopped at its time budget
+
+
+def reply_facts(status: int, body: bytes) -> ReplyFacts:
+    """The outcome of the SDK's answer, its error code, and for a search the mode that ran and
+    whether it stopped at its time budget."""
     if status == 202:
-        return "ok", None
+        return ReplyFacts("ok")
     try:
         reply = _reply_decoder.decode(body) if body else None
     except msgspec.DecodeError:  # not JSON, or a result that is not an object: judged by status alone
         reply = None
     if reply is not None and reply.error is not None:
-        code = reply.error.code if isinstance(reply.error.code, int) else None
-        return "rpc_error", code
+        return ReplyFacts("rpc_error", reply.error.code if isinstance(reply.error.code, int) else None)
     if status >= 400:
-        return f"http_{status}", None
-    if reply is not None and reply.result is not None and reply.result.is_error is True:
-        return "tool_error", None
-    return "ok", None
+        return ReplyFacts(f"http_{status}")
+    result = reply.result if reply is not None else None
+    if result is not None and result.is_error is True:
+        return ReplyFacts("tool_error")
+    facts = result.structured if result is not None else None
+    if facts is None:
+        return ReplyFacts("ok")
+    return ReplyFacts("ok", None, facts.mode if isinstance(facts.mode, str) else None, facts.stopped is True)
 
 
 # -- what goes back: no reply quotes more than MAX_ECHO_CHARS of a client string ---------------------

@@ -26,6 +26,7 @@ from .models import (
     TocDocument,
     VersionList,
 )
+from .observe import span
 
 if TYPE_CHECKING:
     from docbundle.bundle.store import DocRecord
@@ -249,4 +250,5 @@ _RENDERERS: dict[type[Model], Callable[[Any], str]] = {
 
 def answer(result: R) -> Answer[R]:
     """``result`` with its markdown (the renderer of its type)."""
-    return Answer(result, _RENDERERS[type(result)](result))
+    with span("render", result=type(result).__name__):
+        return Answer(result, _RENDERERS[type(result)](result))

@@ -304,6 +304,15 @@ def _serve_http(args: argparse.Namespace) -> int:
 def _run_http(
     args: argparse.Namespace, catalog: Catalog, keys: KeyStore | None, handler: logging.Handler
 ) -> int:
+    from ..http.serve import metrics_folder
+
+    with metrics_folder(args.workers or DEFAULT_WORKERS):
+        return _listen(args, catalog, keys, handler)
+
+
+def _listen(
+    args: argparse.Namespace, catalog: Catalog, keys: KeyStore | None, handler: logging.Handler
+) -> int:
     from ..http.app import HttpApp
     from ..http.serve import bind_socket, run_http
     from ..mcp.server import create_server

@@ -4,6 +4,7 @@
 and the defaults of its limits) · ``exchange`` (one request's state and the refusals this layer
 writes) · ``policy`` (allowed ``Host`` / ``Origin``, CORS headers) ·
 ``ratelimit`` (requests per key, key checks per client; shared memory for workers) · ``serve`` (socket,
-uvicorn, worker processes). The JSON-RPC envelope check and peeking are shared with the stdio
+uvicorn, worker processes) · ``metrics`` (``GET /metrics``: prometheus-client, one view of every
+worker) · ``tracing`` (OTLP spans with the ``otel`` extra). The JSON-RPC envelope check and peeking are shared with the stdio
 transport: ``docbundle.server.jsonrpc``.
 """

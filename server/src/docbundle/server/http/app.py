@@ -4,7 +4,8 @@
 responses: every ``POST /mcp`` stands alone, so no session state grows with the number of clients).
 For each request, in this order:
 
-1. ``GET /healthz`` and ``GET /readyz`` answer at once, without a key, and say nothing else;
+1. the public endpoints (``PUBLIC``: ``GET /healthz``, ``/readyz`` and ``/info``) answer at once,
+   without a key, and say nothing else;
 2. the ``Host`` and ``Origin`` headers must be allowed (421 / 403: DNS-rebinding protection); a
    browser's CORS preflight (``OPTIONS`` with ``Access-Control-Request-Method``) from an allowed
    origin is answered here (204), and every answer to an allowed origin carries the CORS headers;
@@ -12,9 +13,8 @@ For each request, in this order:
    expired, 503 when the keys file is unusable), unless the server runs with ``--no-auth``. A wrong
    secret is mostly turned away by its key's ``check`` without a scrypt; the scrypts that remain are
    budgeted per client address and globally (a client over its budget waits a little, or gets 429),
-   never per key id, so nobody can lock a key out;
-   the operator page's static files (``/`` and ``/ui/`` assets: ``page.py``) are served here, without
-   a key, as they hold no data (its data, ``GET /ui/libraries``, goes through the steps below);
+   never per key id, so nobody can lock a key out. Before it, the operator page's static files (``/``
+   and the ``/ui/`` assets: ``page.py``) are served without a key, as they hold no data;
 4. a token bucket per key (per client address without keys; anonymous loopback clients, the local
    user, only when ``--rate`` or ``--burst`` is given): 429 with ``Retry-After``;
 5. the body: a declared ``Content-Length`` over the limit is refused before reading (413), the bytes
@@ -22,15 +22,19 @@ For each request, in this order:
    then it must be UTF-8 JSON nested at most ``MAX_JSON_DEPTH`` deep, with ``Content-Type:
    application/json`` (415), and one JSON-RPC message as MCP allows it (``jsonrpc.envelope_problem``:
    no batch, ``"jsonrpc": "2.0"``, a string or integer ``id``); else 400 with a one-line JSON-RPC error;
-6. the MCP SDK app, which checks ``Host``/``Origin`` again with the same explicit settings; its JSON
-   replies pass ``jsonrpc.bound_reply`` on the way out, so none quotes back a long client string.
+6. the endpoints this layer answers behind those checks (``KEYED``: ``GET /metrics`` and the operator
+   page's ``GET /ui/libraries``), else the MCP
+   SDK app, which checks ``Host``/``Origin`` again with the same explicit settings; its JSON replies
+   pass ``jsonrpc.bound_reply`` on the way out, so none quotes back a long client string.
 
 The client address is the TCP peer's, or what ``X-Forwarded-For`` says when the peer is one of the
 ``--trusted-proxy`` addresses (uvicorn's proxy-headers middleware, configured explicitly here: by
 default no forwarded header is believed).
 
 Every request leaves one JSON access-log line: request id, key id (never the key), JSON-RPC method,
-tool, libraryId, status, outcome and latency. The request id is echoed in ``X-Request-Id``.
+tool, libraryId, status, outcome and latency. The request id is echoed in ``X-Request-Id``. It is
+counted in the metrics (``metrics.Metrics``), and with the ``otel`` extra and an OTLP endpoint set,
+an MCP request is a span (``tracing``).
 """
 
 from __future__ import annotations
@@ -42,11 +46,12 @@ import math
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.to_thread
+from docbundle.bundle.manifest import SUPPORTED_FORMAT_VERSIONS
 from mcp.server.mcpserver import MCPServer
 
 from ..catalog import Catalog
@@ -57,17 +62,24 @@ from ..jsonrpc import (
     envelope_problem,
     json_depth,
     peek_request,
-    reply_outcome,
+    reply_facts,
     valid_request_id,
 )
 from ..keys import AuthResult, KeyStore
+from ..observe import span
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
+from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .options import HttpOptions
 from .page import LIBRARIES_PATH, PAGE_HEADERS, PAGE_PATHS, library_rows, page_file
 from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
+from .tracing import start_tracing
 
 MCP_PATH = "/mcp"
+# The endpoints this layer answers itself (GET and HEAD): public ones before any check, keyed ones after
+# the Host, Origin, key and rate-limit checks of /mcp. Their handlers are ``HttpApp.routes``.
+PUBLIC = ("/healthz", "/readyz", "/info")
+KEYED = ("/metrics", LIBRARIES_PATH)
 log = logging.getLogger(__name__)
 
 
@@ -85,10 +97,20 @@ class HttpApp:
     ) -> None:
         """``clock`` (seconds, never going back) drives the rate limit and key-check budgets: a test
         passes a fake one; worker processes share ``time.monotonic``, the same in each of them."""
+        self.mcp = mcp
         self.catalog = catalog
         self.keys = keys
         self.options = options
+        self.metrics = Metrics(catalog)
+        self.routes: dict[str, Callable[[Exchange], Awaitable[None]]] = {
+            "/healthz": self._healthz,
+            "/readyz": self._readyz,
+            "/info": self._info,
+            "/metrics": self._metrics,
+            LIBRARIES_PATH: self._libraries,
+        }
         self._stop_watch: Callable[[], None] | None = None
+        self._stop_tracing: Callable[[], None] | None = None
         self.policy = HostPolicy(options.host, options.allowed_hosts, options.allowed_origins)
         self.inner = mcp.streamable_http_app(
             stateless_http=True,
@@ -137,6 +159,10 @@ class HttpApp:
     def _lifespan_send(self, send: Send) -> Send:
         async def relay(message: Message) -> None:
             if message["type"] == "lifespan.startup.complete":
+                # Tool names are metric labels; nothing a client sends adds one.
+                self.metrics.tools = frozenset(tool.name for tool in await self.mcp.list_tools())
+                if self._stop_tracing is None:  # each serving process exports its own spans
+                    self._stop_tracing = start_tracing(self.mcp.version)
                 self.ready = True
                 # Live reload, in this process (a worker forked after start-up watches for itself).
                 if self.options.reload_interval > 0 and self._stop_watch is None:
@@ -148,6 +174,9 @@ class HttpApp:
                 if self._stop_watch is not None:
                     self._stop_watch()
                     self._stop_watch = None
+                if self._stop_tracing is not None:
+                    self._stop_tracing()
+                    self._stop_tracing = None
             await send(message)
 
         return relay
@@ -159,25 +188,56 @@ class HttpApp:
         incoming = headers.get("x-request-id", "")
         rid = incoming if valid_request_id(incoming) else self._next_id()
         ex = Exchange(scope, receive, send, rid, self.options.body_timeout)
-        path, method = scope.get("path", ""), scope.get("method", "")
+        path = scope.get("path", "")
         try:
-            if path in ("/healthz", "/readyz"):
-                await self._health(ex, path, method)
+            if path in PUBLIC:
+                await self._route(ex, path)
                 return
             await self._guarded(ex, headers, receive)
         finally:
-            self._log(ex, health=path in ("/healthz", "/readyz"))
+            public = path in PUBLIC
+            # Probes and scrapes come every few seconds: logged at DEBUG unless refused.
+            scrape = path == "/metrics"
+            self._log(ex, health=public or (scrape and ex.status == 200))
+            if not public:
+                seconds = time.perf_counter() - ex.started
+                self.metrics.record(ex.fields, seconds, ex.facts, scrape=scrape)
 
-    async def _health(self, ex: Exchange, path: str, method: str) -> None:
+    # -- the endpoints this layer answers -----------------------------------------------------------
+
+    async def _route(self, ex: Exchange, path: str) -> None:
         ex.fields["outcome"] = "ok"
-        if method not in ("GET", "HEAD"):
+        if ex.scope.get("method") not in ("GET", "HEAD"):
             await ex.respond(405, {"status": "method not allowed"}, [(b"allow", b"GET, HEAD")])
             return
-        if path == "/healthz":
-            await ex.respond(200, {"status": "ok"})
-            return
+        await self.routes[path](ex)
+
+    async def _healthz(self, ex: Exchange) -> None:
+        await ex.respond(200, {"status": "ok"})
+
+    async def _readyz(self, ex: Exchange) -> None:
         status, payload = self.readiness()
         await ex.respond(status, payload)
+
+    async def _info(self, ex: Exchange) -> None:
+        await ex.respond(200, self.info())
+
+    async def _metrics(self, ex: Exchange) -> None:
+        # Off the event loop: the catalogue's lock and the multiprocess files are read.
+        body = await anyio.to_thread.run_sync(self.metrics.scrape)
+        await ex.respond_bytes(200, body, CONTENT_TYPE_LATEST.encode())
+
+    def info(self) -> dict[str, Any]:
+        """``/info``: the version, the bundle format versions this server reads, how many libraries.
+
+        Public, so nothing else: no path, no key, no library id.
+        """
+        return {
+            "name": "docbundle",
+            "version": self.mcp.version,
+            "formatVersions": list(SUPPORTED_FORMAT_VERSIONS),
+            "libraries": len(self.catalog.library_ids()),
+        }
 
     def readiness(self) -> tuple[int, dict[str, Any]]:
         """``/readyz``: 200 when serving with at least one usable library, else 503; ids only.
@@ -244,6 +304,11 @@ class HttpApp:
                     429, "rate_limited", "rate limit exceeded; retry later", [(b"retry-after", retry)]
                 )
                 return
+        if scope.get("path") in KEYED:
+            if ex.body_pending:
+                await ex.drain()  # a GET has no use for a body: read (bounded) and dropped
+            await self._route(ex, scope["path"])
+            return
         declared = headers.get("content-length")
         if declared is not None and not declared.isdigit():
             ex.body_pending = False  # unknowable length: nothing can be drained, the reply closes
@@ -255,9 +320,7 @@ class HttpApp:
             close = [] if ex.body_pending else [(b"connection", b"close")]
             await ex.reject(413, "too_large", f"request body over {self.options.max_body_size} bytes", close)
             return
-        if scope.get("path") == LIBRARIES_PATH:
-            await self._libraries(ex)
-        elif scope.get("path") == MCP_PATH and scope.get("method") == "POST" and not _json_media(headers):
+        if scope.get("path") == MCP_PATH and scope.get("method") == "POST" and not _json_media(headers):
             await ex.reject(
                 415,
                 "bad_content_type",
@@ -285,18 +348,13 @@ class HttpApp:
             return
         body, content_type = page_file(ex.scope["path"])
         ex.fields["outcome"] = "ok"
-        await ex.respond_bytes(
-            200, body, [(b"content-type", content_type), *PAGE_HEADERS], head=method == "HEAD"
-        )
+        await ex.respond_bytes(200, body, content_type, PAGE_HEADERS, head=method == "HEAD")
 
     async def _libraries(self, ex: Exchange) -> None:
         """``GET /ui/libraries``: the page's table (after the key and rate checks, like ``/mcp``)."""
-        if ex.scope.get("method") != "GET":
-            await ex.reject(405, "method_not_allowed", "only GET is supported here", [(b"allow", b"GET")])
-            return
         rows = await anyio.to_thread.run_sync(library_rows, self.catalog, ex.scope.get("query_string", b""))
         ex.fields["outcome"] = "ok"
-        await ex.respond(200, rows, PAGE_HEADERS[:-1])
+        await ex.respond(200, rows, PAGE_HEADERS)
 
     async def _authenticate(self, ex: Exchange, headers: dict[str, str]) -> str | None:
         """The proven key id, or None once a refusal has been sent."""
@@ -470,13 +528,21 @@ class HttpApp:
                         tg.cancel_scope.cancel()
 
             tg.start_soon(watch)
-            await self.inner(ex.scope, replay, ex.send)
+            fields = ex.fields
+            with span(
+                f"mcp {fields.get('rpcMethod') or 'request'}",
+                method=fields.get("rpcMethod"),
+                tool=fields.get("tool"),
+                library=fields.get("libraryId"),
+                request_id=ex.request_id,
+            ):
+                await self.inner(ex.scope, replay, ex.send)
             tg.cancel_scope.cancel()
         if "outcome" not in ex.fields:
-            outcome, code = reply_outcome(ex.status, b"".join(ex.body_parts))
-            ex.fields["outcome"] = outcome
-            if code is not None:
-                ex.fields["rpcError"] = code
+            ex.facts = reply_facts(ex.status, b"".join(ex.body_parts))
+            ex.fields["outcome"] = ex.facts.outcome
+            if ex.facts.code is not None:
+                ex.fields["rpcError"] = ex.facts.code
 
     # -- logging ------------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from ..jsonrpc import PARSE_ERROR, REJECTED, bound_reply
+from ..jsonrpc import PARSE_ERROR, REJECTED, ReplyFacts, bound_reply
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -70,6 +70,8 @@ class Exchange:
         # that a JSON reply can go through bound_reply (which may change its length).
         self.bound = False
         self._held: Message | None = None
+        # What the SDK's reply said (outcome, and a search's mode), once it has answered.
+        self.facts: ReplyFacts | None = None
 
     async def send(self, message: Message) -> None:
         """Pass a message on, adding X-Request-Id and remembering the status (and a JSON body).
@@ -123,19 +125,33 @@ class Exchange:
         self, status: int, payload: dict[str, Any] | None, headers: list[tuple[bytes, bytes]] | None = None
     ) -> None:
         """Send a small JSON response (no body at all when ``payload`` is None)."""
-        body = msgspec.json.encode(payload) if payload is not None else b""
-        typed = [(b"content-type", b"application/json")] if payload is not None else []
-        await self.respond_bytes(status, body, [*typed, (b"cache-control", b"no-store"), *(headers or [])])
+        if payload is None:
+            await self.respond_bytes(status, b"", None, headers)
+        else:
+            await self.respond_bytes(status, msgspec.json.encode(payload), b"application/json", headers)
 
     async def respond_bytes(
-        self, status: int, body: bytes, headers: list[tuple[bytes, bytes]], *, head: bool = False
+        self,
+        status: int,
+        body: bytes,
+        content_type: bytes | None,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        *,
+        head: bool = False,
     ) -> None:
-        """Send a response whose whole body is known (``head``: its headers only, as HEAD asks)."""
+        """Send ``body`` in one piece, as ``content_type``, never to be cached (``head``: its headers only,
+        as a HEAD request asks)."""
+        typed = [(b"content-type", content_type)] if content_type is not None else []
         await self.send(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-length", str(len(body)).encode()), *headers],
+                "headers": [
+                    *typed,
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"),
+                    *(headers or []),
+                ],
             }
         )
         await self.send({"type": "http.response.body", "body": b"" if head else body})

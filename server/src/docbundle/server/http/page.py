@@ -46,8 +46,7 @@ PAGE_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
-    (b"cache-control", b"no-store"),
-]
+]  # and Cache-Control: no-store, which every answer of Exchange.respond_bytes carries
 
 _files: dict[str, bytes] = {}
 

@@ -7,9 +7,12 @@ import contextlib
 import ctypes
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -23,6 +26,30 @@ if TYPE_CHECKING:
 SHUTDOWN_SECONDS = 10
 
 log = logging.getLogger(__name__)
+# Where prometheus-client's multiprocess mode keeps each process's values (``metrics``).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@contextlib.contextmanager
+def metrics_folder(workers: int) -> Iterator[None]:
+    """With ``workers`` above 1, a private folder named by ``PROMETHEUS_MULTIPROC_DIR`` for the block,
+    removed after it: the worker processes write their metrics there and a scrape adds them up. With
+    one process, no such variable for the block (its metrics stay in memory).
+
+    Enter it before anything imports prometheus-client, which reads the variable when imported.
+    """
+    before = os.environ.pop(MULTIPROC_ENV, None)
+    folder = tempfile.mkdtemp(prefix="docbundle-metrics-") if workers > 1 else None
+    if folder is not None:
+        os.environ[MULTIPROC_ENV] = folder
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        if before is not None:
+            os.environ[MULTIPROC_ENV] = before
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
