@@ -46,6 +46,7 @@ from .models import (
 )
 from .render import Answer, answer
 from .resolve import Resolver
+from .routing import Router
 from .words import NextStep
 
 __all__ = [
@@ -97,6 +98,7 @@ class Docs:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.resolver = Resolver(catalog)
+        self.router = Router(catalog)
 
     # -- catalogue ----------------------------------------------------------------------------------
 
@@ -159,7 +161,7 @@ class Docs:
         # Read at call time: a test (or a benchmark) may change this module's SEARCH_TIME_BUDGET.
         budget = SEARCH_TIME_BUDGET
         call = hits.SearchCall(query, keywords, mode, limit, max_tokens, cancel or Deadline(), budget)
-        return answer(hits.search(self.catalog, call, library_id, version))
+        return answer(hits.search(self.catalog, call, library_id, version, self.router))
 
     # -- documents ----------------------------------------------------------------------------------
 
