@@ -391,3 +391,17 @@ def update_index(root: Path) -> tuple[RouteIndex, list[str]]:
     index, problems = build_index(served_bundles(root), load_index(root))
     write_index(root, index)
     return index, problems
+
+
+def refresh_index(root: Path) -> None:
+    """``update_index`` after a publish, logging instead of failing: a server rebuilds what is missing."""
+    try:
+        index, left_out = update_index(root)
+    except (OSError, BundleError) as exc:
+        log.warning(
+            "the routing index of %s was not updated (%s); a server rebuilds it when it needs it", root, exc
+        )
+        return
+    for problem in left_out:
+        log.warning("left out of the routing index: %s", problem)
+    log.info("routing index updated: %d library versions", len(index.libraries))

@@ -60,6 +60,7 @@ WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the 
 WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
 WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
 DEFAULT_ROUTE_LIBRARIES = 10  # libraries a search across libraries searches, chosen by the routing index
+MAX_ROUTE_LIBRARIES = 100  # the most --route-libraries may ask for
 MAX_READS = 3  # a version whose CURRENT moved while it was read is read again, this many times at most
 T = TypeVar("T")
 
