@@ -195,3 +195,26 @@ async def test_a_small_catalogue_is_searched_whole(root: Path) -> None:
         assert data["routing"]["method"] == "all"
         assert data["routing"]["searched"] == len(SUBJECTS) + 2
         assert not (root / ROUTING_INDEX).exists()  # no index needed to search everything
+
+
+def test_the_indexer_build_command_writes_the_routing_index(tmp_path: Path) -> None:
+    from clikit import index_cli
+
+    subjects = {k: SUBJECTS[k] for k in ("pgvac", "gitflow")}
+    config = []
+    for lib_id, words in subjects.items():
+        pages = subject_pages(words)
+        write_site(
+            tmp_path / lib_id, pages, f"# {lib_id}\n\n## Docs\n\n" + "".join(f"- [{n}]({n})\n" for n in pages)
+        )
+        config.append(f'[[library]]\nid = "{lib_id}"\nllms_txt = "{tmp_path / lib_id}/llms.txt"\n')
+    (tmp_path / "libraries.toml").write_text("\n".join(config), encoding="utf-8")
+    out = tmp_path / "bundles"
+    done = index_cli("build", "--config", str(tmp_path / "libraries.toml"), "--out", str(out), "--quiet")
+    assert done.returncode == 0, done.stderr
+    index = load_index(out)
+    assert index is not None
+    assert index.builds() == {
+        (lib_id, "latest"): current_bundle(out / lib_id / "latest").name for lib_id in subjects
+    }
+    assert [c.library.library_id for c in index.score([("reflog",)])] == ["gitflow"]
