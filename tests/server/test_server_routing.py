@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -23,7 +22,7 @@ from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
 from mcp import Client
 from routekit import SUBJECTS, build_subjects, subject_pages
-from serverkit import install_golden
+from serverkit import install_golden, private_copy, search_text
 
 pytestmark = pytest.mark.anyio
 
@@ -42,11 +41,7 @@ def many_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def root(many_root: Path, tmp_path: Path) -> Path:
     """A private copy of the catalogue (tests write its routing index)."""
-    import shutil
-
-    dest = tmp_path / "bundles"
-    shutil.copytree(many_root, dest)
-    return dest
+    return private_copy(many_root, tmp_path)
 
 
 @asynccontextmanager
@@ -62,13 +57,7 @@ async def serve(root: Path, k: int = 3) -> AsyncIterator[tuple[Client, Catalog]]
         catalog.close()
 
 
-async def search(client: Client, **args: Any) -> tuple[dict[str, Any], str]:
-    result = await client.call_tool("search_documents", args)
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    (block,) = result.content
-    assert block.type == "text"
-    return result.structured_content, block.text
+search = search_text
 
 
 async def test_routing_picks_the_library_that_holds_the_answer_among_many(root: Path) -> None:

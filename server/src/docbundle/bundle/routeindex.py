@@ -46,7 +46,7 @@ import msgspec
 from .errors import BundleError, BundleFormatError
 from .layout import current_bundle, fsync_dir
 from .manifest import Manifest
-from .routing import RoutingRecord, derive_record, read_record
+from .routing import RoutingRecord, decode_versioned, derive_record, read_record
 
 log = logging.getLogger(__name__)
 
@@ -196,16 +196,7 @@ class RouteIndex:
     @classmethod
     def decode(cls, data: bytes) -> RouteIndex:
         """Decode and check the bytes of ``routing.idx``; ``BundleFormatError`` when they are wrong."""
-        if len(data) > MAX_INDEX_BYTES:
-            raise BundleFormatError(f"{ROUTING_INDEX} is over {MAX_INDEX_BYTES} bytes")
-        try:
-            f = _decoder.decode(data)
-        except msgspec.DecodeError as exc:
-            raise BundleFormatError(f"{ROUTING_INDEX} is not a routing index: {exc}") from exc
-        if f.format != INDEX_FORMAT:
-            raise BundleFormatError(
-                f"{ROUTING_INDEX} has format {f.format}; this reader reads {INDEX_FORMAT}"
-            )
+        f = decode_versioned(data, _decoder, ROUTING_INDEX, MAX_INDEX_BYTES, INDEX_FORMAT)
         if len(f.hashes) % 8 or len(f.offsets) % 4 or len(f.libs) % 4 or len(f.dfs) % 4:
             raise BundleFormatError(f"{ROUTING_INDEX}: an array of partial items")
         hashes, offsets, libs, dfs = _u("Q", f.hashes), _u("I", f.offsets), _u("I", f.libs), _u("I", f.dfs)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import msgspec
 
@@ -77,20 +78,33 @@ def encode_record(record: RoutingRecord) -> bytes:
     return _encoder.encode(record)
 
 
+class _Versioned(Protocol):
+    @property
+    def format(self) -> int: ...
+
+
+V = TypeVar("V", bound=_Versioned)
+
+
+def decode_versioned(
+    data: bytes, decoder: msgspec.msgpack.Decoder[V], name: str, limit: int, version: int
+) -> V:
+    """Decode one of the routing files (``name``): at most ``limit`` bytes, of format ``version``;
+    ``BundleFormatError`` otherwise."""
+    if len(data) > limit:
+        raise BundleFormatError(f"{name} is {len(data)} bytes, over the {limit} byte limit")
+    try:
+        value = decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise BundleFormatError(f"{name} is malformed: {exc}") from exc
+    if value.format != version:
+        raise BundleFormatError(f"{name} has format {value.format}; this reader reads {version}")
+    return value
+
+
 def decode_record(data: bytes) -> RoutingRecord:
     """Decode and check a routing record; ``BundleFormatError`` naming what is wrong."""
-    if len(data) > MAX_RECORD_BYTES:
-        raise BundleFormatError(
-            f"{ROUTING_FILE} is {len(data)} bytes, over the {MAX_RECORD_BYTES} byte limit"
-        )
-    try:
-        record = _decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BundleFormatError(f"{ROUTING_FILE} is not a routing record: {exc}") from exc
-    if record.format != RECORD_FORMAT:
-        raise BundleFormatError(
-            f"{ROUTING_FILE} has format {record.format}; this reader reads {RECORD_FORMAT}"
-        )
+    record = decode_versioned(data, _decoder, ROUTING_FILE, MAX_RECORD_BYTES, RECORD_FORMAT)
     problem = _problem(record)
     if problem:
         raise BundleFormatError(f"{ROUTING_FILE}: {problem}")

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.query import MAX_QUERY_CHARS, Cancelled, Deadline, RanMode, SearchMode, WordMatch
-from docbundle.bundle.search import query_words
 from docbundle.bundle.store import DocRecord
 
 from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
@@ -150,6 +149,9 @@ def search(
     if library_id is not None:
         targets = [catalog.resolve(library_id, version)]
     else:
+        # Imported here: the engine (and whoosh behind it) is not loaded by a server that never searches.
+        from docbundle.bundle.search import query_words
+
         router = router or Router(catalog)
         route = router.route(query_words(call.query, call.keywords, MAX_ROUTE_WORDS), call.cancel)
         targets = route.targets
