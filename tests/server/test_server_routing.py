@@ -97,6 +97,9 @@ async def test_a_question_no_library_holds_says_so(root: Path) -> None:
         data, _text = await search(client, query="xylophone zeppelin")
         assert data["routing"]["searched"] == 0 and data["hits"] == []
         assert "No library holds any word" in data["message"]
+        data, _text = await search(client, query="the of and")
+        assert data["hits"] == [] and "Nothing to search for" in data["message"]
+        assert "no word to route by" in data["routing"]["reason"]
 
 
 async def test_the_server_writes_the_routing_index_and_rebuilds_a_stale_one(root: Path) -> None:

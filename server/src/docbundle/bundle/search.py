@@ -748,8 +748,8 @@ def query_words(
     query: str | None, keywords: list[str] | None = None, limit: int = 32
 ) -> list[tuple[str, ...]]:
     """The terms of each word a query searches, as ``BundleSearcher.plan`` analyses them (quoted phrases'
-    words included, repeats once, question words dropped when other words remain), at most ``limit``:
-    what a catalogue's routing index is asked about (``routeindex``)."""
+    words included, repeats once, question words dropped: they say nothing of the subject), at most
+    ``limit``: what a catalogue's routing index is asked about (``routeindex``)."""
     text = (query or "")[:MAX_QUERY_CHARS].replace('"', " ")
     words = _words(_contractions(text))
     for kw in keywords or []:
@@ -758,8 +758,7 @@ def query_words(
     for w in words:
         first.setdefault(w.terms, w)
     unique = list(first.values())
-    content = [w for w in unique if not _is_question_word(w)]
-    return [w.terms for w in (content or unique)][:limit]
+    return [w.terms for w in unique if not _is_question_word(w)][:limit]
 
 
 def _is_question_word(w: _Word) -> bool:

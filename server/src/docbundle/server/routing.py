@@ -52,6 +52,10 @@ class Route:
     reason: str  # how they were chosen, one line
 
 
+def _key(entry: VersionEntry) -> tuple[str, str]:
+    return (entry.library_id, entry.version)
+
+
 class Router:
     """The routing index of one catalogue, kept fresh, and the choice of libraries for a query."""
 
@@ -161,8 +165,11 @@ class Router:
         if index is None:
             return Route(defaults, "unrouted", total, why)
         if not words:
-            return Route([], "routed", total, "the question has no word to route by")
-        by_key = {(e.library_id, e.version): e for e in defaults}
+            # Each library then says there is nothing to search for (stop words and question words only).
+            return Route(
+                defaults[:k], "routed", total, f"the question has no word to route by: the first {k}"
+            )
+        by_key = {_key(e): e for e in defaults}
         ranked = index.score(words[:MAX_ROUTE_WORDS], allowed=lambda lib: lib.key in by_key)
         chosen = [by_key[c.library.key] for c in ranked[:k]]
         reason = (
@@ -171,7 +178,9 @@ class Router:
         )
         if len(ranked) < k:
             reason += f"; {len(ranked)} hold any of them"
-        missing = total - sum(1 for key in by_key if index.has(key))
+        missing = sum(
+            1 for e in defaults if e.manifest is not None and not e.problem and not index.has(_key(e))
+        )
         if missing:
             reason += f"; {missing} without a routing record could not be chosen"
         return Route(chosen, "routed", total, reason)
