@@ -95,6 +95,8 @@ def generate_distractors(root: Path, n: int, seed: int, corpora: Path | None = N
         catalogue = load_config(config)
         t0 = time.perf_counter()
         for k, lib in enumerate(catalogue.libraries):
+            if (root / lib.id / "latest" / "CURRENT").exists():  # made by an earlier, smaller run
+                continue
             (target,) = catalogue.targets(lib)
             outcome = build_target(target, root)
             if outcome.status not in ("built", "unchanged"):
