@@ -345,10 +345,17 @@ def _routing(got: _Gathered) -> RoutingSummary | None:
 
 def unreached_note(routing: RoutingSummary, budget: float) -> str:
     """The truth about a search across libraries that the time budget stopped before every library."""
+    if routing.method == "unrouted":
+        return (
+            f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the {routing.libraries} "
+            f"libraries were reached: without routing ({routing.reason}) a search takes the libraries in "
+            "turn, so that is the size of the catalogue, not the question. Name a library (libraryId) to "
+            "search it whole."
+        )
     return (
-        f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the {routing.libraries} "
-        f"libraries were reached: without routing ({routing.reason}) a search takes the libraries in turn, "
-        "so that is the size of the catalogue, not the question. Name a library (libraryId) to search it whole."
+        f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the libraries chosen were "
+        "searched: the ones searched took it (opening them, scoring the words). Ask again "
+        "(opened libraries answer faster), or name a library (libraryId)."
     )
 
 
