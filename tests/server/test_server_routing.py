@@ -210,3 +210,15 @@ def test_the_indexer_build_command_writes_the_routing_index(tmp_path: Path) -> N
         (lib_id, "latest"): current_bundle(out / lib_id / "latest").name for lib_id in subjects
     }
     assert [c.library.library_id for c in index.score([("reflog",)])] == ["gitflow"]
+
+
+async def test_a_routed_search_out_of_time_says_which_libraries_it_did_not_reach(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with serve(root, k=3) as (client, _):
+        monkeypatch.setattr(docs_module, "SEARCH_TIME_BUDGET", 0.0)
+        data, _text = await search(client, query="autovacuum bloat")
+        assert data["routing"]["method"] == "routed" and data["routing"]["notReached"] >= 1
+        assert data["stopped"] is True
+        assert "of the libraries chosen were searched" in data["message"]
+        assert "size of the catalogue" not in data["message"]
