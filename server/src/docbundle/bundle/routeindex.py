@@ -30,6 +30,7 @@ hashes or postings naming a library that is not listed are refused.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import logging
 import math
@@ -37,7 +38,7 @@ import os
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,6 +123,7 @@ def hash_record(record: RoutingRecord) -> Hashed:
 class Candidate:
     """A library the routing index proposes, with its score."""
 
+    number: int  # the library's number in the index
     library: IndexedLibrary
     score: float
     matched: int  # query words it holds
@@ -141,7 +143,9 @@ class RouteIndex:
         self.libraries = libraries
         self.hashes, self.offsets, self.libs, self.dfs = hashes, offsets, libs, dfs
         self._where = {lib.key: i for i, lib in enumerate(libraries)}
-        self._avg_vocabulary = sum(max(lib.vocabulary, 1) for lib in libraries) / max(len(libraries), 1)
+        avg = sum(max(lib.vocabulary, 1) for lib in libraries) / max(len(libraries), 1)
+        # CORI's damping of each library's document frequencies: 50 + 150 * vocabulary / mean vocabulary.
+        self._damp = [_CORI_DF + _CORI_V * max(lib.vocabulary, 1) / avg for lib in libraries]
 
     # -- building ------------------------------------------------------------------------------------
 
@@ -237,18 +241,24 @@ class RouteIndex:
             return range(self.offsets[i], self.offsets[i + 1])
         return range(0)
 
-    def score(
-        self, words: Iterable[Sequence[str]], allowed: Callable[[IndexedLibrary], bool] | None = None
-    ) -> list[Candidate]:
-        """The libraries holding the query's words, best first (CORI; see the module docstring).
+    def number(self, key: tuple[str, str]) -> int | None:
+        """The library number of (library id, version) in this index, or None."""
+        return self._where.get(key)
 
-        ``words``: each query word's terms, as the search analyses them. ``allowed`` filters libraries
-        (the versions a search would use); the collection statistics count every listed library.
+    def score(
+        self, words: Iterable[Sequence[str]], allowed: Container[int] | None = None, limit: int | None = None
+    ) -> list[Candidate]:
+        """The libraries holding the query's words, best first (CORI; see the module docstring), at most
+        ``limit``.
+
+        ``words``: each query word's terms, as the search analyses them. ``allowed``: the library numbers
+        that may be chosen (the versions a search would use); the statistics count every listed library.
         """
         total = len(self.libraries)
         scores: dict[int, float] = {}
         matched: dict[int, int] = {}
         norm = math.log(total + 1.0)
+        libs, dfs, damp = self.libs, self.dfs, self._damp
         for terms in words:
             if not terms:
                 continue
@@ -259,23 +269,21 @@ class RouteIndex:
                 cf = len(postings)
                 if cf == 0:
                     continue
-                idf = math.log((total + 0.5) / cf) / norm
+                weight = math.log((total + 0.5) / cf) / norm * share
                 for p in postings:
-                    n = self.libs[p]
-                    df = self.dfs[p]
-                    v = max(self.libraries[n].vocabulary, 1) / self._avg_vocabulary
-                    belief = df / (df + _CORI_DF + _CORI_V * v) * idf * share
-                    holders[n] = holders.get(n, 0.0) + belief
+                    n = libs[p]
+                    df = dfs[p]
+                    holders[n] = holders.get(n, 0.0) + df / (df + damp[n]) * weight
             for n, belief in holders.items():
                 scores[n] = scores.get(n, 0.0) + belief
                 matched[n] = matched.get(n, 0) + 1
-        out = [
-            Candidate(self.libraries[n], s, matched[n])
-            for n, s in scores.items()
-            if allowed is None or allowed(self.libraries[n])
-        ]
-        out.sort(key=lambda c: (-c.score, c.library.library_id, c.library.version))
-        return out
+        numbers = [n for n in scores if allowed is None or n in allowed]
+        ranked = heapq.nsmallest(
+            limit or len(numbers),
+            numbers,
+            key=lambda n: (-scores[n], self.libraries[n].library_id, self.libraries[n].version),
+        )
+        return [Candidate(n, self.libraries[n], scores[n], matched[n]) for n in ranked]
 
 
 # -- the file on disk ---------------------------------------------------------------------------------

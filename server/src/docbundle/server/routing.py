@@ -70,6 +70,8 @@ class Router:
         self._started = 0.0
         self._failed: tuple[float, str] | None = None
         self.in_memory = False  # the last rebuild could not be written (a read-only folder)
+        self._defaults_cache: tuple[int, list[VersionEntry]] | None = None
+        self._choosable_cache: tuple[tuple[int, int], dict[int, VersionEntry], int] | None = None
 
     # -- the index ------------------------------------------------------------------------------------
 
@@ -154,7 +156,7 @@ class Router:
 
     def route(self, words: list[tuple[str, ...]], cancel: Deadline | None = None) -> Route:
         """The libraries (default versions) a search across libraries searches for these query words."""
-        defaults = [lib.default for lib in self.catalog.libraries()]
+        defaults = self._defaults()
         total = len(defaults)
         k = self.catalog.route_libraries
         if k <= 0:
@@ -169,18 +171,42 @@ class Router:
             return Route(
                 defaults[:k], "routed", total, f"the question has no word to route by: the first {k}"
             )
-        by_key = {_key(e): e for e in defaults}
-        ranked = index.score(words[:MAX_ROUTE_WORDS], allowed=lambda lib: lib.key in by_key)
-        chosen = [by_key[c.library.key] for c in ranked[:k]]
+        choosable, missing = self._choosable(index, defaults)
+        ranked = index.score(words[:MAX_ROUTE_WORDS], allowed=choosable, limit=k)
+        chosen = [choosable[c.number] for c in ranked]
         reason = (
             f"the {len(chosen)} of {total} libraries whose routing records best match the question's words"
             f" (at most {k})"
         )
         if len(ranked) < k:
             reason += f"; {len(ranked)} hold any of them"
-        missing = sum(
-            1 for e in defaults if e.manifest is not None and not e.problem and not index.has(_key(e))
-        )
         if missing:
             reason += f"; {missing} without a routing record could not be chosen"
         return Route(chosen, "routed", total, reason)
+
+    def _defaults(self) -> list[VersionEntry]:
+        """Every library's default version, in catalogue order (cached per catalogue generation)."""
+        generation = self.catalog.generation
+        if self._defaults_cache is None or self._defaults_cache[0] != generation:
+            self._defaults_cache = (generation, [lib.default for lib in self.catalog.libraries()])
+        return self._defaults_cache[1]
+
+    def _choosable(
+        self, index: RouteIndex, defaults: list[VersionEntry]
+    ) -> tuple[dict[int, VersionEntry], int]:
+        """The default versions by their number in ``index``, and how many are not in it (cached per
+        index and catalogue generation)."""
+        key = (id(index), self.catalog.generation)
+        cached = self._choosable_cache
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        choosable: dict[int, VersionEntry] = {}
+        missing = 0
+        for e in defaults:
+            n = index.number(_key(e))
+            if n is not None and index.libraries[n].build_id == e.build_id:
+                choosable[n] = e
+            elif e.manifest is not None and not e.problem:
+                missing += 1
+        self._choosable_cache = (key, choosable, missing)
+        return choosable, missing
