@@ -222,3 +222,14 @@ async def test_a_routed_search_out_of_time_says_which_libraries_it_did_not_reach
         assert data["stopped"] is True
         assert "of the libraries chosen were searched" in data["message"]
         assert "size of the catalogue" not in data["message"]
+
+
+async def test_a_routing_index_that_cannot_be_written_is_kept_in_memory(root: Path) -> None:
+    # A folder where the index would go: it can be neither read nor replaced (as on a read-only mount,
+    # which a test running as root cannot make).
+    (root / ROUTING_INDEX).mkdir()
+    async with serve(root, k=3) as (client, _):
+        for lib_id, words in (("mqbroker", ["prefetch", "deadletter"]), ("rustown", ["borrowck", "refcell"])):
+            data, _text = await search(client, query=" ".join(words))
+            assert data["routing"]["method"] == "routed" and data["routing"]["chosen"][0] == lib_id
+    assert (root / ROUTING_INDEX).is_dir() and not list(root.glob(f".{ROUTING_INDEX}.tmp-*"))
