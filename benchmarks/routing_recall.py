@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality import QUERIES_DIR, ensure_bundles, load_queries, set_corpus  # noqa: E402
+from quality import QUERIES_DIR, ensure_bundles, load_queries, set_corpus
 
 CORPORA = ("zh", "ja", "ko", "large-en", "medium-en")
 _HEADING = re.compile(r"^#{1,3} ", re.M)
@@ -71,7 +71,9 @@ def generate_distractors(root: Path, n: int, seed: int, corpora: Path | None = N
             name, sections = rng.choice(sources)
             count = rng.randint(3, min(8, len(sections)))
             start = rng.randrange(0, len(sections) - count + 1)
-            words = [w for w in _WORD.findall(" ".join(sections[start : start + count]).lower()) if len(w) > 4]
+            words = [
+                w for w in _WORD.findall(" ".join(sections[start : start + count]).lower()) if len(w) > 4
+            ]
             title = " ".join(rng.sample(words, 2)).title() if len(words) >= 2 else f"Library {i}"
             lib_id = f"lib{i:05d}"
             site = Path(tmp) / lib_id
@@ -111,7 +113,7 @@ CATEGORIES = ("web", "data", "devops", "language", "cloud", "security", "ui", "t
 
 def _percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def measure(bundles: Path, sets: list[str], k: int) -> None:
@@ -159,7 +161,9 @@ def measure(bundles: Path, sets: list[str], k: int) -> None:
     for name, got in hits.items():
         print(f"  {name:16} {sum(got):3}/{len(got):3}  {100 * sum(got) / len(got):5.1f} %")
     print(f"  {'all':16} {sum(total):3}/{len(total):3}  {100 * sum(total) / len(total):5.1f} %")
-    print(f"routing alone: p50 {1000 * statistics.median(t_route):.1f} ms, p99 {1000 * _percentile(t_route, 99):.1f} ms")
+    print(
+        f"routing alone: p50 {1000 * statistics.median(t_route):.1f} ms, p99 {1000 * _percentile(t_route, 99):.1f} ms"
+    )
     for _, _, text in questions:  # warm: every chosen library opened once
         docs.search(text)
     times: list[float] = []
@@ -186,9 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10, help="libraries a search routes to")
     parser.add_argument("--sets", nargs="+", help="query sets (default: those whose corpus is served)")
     args = parser.parse_args(argv)
-    sets = args.sets or sorted(
-        p.stem for p in QUERIES_DIR.glob("*.toml") if set_corpus(p.stem) in CORPORA
-    )
+    sets = args.sets or sorted(p.stem for p in QUERIES_DIR.glob("*.toml") if set_corpus(p.stem) in CORPORA)
     with tempfile.TemporaryDirectory(prefix="docbundle-routing-") as tmp:
         base = args.bundles or Path(tmp)
         for n in sorted(args.distractors):
