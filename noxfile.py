@@ -218,6 +218,7 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- crawl ko zh ja     only crawl + build, of the corpora named
     nox -s bench -- quality|serve|http only that benchmark
     nox -s bench -- long               warm latency of 7-9 word questions on large-en (issue 12's target)
+    nox -s bench -- routing [N ...]    routing recall and cross-library latency: the five corpora + N distractors
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
@@ -250,6 +251,9 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/serve_bench.py", *common)
     if which in ("all", "long"):
         session.run("python", "benchmarks/long_questions.py", *common)
+    if which == "routing":  # not in "all": it builds hundreds of libraries
+        sizes = ["--distractors", *names] if names else []
+        session.run("python", "benchmarks/routing_recall.py", "--corpora", str(corpora), *sizes)
     sets = ["--sets", *names] if names else []
     if which == "html-candidates":  # measured only, never project dependencies (docs/html.md)
         session.install(*HTML_CANDIDATES)

@@ -45,6 +45,7 @@ def test_full_crawl_builds_a_verified_bundle(site: Site, tmp_path: Path, build: 
         "index",
         "llms.txt",
         "manifest.json",
+        "routing.bin",
     ]
     assert not list((bundle / "index").glob("*LOCK")), "the whoosh write lock must not ship"
     b = open_bundle(bundle)

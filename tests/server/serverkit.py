@@ -213,6 +213,23 @@ def build_tree(root: Path, work: Path) -> Path:
     return root
 
 
+def private_copy(tree: Path, tmp_path: Path) -> Path:
+    """A copy of a module's bundles tree, ``tmp_path/bundles``, that one test may change."""
+    root = tmp_path / "bundles"
+    shutil.copytree(tree, root)
+    return root
+
+
+async def search_text(client: Any, **args: Any) -> tuple[dict[str, Any], str]:
+    """Call search_documents (it must succeed) on an MCP SDK client: its structured content and text."""
+    r = await client.call_tool("search_documents", args)
+    assert not r.is_error, r.content
+    assert isinstance(r.structured_content, dict)
+    (block,) = r.content
+    assert block.type == "text"
+    return r.structured_content, block.text
+
+
 def flip_byte(path: Path, offset: int = 100) -> None:
     """Change one byte of a file in place (same size, different sha256)."""
     data = bytearray(path.read_bytes())

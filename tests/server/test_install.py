@@ -15,6 +15,7 @@ import pytest
 from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import SUMS, package
+from docbundle.bundle.routeindex import load_index
 from docbundle.server.errors import InstallError
 from docbundle.server.install import install
 
@@ -29,6 +30,17 @@ def release(tmp_path: Path) -> tuple[Path, str]:
     (root / "golden" / "latest" / "CURRENT").write_text(build_id + "\n")
     (entry,) = package(current_bundles(root), tmp_path / "release")
     return tmp_path / "release" / entry.archive, entry.content_hash
+
+
+def test_install_brings_the_routing_index_up_to_date(release: tuple[Path, str], tmp_path: Path) -> None:
+    archive, _ = release
+    bundles = tmp_path / "airgapped"
+    done = install(archive, bundles)
+    index = load_index(bundles)
+    assert index is not None and index.builds() == {("golden", "latest"): done.build_id}
+    # The golden bundle predates routing records: its entry was derived from its search index.
+    (entry,) = index.libraries
+    assert entry.derived and [c.library.library_id for c in index.score([("useeffect",)])] == ["golden"]
 
 
 def _resum(archive: Path) -> None:

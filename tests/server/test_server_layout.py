@@ -4,6 +4,7 @@ Who may import whom is drawn here and checked by the root ``.importlinter`` (tes
 
     words <- errors <- lockfile <- catalog <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
                                           libraries <- docs    jsonrpc <- http/, stdio <- cli
+                               catalog <- routing <- hits, docs
 
 The operations (docs and the modules it calls, models, render, words) never import a transport or the
 MCP SDK; the MCP server never imports a transport; the transports never import the MCP server's modules

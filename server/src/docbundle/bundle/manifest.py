@@ -196,6 +196,19 @@ class VectorsInfo(Base, frozen=True, kw_only=True):
     reused: int = 0  # sections whose vector was copied from the previous bundle (same text, same embedder)
 
 
+class RoutingInfo(Base, frozen=True, kw_only=True):
+    """The optional routing record of a bundle (issue 22, ``docbundle.bundle.routing``): its vocabulary
+    with document frequencies, capped, from which the catalogue's routing index is built.
+
+    The file is also listed in ``files`` (size and sha256), so verification covers it like any other.
+    """
+
+    path: str = "routing.bin"
+    terms: int  # terms the record holds
+    vocabulary: int  # distinct terms in the index
+    cutoff: int = 0  # 0: every term kept; else the document frequency of the least frequent term kept
+
+
 class Manifest(Base, frozen=True, kw_only=True):
     """The whole manifest. ``format_version`` must stay the first field."""
 
@@ -209,6 +222,7 @@ class Manifest(Base, frozen=True, kw_only=True):
     files: list[FileEntry]
     safety: list[SafetyFinding] = []
     vectors: VectorsInfo | None = None  # optional addition (no format bump): absent = keyword search only
+    routing: RoutingInfo | None = None  # optional addition (no format bump): absent = derived when needed
 
 
 class _Header(msgspec.Struct):

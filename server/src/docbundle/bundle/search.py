@@ -744,6 +744,23 @@ class BundleSearcher:
         return SearchOutcome(hits, terms, dropped, stopped, informative)
 
 
+def query_words(
+    query: str | None, keywords: list[str] | None = None, limit: int = 32
+) -> list[tuple[str, ...]]:
+    """The terms of each word a query searches, as ``BundleSearcher.plan`` analyses them (quoted phrases'
+    words included, repeats once, question words dropped: they say nothing of the subject), at most
+    ``limit``: what a catalogue's routing index is asked about (``routeindex``)."""
+    text = (query or "")[:MAX_QUERY_CHARS].replace('"', " ")
+    words = _words(_contractions(text))
+    for kw in keywords or []:
+        words.extend(_words(_contractions(kw[:MAX_KEYWORD_CHARS])))
+    first: dict[tuple[str, ...], _Word] = {}
+    for w in words:
+        first.setdefault(w.terms, w)
+    unique = list(first.values())
+    return [w.terms for w in unique if not _is_question_word(w)][:limit]
+
+
 def _is_question_word(w: _Word) -> bool:
     """A word that frames a question rather than says what it is about ("how", "should")."""
     return w.kind == "plain" and w.terms[0] in QUESTION_WORDS

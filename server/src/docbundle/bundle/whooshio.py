@@ -363,6 +363,19 @@ class PostingReader:
         with restricted_unpickling():
             return [t.decode("utf-8") for _, t in self._reader.most_frequent_terms(field, number)]
 
+    def doc_frequencies(self, fields: Iterable[str]) -> dict[str, int]:
+        """Every term of ``fields`` with its document frequency: the largest over those fields (whoosh
+        keeps one per field; a chunk holding the term in two fields is counted once in each)."""
+        out: dict[str, int] = {}
+        with restricted_unpickling():
+            for field in fields:
+                for text, info in self._reader.iter_field(field):
+                    term = text.decode("utf-8") if isinstance(text, bytes) else str(text)
+                    df = int(info.doc_frequency())
+                    if df > out.get(term, 0):
+                        out[term] = df
+        return out
+
     def postings(
         self, field: str, term: str, check: Callable[[], None] = lambda: None
     ) -> tuple[array[int], array[float]] | None:

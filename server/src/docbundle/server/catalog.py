@@ -64,6 +64,8 @@ DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-i
 WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
 WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
 WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
+DEFAULT_ROUTE_LIBRARIES = 10  # libraries a search across libraries searches, chosen by the routing index
+MAX_ROUTE_LIBRARIES = 100  # the most --route-libraries may ask for
 MAX_READS = 3  # a version whose CURRENT moved while it was read is read again, this many times at most
 T = TypeVar("T")
 
@@ -437,6 +439,11 @@ class Catalog:
         # first search that needs it).
         self.encoder = QueryEncoder()
         self._preload_encoder = False
+        # Libraries a search across libraries routes to (``routing``; 0: no routing). A server sets it
+        # from --route-libraries.
+        self.route_libraries = DEFAULT_ROUTE_LIBRARIES
+        # Counts reloads: whoever caches something derived from the entries (the routing index) checks it.
+        self.generation = 0
         self._guard = threading.Lock()
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._closed = False
@@ -707,6 +714,7 @@ class Catalog:
             removed = tuple(sorted(set(old) - set(libraries)))
             self._libraries = libraries
             self._signature = sig
+            self.generation += 1
         for fd in extra:
             os.close(fd)
         self.expire()

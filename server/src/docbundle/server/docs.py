@@ -47,6 +47,7 @@ from .models import (
 from .observe import span
 from .render import Answer, answer
 from .resolve import Resolver
+from .routing import Router
 from .words import NextStep
 
 __all__ = [
@@ -98,6 +99,7 @@ class Docs:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.resolver = Resolver(catalog)
+        self.router = Router(catalog)
 
     # -- catalogue ----------------------------------------------------------------------------------
 
@@ -161,7 +163,7 @@ class Docs:
         budget = SEARCH_TIME_BUDGET
         call = hits.SearchCall(query, keywords, mode, limit, max_tokens, cancel or Deadline(), budget)
         with span("search", library=library_id, mode=mode):
-            found = hits.search(self.catalog, call, library_id, version)
+            found = hits.search(self.catalog, call, library_id, version, self.router)
         return answer(found)
 
     # -- documents ----------------------------------------------------------------------------------

@@ -8,17 +8,24 @@ runs the mode ``semantic.choose`` picks for it, and the answer says which ran an
 each ranks (and fuses) its own pages, then the lists are merged by score: as they are when every
 library scored the same way, else by reciprocal rank of each library's pages (``semantic.rescale``).
 
-A search across libraries skips (and reports) a library that fails, whatever the failure; a bundle whose
+A search across libraries searches the libraries ``routing.Router`` chooses (the K the routing index ranks
+best, or every one of a small catalogue), ``WORKERS`` at a time, and starts none once its time budget is
+spent: those are counted (``notReached``), never blamed on the question. It skips (and reports) a
+library that fails, whatever the failure; a bundle whose
 data turns out damaged is marked failed in the catalogue. No hits is a normal answer, with a message
 and next steps (``words.NextStep``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import pickle
 import struct
+import threading
 import zlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from docbundle.bundle.errors import BundleError
@@ -38,14 +45,16 @@ from .errors import (
     clip_list,
     echo,
 )
-from .models import SearchHit, SearchResult, SkippedLibrary
+from .models import MAX_SEARCHED_LISTED, RoutingSummary, SearchHit, SearchResult, SkippedLibrary
 from .render import STOPPED_NOTE, cut_note, hit_header, omitted_note, search_head
+from .routing import MAX_ROUTE_WORDS, SHOWN, Route, Router
 from .semantic import SEMANTIC_MODES, Choice, QueryVector, Ranking, choose, rank, rescale
 from .words import MODEL, NextStep
 
 log = logging.getLogger(__name__)
 
 PER_DOC = 2  # hits per document, at most
+WORKERS = 4  # libraries a search across libraries searches at once
 
 # A hit before fitting: (score, library, document number, chunk number, the document's record, its place
 # in its library's ranking).
@@ -81,11 +90,41 @@ class _Gathered:
     dropped: list[str] = field(default_factory=list)
     informative: list[str] = field(default_factory=list)
     word_matches: list[WordMatch] = field(default_factory=list)  # one per library its keywords searched
-    stopped: bool = False
+    stopped: bool = False  # a library's scoring ran out of the time budget
+    route: Route | None = None  # across libraries: how the libraries were chosen
+    not_reached: int = 0  # libraries not started before the time budget ran out
 
-    def skip(self, entry: VersionEntry, reason: str) -> None:
-        """Record a library version that was not searched, and why."""
-        self.skipped.append(SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=reason))
+    def add(self, found: _One) -> None:
+        """Fold one library's outcome in (in the order the libraries were chosen)."""
+        entry = found.entry
+        if found.skipped is not None or found.lib is None or found.ranking is None or found.choice is None:
+            reason = found.skipped or "not searched"
+            self.skipped.append(
+                SkippedLibrary(library_id=entry.library_id, version=entry.version, reason=reason)
+            )
+            return
+        ranking = found.ranking
+        self.searched.append(found.lib)
+        self.choices.append((entry.library_id, found.choice))
+        self.rankings.append((found.lib, ranking, found.records))
+        self.stopped = self.stopped or ranking.stopped
+        self.terms = self.terms or list(ranking.terms)
+        self.dropped = self.dropped or list(ranking.dropped)
+        if ranking.word_match is not None:
+            self.word_matches.append(ranking.word_match)
+            self.informative = self.informative or list(ranking.informative)
+
+
+@dataclass
+class _One:
+    """What searching one library gave: its ranking and the hits' records, or why it was skipped."""
+
+    entry: VersionEntry
+    lib: OpenedLibrary | None = None
+    choice: Choice | None = None
+    ranking: Ranking | None = None
+    records: dict[int, DocRecord] = field(default_factory=dict)
+    skipped: str | None = None
 
 
 def _wait_for_encoder(catalog: Catalog, call: SearchCall, targets: list[VersionEntry]) -> bool:
@@ -101,28 +140,71 @@ def _wait_for_encoder(catalog: Catalog, call: SearchCall, targets: list[VersionE
     return True
 
 
-def search(catalog: Catalog, call: SearchCall, library_id: str | None, version: str | None) -> SearchResult:
-    """Search one library (or every library's default version when ``library_id`` is None)."""
+def search(
+    catalog: Catalog,
+    call: SearchCall,
+    library_id: str | None,
+    version: str | None,
+    router: Router | None = None,
+) -> SearchResult:
+    """Search one library, or across libraries: those ``router`` chooses (every one without a router)."""
+    route: Route | None = None
     if library_id is not None:
         targets = [catalog.resolve(library_id, version)]
     else:
-        targets = [lib.default for lib in catalog.libraries()]
+        # Imported here: the engine (and whoosh behind it) is not loaded by a server that never searches.
+        from docbundle.bundle.search import query_words
+
+        router = router or Router(catalog)
+        route = router.route(query_words(call.query, call.keywords, MAX_ROUTE_WORDS), call.cancel)
+        targets = route.targets
     waited = _wait_for_encoder(catalog, call, targets)
     deadline = call.cancel.within(call.budget)
     text = " ".join([(call.query or "")[:MAX_QUERY_CHARS], *call.keywords]).strip()
     vector = QueryVector(catalog.encoder, text)
-    got = _Gathered()
-    for entry in targets:
-        if deadline.cancelled:
-            raise CancelledError()
-        if got.stopped or deadline.expired():
-            got.stopped = True
-            if library_id is None:
-                got.skip(entry, f"not searched: the search's time budget ({call.budget:g} s) ran out")
-            continue
-        _search_entry(catalog, entry, call, got, deadline, vector, waited, single=library_id is not None)
+    got = _Gathered(route=route)
+
+    def one(entry: VersionEntry) -> _One:
+        return _search_entry(catalog, entry, call, deadline, vector, waited, single=library_id is not None)
+
+    for found in _run(targets, one, deadline):
+        if found is None:
+            got.not_reached += 1
+        else:
+            got.add(found)
     _merge(got)
     return _result(got, call, library_id)
+
+
+def _run(
+    targets: list[VersionEntry], one: Callable[[VersionEntry], _One], deadline: Deadline
+) -> list[_One | None]:
+    """``one`` of each target, ``WORKERS`` at a time, none started once ``deadline`` expired (None)."""
+    results: list[_One | None] = [None] * len(targets)
+    picks = itertools.count()
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            if deadline.cancelled:
+                raise CancelledError()
+            if deadline.expired():
+                return
+            with lock:
+                i = next(picks)
+            if i >= len(targets):
+                return
+            results[i] = one(targets[i])
+
+    workers = min(WORKERS, len(targets))
+    if workers <= 1:
+        work()
+        return results
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="docbundle-search") as pool:
+        futures = [pool.submit(work) for _ in range(workers)]
+        for f in futures:
+            f.result()
+    return results
 
 
 def _merge(got: _Gathered) -> None:
@@ -140,14 +222,13 @@ def _search_entry(
     catalog: Catalog,
     entry: VersionEntry,
     call: SearchCall,
-    got: _Gathered,
     deadline: Deadline,
     vector: QueryVector,
     waited: bool,
     *,
     single: bool,
-) -> None:
-    """Search one library version into ``got``; a failure skips it (or, searching ``single``, raises)."""
+) -> _One:
+    """Search one library version; a failure is returned as its skip reason (searching ``single``, raised)."""
     try:
         lib = catalog.open_entry(entry)
         choice = choose(call.mode, entry.library_id, lib.manifest, catalog.encoder, waited)
@@ -174,17 +255,8 @@ def _search_entry(
                 catalog.mark_failed(entry, reason)
         if single:
             raise LibraryUnavailableError(entry.library_id, entry.version, reason) from exc
-        got.skip(entry, reason)
-        return
-    got.searched.append(lib)
-    got.choices.append((entry.library_id, choice))
-    got.rankings.append((lib, ranking, records))
-    got.stopped = got.stopped or ranking.stopped
-    got.terms = got.terms or list(ranking.terms)
-    got.dropped = got.dropped or list(ranking.dropped)
-    if ranking.word_match is not None:
-        got.word_matches.append(ranking.word_match)
-        got.informative = got.informative or list(ranking.informative)
+        return _One(entry, skipped=reason)
+    return _One(entry, lib, choice, ranking, records)
 
 
 def _failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
@@ -208,6 +280,8 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
     raw = got.raw[: call.limit]
     searched = got.searched
     single = searched[0] if library_id is not None and searched else None
+    if library_id is not None and got.not_reached:
+        got.stopped = True  # the budget ran out before the one library was searched
     ran, reason = _mode_of(got, call.mode)
     base = SearchResult(
         query=clip(call.query) if call.query is not None else None,
@@ -219,11 +293,12 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
         version=single.entry.version if single else None,
         build_id=single.manifest.build.build_id if single else None,
         content_hash=single.manifest.build.content_hash if single else None,
-        searched=[source(o) for o in searched],
+        searched=[source(o) for o in searched[:MAX_SEARCHED_LISTED]],
+        routing=_routing(got),
         skipped=got.skipped,
         terms=clip_list(got.terms),
         dropped=clip_list(got.dropped),
-        stopped=got.stopped,
+        stopped=got.stopped or got.not_reached > 0,
         hits=[],
         truncated=False,
         omitted_hits=0,
@@ -236,6 +311,8 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
         )
     word_match = _word_match(got)
     notes = [STOPPED_NOTE] if got.stopped else []
+    if base.routing is not None and base.routing.not_reached:
+        notes.append(unreached_note(base.routing, call.budget))
     if word_match in ("weak", "no_topic"):
         notes.append(_match_note(word_match, got, ran, library_id is not None))
     base = base.model_copy(update={"word_match": word_match, "message": " ".join(notes) or None})
@@ -248,6 +325,37 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
             "truncated": omitted > 0 or any(h.truncated for h in hits),
             "omitted_hits": omitted,
         }
+    )
+
+
+def _routing(got: _Gathered) -> RoutingSummary | None:
+    """How a search across libraries chose its libraries (None for a search of one library)."""
+    route = got.route
+    if route is None:
+        return None
+    return RoutingSummary(
+        method=route.method,
+        libraries=route.total,
+        searched=len(got.searched),
+        chosen=[o.entry.library_id for o in got.searched[:SHOWN]],
+        reason=route.reason,
+        not_reached=got.not_reached,
+    )
+
+
+def unreached_note(routing: RoutingSummary, budget: float) -> str:
+    """The truth about a search across libraries that the time budget stopped before every library."""
+    if routing.method == "unrouted":
+        return (
+            f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the {routing.libraries} "
+            f"libraries were reached: without routing ({routing.reason}) a search takes the libraries in "
+            "turn, so that is the size of the catalogue, not the question. Name a library (libraryId) to "
+            "search it whole."
+        )
+    return (
+        f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the libraries chosen were "
+        "searched: the ones searched took it (opening them, scoring the words). Ask again "
+        "(opened libraries answer faster), or name a library (libraryId)."
     )
 
 
@@ -350,10 +458,17 @@ def _empty_advice(
     """Why a search found nothing, and what to try next."""
     where = f"{result.library_id}@{result.version}" if result.library_id else "any library"
     asked = echo(result.query or ", ".join(result.keywords))
+    if not opened and result.routing is not None and result.routing.not_reached:
+        return (unreached_note(result.routing, budget), (NextStep("statuses", "list_libraries"),))
     if result.stopped and not result.terms:
         return (
             f"The search ran out of its time budget ({budget:g} s) before it could score any word.",
             (NextStep("faster", "search_documents"),),
+        )
+    if not opened and result.routing is not None and result.routing.method == "routed" and not result.skipped:
+        return (
+            f"No library holds any word of {asked}: {result.routing.reason}.",
+            (NextStep("other_words", "search_documents"), NextStep("statuses", "list_libraries")),
         )
     if not opened:
         return (

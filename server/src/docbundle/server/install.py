@@ -40,6 +40,7 @@ from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
 from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEntry, Manifest, decode_manifest
 from docbundle.bundle.reader import check_bundle, verify_bundle
 from docbundle.bundle.release import SUMS, read_sums, scan_tar_headers
+from docbundle.bundle.routeindex import refresh_index
 
 from .errors import InstallError
 from .lockfile import LockFile, find_lock
@@ -242,9 +243,11 @@ def install(
     if verify_sums:
         check_sums(archive, sums)
     try:
-        return _install(archive, bundles, sums, lock)
+        installed = _install(archive, bundles, sums, lock)
     except (tarfile.TarError, EOFError, zlib.error, UnicodeError) as exc:
         raise InstallError(f"{archive.name} is damaged or not a bundle archive: {exc}") from exc
+    refresh_index(bundles)
+    return installed
 
 
 def _scan(archive: Path) -> None:

@@ -7,7 +7,7 @@ buildId and content hash it came from.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from docbundle.bundle.manifest import VersionStatus
 from docbundle.bundle.query import RanMode, SearchMode, WordMatch
@@ -27,8 +27,11 @@ from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
 from .words import NextStep
 
 # Wall-clock seconds one search call may spend scoring, over every library it searches; then it
-# answers with what it found (``stopped``), and libraries not reached are listed as skipped.
+# answers with what it found (``stopped``), and says how many libraries it did not reach.
 SEARCH_TIME_BUDGET = 2.0
+# A search across libraries lists at most this many of the libraries it searched (``searched``; the
+# routing summary gives the count).
+MAX_SEARCHED_LISTED = 10
 
 
 class Model(BaseModel):
@@ -162,6 +165,19 @@ class SearchHit(Model):
     truncated: bool
 
 
+class RoutingSummary(Model):
+    """How a search across libraries chose them (docs/server.md)."""
+
+    # Plain strings on the wire (a described enum would cost tools/list its budget): docs/server.md
+    # says what each field holds and lists the methods (all, routed, unrouted).
+    method: Annotated[Literal["all", "routed", "unrouted"], WithJsonSchema({"type": "string"})]
+    libraries: int
+    searched: int
+    chosen: list[str]
+    reason: str
+    not_reached: int = 0
+
+
 class SearchResult(Model):
     """Result of search_documents."""
 
@@ -180,7 +196,9 @@ class SearchResult(Model):
     version: str | None
     build_id: str | None
     content_hash: str | None
-    searched: list[Source]
+    searched: list[Source]  # at most MAX_SEARCHED_LISTED; routing.searched counts them all
+    # Published as a plain object (its fields would cost tools/list its budget); docs/server.md lists them.
+    routing: Annotated[RoutingSummary | None, WithJsonSchema({"type": ["object", "null"]})] = None
     skipped: list[SkippedLibrary]
     terms: list[str] = Field(description="The query terms actually searched")
     dropped: list[str] = Field(description="Words left out (question words, over the word cap)")

@@ -20,6 +20,7 @@ from .models import (
     LibraryList,
     LibraryMatches,
     Model,
+    RoutingSummary,
     SearchHit,
     SearchResult,
     Source,
@@ -59,23 +60,42 @@ def hit_header(h: SearchHit) -> str:
 
 def search_head(r: SearchResult) -> str:
     asked = clip(r.query if r.query is not None else ", ".join(r.keywords))
-    where = (
-        f"{r.library_id}@{r.version} (build {r.build_id})"
-        if r.library_id
-        else f"every library ({', '.join(s.library_id for s in r.searched) or 'none could be opened'})"
-    )
+    if r.library_id:
+        where = f"{r.library_id}@{r.version} (build {r.build_id})"
+    elif r.routing is not None:
+        where = searched_line(r.routing)
+    else:
+        where = f"every library ({', '.join(s.library_id for s in r.searched) or 'none could be opened'})"
     out = [f"# Search: {asked}", f"Searched {where}; mode {r.mode}; {len(r.hits)} hit(s)."]
     if r.requested_mode is not None and r.mode_reason:
         out.append(f"Mode: {r.mode_reason}.")
     if r.dropped:
         out.append(f"Ignored words: {', '.join(r.dropped)}.")
-    if r.stopped and r.hits:
+    if r.stopped and r.hits and STOPPED_NOTE not in (r.message or ""):
         out.append(STOPPED_NOTE)
     out.extend(f"Skipped {s.library_id}@{s.version}: {s.reason}" for s in r.skipped)
     if r.message:
         out.append(r.message)
     out.extend(f"- {s}" for s in r.suggestions)
     return "\n".join(out) + "\n"
+
+
+def searched_line(routing: RoutingSummary) -> str:
+    """Which libraries a search across libraries searched: a count, the first few, and how they were chosen."""
+    names = ", ".join(routing.chosen) or "none"
+    more = routing.searched - len(routing.chosen)
+    shown = f"{names} and {more} more" if more > 0 else names
+    return (
+        f"{routing.searched} of {routing.libraries} libraries ({shown}), {_METHOD[routing.method]}: "
+        f"{routing.reason}"
+    )
+
+
+_METHOD = {
+    "all": "all of them",
+    "routed": "chosen by the routing index",
+    "unrouted": "in catalogue order, without routing",
+}
 
 
 def cut_note(h: SearchHit) -> str:

@@ -374,11 +374,13 @@ class BuildRun:
                     index.cancel()
                     raise
                 bar.advance(note="search index")
+                routing = write.write_routing(tmp, asm.chunks)
                 build_id = make_build_id(build_id_date, build_hash(chash, plan.key))
                 (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
                 write_store(tmp, asm.docs)
                 bar.advance(note="document store")
                 manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
+                manifest = msgspec.structs.replace(manifest, routing=routing)
                 write.finish_manifest(tmp, manifest)
                 bar.advance(note="manifest, files hashed")
                 final, _ = layout.publish(self.vdir, tmp, build_id)

@@ -17,8 +17,9 @@ from pathlib import Path
 import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current
-from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, encode_manifest
+from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, RoutingInfo, encode_manifest
 from docbundle.bundle.reader import read_manifest
+from docbundle.bundle.routing import ROUTING_FILE, record_of_directory, write_record
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
 from docbundle.bundle.whooshio import CommitOnExit, SegmentBuilder
 
@@ -53,6 +54,15 @@ class IndexWriter(CommitOnExit):
     def cancel(self) -> None:
         """Abandon the index (the caller removes the directory)."""
         self._builder.cancel()
+
+
+def write_routing(directory: Path, chunks: int) -> RoutingInfo:
+    """Write the bundle's routing record (``routing.bin``) from the index just committed in ``directory``."""
+    record = record_of_directory(directory, chunks)
+    write_record(directory, record)
+    return RoutingInfo(
+        path=ROUTING_FILE, terms=len(record.terms), vocabulary=record.vocabulary, cutoff=record.cutoff
+    )
 
 
 def list_files(directory: Path) -> list[FileEntry]:

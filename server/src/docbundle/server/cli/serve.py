@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
 
-from ..catalog import DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog
+from ..catalog import (
+    DEFAULT_RELOAD_SECONDS,
+    DEFAULT_ROUTE_LIBRARIES,
+    MAX_ROUTE_LIBRARIES,
+    WARM_TERMS,
+    Catalog,
+)
 from ..clitable import Command, Group, arg
 from ..http.options import (
     DEFAULT_BODY_TIMEOUT,
@@ -108,6 +114,16 @@ def _proxy(text: str) -> str:
             f"{text!r}: give the IP address or network (e.g. 10.0.0.5 or 10.0.0.0/24) of a proxy in front "
             "of this server; names and * are not accepted"
         ) from None
+
+
+def _route_libraries(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= MAX_ROUTE_LIBRARIES:
+        raise argparse.ArgumentTypeError(f"must be 0..{MAX_ROUTE_LIBRARIES}, not {value}")
+    return value
 
 
 def _non_negative_seconds(text: str) -> float:
@@ -234,6 +250,7 @@ def _no_libraries_warning(catalog: Catalog, args: argparse.Namespace) -> None:
 def _serve_stdio(args: argparse.Namespace) -> int:
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
+    catalog.route_libraries = args.route_libraries
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
@@ -293,6 +310,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     handler = logs.configure(args.log_level or "info")
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
+    catalog.route_libraries = args.route_libraries
     try:
         return _run_http(args, catalog, keys, handler)
     except KeyboardInterrupt:
@@ -417,6 +435,15 @@ SERVE = Command(
             metavar="SECONDS",
             help="look for new builds, libraries and removals this often and serve them without a restart "
             f"(0: never; default: {DEFAULT_RELOAD_SECONDS:g})",
+        ),
+        arg(
+            "--route-libraries",
+            type=_route_libraries,
+            default=DEFAULT_ROUTE_LIBRARIES,
+            metavar="K",
+            help="a search without libraryId searches the K libraries the routing index ranks best for its "
+            f"words (0: no routing, every library in turn within the time budget; 1..{MAX_ROUTE_LIBRARIES}; "
+            f"default: {DEFAULT_ROUTE_LIBRARIES})",
         ),
         HTTP_OPTIONS,
         arg(

@@ -178,12 +178,11 @@ def search_documents_tool(docs: Docs) -> Tool:
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Hits to return")] = DEFAULT_LIMIT,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
     ) -> Annotated[CallToolResult, models.SearchResult]:
-        """Search documentation; returns the best-matching sections as markdown.
+        """Search documentation: the best-matching sections.
 
-        Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens);
-        at most 2 hits per document. More text: get_chunk_with_context,
-        get_document. No hits, or weak ones, come with a note. The query is literal: no
-        wildcards or query syntax.
+        Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens),
+        at most 2 per document; more: get_chunk_with_context, get_document. No or weak hits
+        come with a note. The query is literal: no wildcards or syntax.
         """
         return await _in_thread(
             lambda: check_search_input(query, keywords, libraryId, version),

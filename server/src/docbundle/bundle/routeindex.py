@@ -1,0 +1,406 @@
+"""The catalogue's routing index: every served bundle's routing record, inverted, in one file.
+
+``<bundles-dir>/routing.idx`` maps each term (a 64-bit hash of it: blake2b, 8 bytes) to the libraries
+whose routing record (``routing``) holds it, with the term's document frequency there. It is keyed by
+the build each entry was made from (library id, version, build id): whoever reads it compares those
+with the builds ``CURRENT`` names now and uses it only when they agree (``stale``); it is never trusted
+blindly, and a missing, unreadable or stale file is rebuilt (``build_index``), reusing the entries whose
+build did not change. It is written atomically (temporary file, fsync, rename), by the indexer's
+``build``, by ``docbundle install``/``pull``, and by a server that found it missing or stale (a server
+over a read-only folder keeps it in memory).
+
+Layout: one msgpack map (``_IndexFile``): ``format`` (1); ``libraries`` (one ``IndexedLibrary`` per
+bundle: ids, build, sections, vocabulary, cutoff, whether its record was derived from the index);
+``hashes`` (sorted unique term hashes, u64 little-endian), ``offsets`` (u32, one more than hashes:
+term ``i``'s postings are ``offsets[i]:offsets[i+1]``), ``libs`` and ``dfs`` (u32 each: a posting's
+library number and document frequency). Loading is four ``array.frombytes``; looking a term up is one
+binary search.
+
+Ranking (``score``) is CORI (Callan, Lu and Croft 1995), the classic rule for choosing collections:
+for each query term a library holding it gets ``T * I`` with ``T = df / (df + 50 + 150 * v / avg_v)``
+(``v``: the library's vocabulary, so a big library does not win on size alone) and
+``I = log((C + 0.5) / cf) / log(C + 1)`` (``C`` libraries, ``cf`` of them holding the term: a term every
+library holds routes nowhere). A query word's terms (an identifier's parts, a CJK run's bigrams) share
+the word's weight.
+
+Bounds: a file over ``MAX_INDEX_BYTES`` is refused (rebuilt); arrays whose lengths disagree, unsorted
+hashes or postings naming a library that is not listed are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import logging
+import math
+import os
+import sys
+from array import array
+from bisect import bisect_left
+from collections.abc import Container, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from .errors import BundleError, BundleFormatError
+from .layout import current_bundle, fsync_dir
+from .manifest import Manifest
+from .routing import RoutingRecord, decode_versioned, derive_record, read_record
+
+log = logging.getLogger(__name__)
+
+ROUTING_INDEX = "routing.idx"
+INDEX_FORMAT = 1
+MAX_INDEX_BYTES = 1024 * 1024 * 1024
+# CORI's constants (df + 50 + 150 * v / avg_v), as published.
+_CORI_DF = 50.0
+_CORI_V = 150.0
+
+
+class IndexedLibrary(msgspec.Struct, frozen=True, array_like=True):
+    """One bundle in the routing index: what it was made from, and its record's counts."""
+
+    library_id: str
+    version: str
+    build_id: str
+    chunks: int
+    vocabulary: int
+    cutoff: int
+    derived: bool  # the bundle had no record: it was derived from its search index
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(library id, version)."""
+        return (self.library_id, self.version)
+
+
+class _IndexFile(msgspec.Struct, frozen=True, kw_only=True):
+    format: int
+    libraries: list[IndexedLibrary]
+    hashes: bytes
+    offsets: bytes
+    libs: bytes
+    dfs: bytes
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(_IndexFile)
+
+
+def term_hash(term: str) -> int:
+    """The 64-bit hash a term is indexed under."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _u(code: str, data: bytes = b"") -> array[int]:
+    a: array[int] = array(code)
+    a.frombytes(data)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
+def _le(a: array[int]) -> bytes:
+    if sys.byteorder != "little":
+        a = array(a.typecode, a)
+        a.byteswap()
+    return a.tobytes()
+
+
+# One library's postings, hashed: term hashes (sorted) and their document frequencies.
+Hashed = tuple["array[int]", "array[int]"]
+
+
+def hash_record(record: RoutingRecord) -> Hashed:
+    """A record's terms as sorted hashes with their frequencies."""
+    pairs = sorted(zip((term_hash(t) for t in record.terms), record.dfs, strict=True))
+    return _u("Q") + array("Q", (h for h, _ in pairs)), _u("I") + array("I", (df for _, df in pairs))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A library the routing index proposes, with its score."""
+
+    number: int  # the library's number in the index
+    library: IndexedLibrary
+    score: float
+    matched: int  # query words it holds
+
+
+class RouteIndex:
+    """The routing index in memory: look terms up, score libraries, rebuild with changed entries."""
+
+    def __init__(
+        self,
+        libraries: list[IndexedLibrary],
+        hashes: array[int],
+        offsets: array[int],
+        libs: array[int],
+        dfs: array[int],
+    ) -> None:
+        self.libraries = libraries
+        self.hashes, self.offsets, self.libs, self.dfs = hashes, offsets, libs, dfs
+        self._where = {lib.key: i for i, lib in enumerate(libraries)}
+        avg = sum(max(lib.vocabulary, 1) for lib in libraries) / max(len(libraries), 1)
+        # CORI's damping of each library's document frequencies: 50 + 150 * vocabulary / mean vocabulary.
+        self._damp = [_CORI_DF + _CORI_V * max(lib.vocabulary, 1) / avg for lib in libraries]
+
+    # -- building ------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_hashed(cls, entries: Sequence[tuple[IndexedLibrary, Hashed]]) -> RouteIndex:
+        """Invert per-library hashed records into one index."""
+        postings: dict[int, list[int]] = {}
+        for number, (_, (hashes, dfs)) in enumerate(entries):
+            for h, df in zip(hashes, dfs, strict=True):
+                got = postings.get(h)
+                if got is None:
+                    postings[h] = [number, df]
+                else:
+                    got.append(number)
+                    got.append(df)
+        order = sorted(postings)
+        offsets, libs, dfs_out = _u("I"), _u("I"), _u("I")
+        offsets.append(0)
+        for h in order:
+            flat = postings[h]
+            libs.extend(flat[0::2])
+            dfs_out.extend(flat[1::2])
+            offsets.append(len(libs))
+        return cls([lib for lib, _ in entries], _u("Q") + array("Q", order), offsets, libs, dfs_out)
+
+    def split(self) -> dict[tuple[str, str], tuple[IndexedLibrary, Hashed]]:
+        """Every library's entry and postings (one pass over the index)."""
+        hashes: list[array[int]] = [_u("Q") for _ in self.libraries]
+        dfs: list[array[int]] = [_u("I") for _ in self.libraries]
+        for i, h in enumerate(self.hashes):
+            for p in range(self.offsets[i], self.offsets[i + 1]):
+                n = self.libs[p]
+                hashes[n].append(h)
+                dfs[n].append(self.dfs[p])
+        return {lib.key: (lib, (hashes[n], dfs[n])) for n, lib in enumerate(self.libraries)}
+
+    # -- reading and writing ---------------------------------------------------------------------------
+
+    def encode(self) -> bytes:
+        """The bytes of ``routing.idx``."""
+        return _encoder.encode(
+            _IndexFile(
+                format=INDEX_FORMAT,
+                libraries=self.libraries,
+                hashes=_le(self.hashes),
+                offsets=_le(self.offsets),
+                libs=_le(self.libs),
+                dfs=_le(self.dfs),
+            )
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> RouteIndex:
+        """Decode and check the bytes of ``routing.idx``; ``BundleFormatError`` when they are wrong."""
+        f = decode_versioned(data, _decoder, ROUTING_INDEX, MAX_INDEX_BYTES, INDEX_FORMAT)
+        if len(f.hashes) % 8 or len(f.offsets) % 4 or len(f.libs) % 4 or len(f.dfs) % 4:
+            raise BundleFormatError(f"{ROUTING_INDEX}: an array of partial items")
+        hashes, offsets, libs, dfs = _u("Q", f.hashes), _u("I", f.offsets), _u("I", f.libs), _u("I", f.dfs)
+        if (
+            len(offsets) != len(hashes) + 1
+            or offsets[0] != 0
+            or offsets[-1] != len(libs)
+            or len(libs) != len(dfs)
+        ):
+            raise BundleFormatError(f"{ROUTING_INDEX}: its arrays disagree in length")
+        if any(a > b for a, b in itertools.pairwise(offsets)) or any(
+            a >= b for a, b in itertools.pairwise(hashes)
+        ):
+            raise BundleFormatError(f"{ROUTING_INDEX}: offsets or hashes out of order")
+        if libs and max(libs) >= len(f.libraries):
+            raise BundleFormatError(f"{ROUTING_INDEX}: a posting names a library it does not list")
+        return cls(f.libraries, hashes, offsets, libs, dfs)
+
+    # -- routing --------------------------------------------------------------------------------------
+
+    def builds(self) -> dict[tuple[str, str], str]:
+        """(library id, version) -> the build id each entry was made from."""
+        return {lib.key: lib.build_id for lib in self.libraries}
+
+    def has(self, key: tuple[str, str]) -> bool:
+        """Whether the index describes this (library id, version)."""
+        return key in self._where
+
+    def stale(self, current: dict[tuple[str, str], str]) -> list[tuple[str, str]]:
+        """The library versions of ``current`` (key -> build id served now) this index does not describe."""
+        have = self.builds()
+        return [key for key, build in current.items() if have.get(key) != build]
+
+    def _postings(self, term: str) -> range:
+        h = term_hash(term)
+        i = bisect_left(self.hashes, h)
+        if i < len(self.hashes) and self.hashes[i] == h:
+            return range(self.offsets[i], self.offsets[i + 1])
+        return range(0)
+
+    def number(self, key: tuple[str, str]) -> int | None:
+        """The library number of (library id, version) in this index, or None."""
+        return self._where.get(key)
+
+    def score(
+        self, words: Iterable[Sequence[str]], allowed: Container[int] | None = None, limit: int | None = None
+    ) -> list[Candidate]:
+        """The libraries holding the query's words, best first (CORI; see the module docstring), at most
+        ``limit``.
+
+        ``words``: each query word's terms, as the search analyses them. ``allowed``: the library numbers
+        that may be chosen (the versions a search would use); the statistics count every listed library.
+        """
+        total = len(self.libraries)
+        scores: dict[int, float] = {}
+        matched: dict[int, int] = {}
+        norm = math.log(total + 1.0)
+        libs, dfs, damp = self.libs, self.dfs, self._damp
+        for terms in words:
+            if not terms:
+                continue
+            share = 1.0 / len(terms)
+            holders: dict[int, float] = {}
+            for term in terms:
+                postings = self._postings(term)
+                cf = len(postings)
+                if cf == 0:
+                    continue
+                weight = math.log((total + 0.5) / cf) / norm * share
+                for p in postings:
+                    n = libs[p]
+                    df = dfs[p]
+                    holders[n] = holders.get(n, 0.0) + df / (df + damp[n]) * weight
+            for n, belief in holders.items():
+                scores[n] = scores.get(n, 0.0) + belief
+                matched[n] = matched.get(n, 0) + 1
+        numbers = [n for n in scores if allowed is None or n in allowed]
+        ranked = heapq.nsmallest(
+            limit or len(numbers),
+            numbers,
+            key=lambda n: (-scores[n], self.libraries[n].library_id, self.libraries[n].version),
+        )
+        return [Candidate(n, self.libraries[n], scores[n], matched[n]) for n in ranked]
+
+
+# -- the file on disk ---------------------------------------------------------------------------------
+
+
+def load_index(root: Path) -> RouteIndex | None:
+    """The routing index of a bundles directory; None when there is none or it cannot be read (logged)."""
+    path = root / ROUTING_INDEX
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("%s cannot be read (%s); it will be rebuilt", ROUTING_INDEX, exc.strerror)
+        return None
+    try:
+        return RouteIndex.decode(data)
+    except BundleFormatError as exc:
+        log.warning("%s; it will be rebuilt", exc)
+        return None
+
+
+def write_index(root: Path, index: RouteIndex) -> None:
+    """Write ``routing.idx`` atomically (temporary file, fsync, rename, fsync the folder); OSError when
+    the folder is read-only."""
+    tmp = root / f".{ROUTING_INDEX}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(index.encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, root / ROUTING_INDEX)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(root)
+
+
+@dataclass(frozen=True)
+class Served:
+    """A bundle the routing index should describe: where it is and its (already read) manifest."""
+
+    library_id: str
+    version: str
+    bundle: Path
+    manifest: Manifest
+
+
+def build_index(
+    served: Iterable[Served], previous: RouteIndex | None, *, derive: bool = True
+) -> tuple[RouteIndex, list[str]]:
+    """A routing index of ``served``, reusing ``previous``'s entries whose build is unchanged.
+
+    Each other bundle's record is read (checked against its manifest), or derived from its search index
+    when it has none (``derive``); a bundle whose record cannot be had is left out and named in the
+    second value (with why), so it is searched only when a search names it.
+    """
+    kept = previous.split() if previous is not None else {}
+    entries: list[tuple[IndexedLibrary, Hashed]] = []
+    problems: list[str] = []
+    for s in served:
+        build = s.manifest.build.build_id
+        old = kept.get((s.library_id, s.version))
+        if old is not None and old[0].build_id == build:
+            entries.append(old)
+            continue
+        try:
+            record = read_record(s.bundle, s.manifest)
+            derived = record is None
+            if record is None:
+                if not derive:
+                    problems.append(f"{s.library_id}/{s.version}: no routing record")
+                    continue
+                record = derive_record(s.bundle)
+        except (BundleError, OSError) as exc:
+            problems.append(f"{s.library_id}/{s.version}: {exc}")
+            continue
+        lib = IndexedLibrary(
+            s.library_id, s.version, build, record.chunks, record.vocabulary, record.cutoff, derived
+        )
+        entries.append((lib, hash_record(record)))
+    return RouteIndex.from_hashed(entries), problems
+
+
+def served_bundles(root: Path) -> list[Served]:
+    """Every bundle a ``CURRENT`` names under ``root``, with its manifest (unreadable ones left out)."""
+    from .reader import read_manifest
+
+    out: list[Served] = []
+    for cur in sorted(root.glob("*/*/CURRENT")):
+        vdir = cur.parent
+        try:
+            bundle = current_bundle(vdir)
+            manifest = read_manifest(bundle)
+        except (BundleError, OSError):
+            continue
+        out.append(Served(vdir.parent.name, vdir.name, bundle, manifest))
+    return out
+
+
+def update_index(root: Path) -> tuple[RouteIndex, list[str]]:
+    """Bring ``root``'s ``routing.idx`` up to date with every ``CURRENT`` (the indexer's and installs'
+    step after publishing); returns the index and the bundles left out. OSError when it cannot be written."""
+    index, problems = build_index(served_bundles(root), load_index(root))
+    write_index(root, index)
+    return index, problems
+
+
+def refresh_index(root: Path) -> None:
+    """``update_index`` after a publish, logging instead of failing: a server rebuilds what is missing."""
+    try:
+        index, left_out = update_index(root)
+    except (OSError, BundleError) as exc:
+        log.warning(
+            "the routing index of %s was not updated (%s); a server rebuilds it when it needs it", root, exc
+        )
+        return
+    for problem in left_out:
+        log.warning("left out of the routing index: %s", problem)
+    log.info("routing index updated: %d library versions", len(index.libraries))
