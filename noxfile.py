@@ -72,19 +72,27 @@ SEMANTIC_PACKAGES = ["-e", "./server[semantic]", "-e", "./indexer[semantic]"]
 CHECKED_PACKAGES = ["-e", "./server[semantic,otel]", "-e", "./indexer[semantic]"]
 # hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
 # contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py;
-# playwright: tests/server/test_server_page.py drives the system's Chromium (it downloads no browser).
+# playwright: tests/server/test_server_page.py drives the system's Chromium (it downloads no browser);
+# pytest-xdist: PYTEST_ARGS.
 TEST_DEPS = [
     "pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27", "import-linter>=2.17,<3", "nox>=2024.4.15",
-    "playwright>=1.40",
+    "playwright>=1.40", "pytest-xdist>=3.5",
 ]  # fmt: skip
+# One pytest worker per core (-n auto; PYTEST_XDIST_AUTO_NUM_WORKERS or `-- -n 0` overrides). Most of the
+# suite's time is subprocesses, model loads and builds that leave a core idle. Whole files go to one worker
+# (loadfile), so a module-scoped fixture (a built tree, a server subprocess) is set up once, not per worker.
+PYTEST_ARGS = ["-n", "auto", "--dist", "loadfile"]
 SHARED = Path(os.environ.get("DOCBUNDLE_SHARED", ROOT.parent / "shared"))
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite (no network, no ../shared needed)."""
+    """Run the test suite (no network, no ../shared needed), one worker per core.
+
+    Any exit but 0 fails the session: a failed test (1) and no test collected (5) alike.
+    """
     session.install(*CHECKED_PACKAGES, *TEST_DEPS)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *PYTEST_ARGS, *session.posargs)
 
 
 @nox.session(python=PYTHON)

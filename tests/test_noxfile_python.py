@@ -77,12 +77,14 @@ class FakeSession:
         self.posargs = posargs
         self.installs: list[tuple[str, ...]] = []
         self.runs: list[tuple[str, ...]] = []
+        self.run_options: list[dict[str, Any]] = []
 
     def install(self, *args: str) -> None:
         self.installs.append(args)
 
-    def run(self, *args: str, **_kwargs: Any) -> None:
+    def run(self, *args: str, **kwargs: Any) -> None:
         self.runs.append(args)
+        self.run_options.append(kwargs)
 
     def log(self, *_args: Any) -> None:
         pass
@@ -102,3 +104,13 @@ def test_bundles_and_serve_install_into_their_reused_virtualenv_once(name: str, 
     third = FakeSession(tmp_path, [])
     session(third)
     assert third.installs == [tuple(NOXFILE.PACKAGES)]
+
+
+def test_tests_runs_one_pytest_worker_per_core_and_fails_on_any_nonzero_exit(tmp_path: Path) -> None:
+    session = FakeSession(tmp_path, ["-k", "search", "-n", "0"])
+    NOXFILE.tests(session)
+    assert any(a.startswith("pytest-xdist") for a in session.installs[0])
+    # The posargs come last, so `nox -s tests -- -n 0` runs in one process.
+    assert session.runs == [("pytest", "-n", "auto", "--dist", "loadfile", "-k", "search", "-n", "0")]
+    # nox's default: only exit 0 succeeds, so pytest's 1 (a test failed) and 5 (no test ran) fail the run.
+    assert session.run_options == [{}]

@@ -258,7 +258,9 @@ def test_html_decode_gives_text_without_a_byte_order_mark(body: str, content_typ
         assert isinstance(text, str) and not text.startswith("\ufeff")
 
 
-@settings(max_examples=60, deadline=5000)
+# No deadline: the check below measures every node's text again (quadratic by design, to be exact), so
+# its time says nothing about the code under test and only made the test fail on a loaded machine.
+@settings(max_examples=60, deadline=None)
 @given(runs(max_repeat=1500), st.sampled_from(["generic", "sphinx", "mkdocs", "docbook"]))
 def test_main_content_is_inside_the_body_and_text_lengths_are_exact(page: str, generator: str) -> None:
     tree = LexborHTMLParser(f"<html><body>{page}</body></html>")
