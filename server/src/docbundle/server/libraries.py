@@ -4,8 +4,6 @@ no bundle is opened, so they are cheap enough to run on the event loop."""
 
 from __future__ import annotations
 
-from docbundle.bundle.manifest import obtained_mix
-
 from .catalog import Catalog, LibraryEntry, VersionEntry
 from .encoder import describe
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip, echo
@@ -25,7 +23,7 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
     """One library as ``list_libraries`` shows it: its default version's build, counts and status."""
     entry = lib.default
     state, reason = catalog.state(entry)
-    m = entry.manifest
+    m = entry.meta
     return LibrarySummary(
         id=lib.id,
         name=lib.name,
@@ -34,14 +32,14 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         versions=list(lib.versions),
         default_version=lib.default_version,
         documents=m.counts.documents if m else None,
-        built_at=m.build.built_at if m else None,
-        build_id=m.build.build_id if m else None,
-        content_hash=m.build.content_hash if m else None,
+        built_at=m.built_at if m else None,
+        build_id=m.build_id if m else None,
+        content_hash=m.content_hash if m else None,
         status=state,
         reason=reason,
-        safety_findings=len(m.safety) if m else 0,
-        safety_kinds=sorted({f.kind for f in m.safety}) if m else [],
-        obtained=obtained_mix(m.documents) if m else {},
+        safety_findings=m.safety_findings if m else 0,
+        safety_kinds=list(m.safety_kinds) if m else [],
+        obtained=dict(m.obtained) if m else {},
         vectors=vectors_summary(catalog, entry),
     )
 
@@ -51,11 +49,11 @@ def vectors_summary(catalog: Catalog, entry: VersionEntry) -> str | None:
 
     None when it has none. Reads the manifest and the query encoder's state only; nothing is loaded.
     """
-    m = entry.manifest
+    m = entry.meta
     if m is None or m.vectors is None:
         return None
     made = f"{m.vectors.rows} sections embedded by {describe(m.vectors.embedder)}"
-    problem = vector_problem(m, catalog.encoder)
+    problem = vector_problem(m.vectors, catalog.encoder)
     if problem is not None:
         return f"{made}; keyword search only here, as {problem}"
     status = catalog.encoder.status()
@@ -119,7 +117,7 @@ def version_list(catalog: Catalog, library_id: str) -> VersionList:
     versions = []
     for v in lib.versions.values():
         state, reason = catalog.state(v)
-        m = v.manifest
+        m = v.meta
         versions.append(
             VersionSummary(
                 version=v.version,
@@ -131,7 +129,7 @@ def version_list(catalog: Catalog, library_id: str) -> VersionList:
                 reason=reason,
                 build_id=v.build_id,
                 content_hash=v.content_hash,
-                built_at=m.build.built_at if m else None,
+                built_at=m.built_at if m else None,
                 documents=m.counts.documents if m else None,
             )
         )
