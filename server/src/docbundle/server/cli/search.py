@@ -96,7 +96,7 @@ def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
     """Every library, its default version checked by size (a stat per file: cheap)."""
     from ..docs import Docs
 
-    listed = Docs(catalog).list_libraries()
+    listed = Docs(catalog).list_libraries(max_tokens=None)
     by_id = {lib.id: lib for lib in catalog.libraries()}
     summaries = []
     for s in listed.libraries:
