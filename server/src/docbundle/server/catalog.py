@@ -25,6 +25,7 @@ import os
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -68,6 +69,9 @@ WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the 
 WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
 WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
 MAX_READS = 3  # a version whose CURRENT moved while it was read is read again, this many times at most
+# Bundles a server keeps open at once (--max-open): past it the least recently used one is closed
+# (after RETIRE_AFTER_SECONDS, for the requests still reading it) and opened again, verified, when asked.
+DEFAULT_MAX_OPEN = 32
 T = TypeVar("T")
 
 
@@ -473,7 +477,9 @@ class Catalog:
         self.generation = 0  # counts the reloads that changed the libraries (indexes built over them)
         # Keyed by (library, version, build id): a request that resolved an entry before a reload
         # still gets the build it resolved, never its successor.
-        self._opened: dict[tuple[str, str, str], OpenedLibrary] = {}
+        # In order of use, least recent first: past ``max_open`` the first ones are retired.
+        self._opened: OrderedDict[tuple[str, str, str], OpenedLibrary] = OrderedDict()
+        self.max_open = DEFAULT_MAX_OPEN
         self._failed: dict[tuple[str, str, str], str] = {}
         self._retired: list[OpenedLibrary] = []  # opened, then marked failed: closed at close()
         # Replaced by a reload: closed (and their leases released) once retire_after seconds have passed,
@@ -596,6 +602,7 @@ class Catalog:
         key = _key(entry)
         opened = self._opened.get(key)
         if opened is not None:
+            self._touch(key)
             return opened
         with self._key_lock(key):
             opened = self._opened.get(key)
@@ -614,7 +621,9 @@ class Catalog:
                     self._failed[key] = reason
                     log.error("cannot open %s/%s: %s", entry.library_id, entry.version, reason)
                 else:
-                    self._opened[key] = opened
+                    with self._guard:
+                        self._opened[key] = opened
+                    self._evict()
                     return opened
         raise LibraryUnavailableError(
             entry.library_id, entry.version, reason, pin=entry.pin_refused and reason == entry.problem
@@ -632,6 +641,28 @@ class Catalog:
                 self._retired.append(opened)
             self._failed[key] = reason
         log.error("%s/%s stopped serving: %s", entry.library_id, entry.version, reason)
+
+    def _touch(self, key: tuple[str, str, str]) -> None:
+        """Mark an opened bundle as just used."""
+        with self._guard:
+            if key in self._opened:
+                self._opened.move_to_end(key)
+
+    def _evict(self) -> None:
+        """Retire the least recently used bundles past ``max_open``: closed once ``retire_after`` has
+        passed (requests in flight finish on them), then opened again, verified, on their next use."""
+        now = time.monotonic()
+        with self._guard:
+            while len(self._opened) > max(self.max_open, 1):
+                key, lib = self._opened.popitem(last=False)
+                self._expiring.append((now + self.retire_after, lib, None))
+                log.debug("%s/%s closed: past --max-open %d", key[0], key[1], self.max_open)
+        self.expire(now)
+
+    def open_count(self) -> int:
+        """Bundles open now: in use, and retired but not closed yet."""
+        with self._guard:
+            return len(self._opened) + sum(1 for _, lib, _ in self._expiring if lib is not None)
 
     @contextmanager
     def _key_lock(self, key: tuple[str, str, str]) -> Iterator[None]:
@@ -679,7 +710,7 @@ class Catalog:
         """Close every opened bundle; later opens fail."""
         with self._guard:
             self._closed = True
-            opened, self._opened = [*self._opened.values(), *self._retired], {}
+            opened, self._opened = [*self._opened.values(), *self._retired], OrderedDict()
             self._retired = []
             leases, self._leases = list(self._leases.values()), {}
             for _, lib, fd in self._expiring:

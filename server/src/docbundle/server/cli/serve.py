@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
 
-from ..catalog import DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog
+from ..catalog import DEFAULT_MAX_OPEN, DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog
 from ..clitable import Command, Group, arg
 from ..http.options import (
     DEFAULT_BODY_TIMEOUT,
@@ -117,6 +117,16 @@ def _non_negative_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 (never) or a positive number of seconds")
+    return value
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
     return value
 
 
@@ -234,6 +244,7 @@ def _no_libraries_warning(catalog: Catalog, args: argparse.Namespace) -> None:
 def _serve_stdio(args: argparse.Namespace) -> int:
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
+    catalog.max_open = args.max_open
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
@@ -293,6 +304,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     handler = logs.configure(args.log_level or "info")
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
+    catalog.max_open = args.max_open
     try:
         return _run_http(args, catalog, keys, handler)
     except KeyboardInterrupt:
@@ -408,6 +420,14 @@ SERVE = Command(
             metavar="SECONDS",
             help="look for new builds, libraries and removals this often and serve them without a restart "
             f"(0: never; default: {DEFAULT_RELOAD_SECONDS:g})",
+        ),
+        arg(
+            "--max-open",
+            type=_positive_count,
+            default=DEFAULT_MAX_OPEN,
+            metavar="N",
+            help="keep at most N bundles open; past it the least recently used is closed and opened again "
+            f"(verified) when asked (default: {DEFAULT_MAX_OPEN})",
         ),
         HTTP_OPTIONS,
         arg(
