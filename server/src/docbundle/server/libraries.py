@@ -13,7 +13,7 @@ import json
 from .budget import estimate_tokens
 from .catalog import Catalog, LibraryEntry, VersionEntry
 from .encoder import describe
-from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, BadCursorError, clip, echo
+from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, MAX_LIBRARY_ID_CHARS, BadCursorError, clip, echo
 from .models import (
     LibraryList,
     LibraryMatch,
@@ -22,12 +22,11 @@ from .models import (
     VersionList,
     VersionSummary,
 )
-from .render import library_lines
+from .render import library_lines, render_libraries
 from .resolve import Resolver, words
 from .semantic import vector_problem
 from .words import NextStep
 
-LIST_OVERHEAD_TOKENS = 80  # a page's heading, its continuation note and a message
 MAX_CATEGORIES_SHOWN = 50
 
 
@@ -96,7 +95,16 @@ def library_list(
     ]
     start = 0 if after is None else bisect.bisect_right([lib.id for lib in chosen], after)
     page: list[LibrarySummary] = []
-    used = LIST_OVERHEAD_TOKENS + estimate_tokens(", ".join(categories[:MAX_CATEGORIES_SHOWN]))
+    frame = LibraryList(
+        libraries=[],
+        category=wanted,
+        query=query,
+        total=len(chosen),
+        next_cursor=encode_list_cursor(filters, "x" * MAX_LIBRARY_ID_CHARS),
+        categories=categories[:MAX_CATEGORIES_SHOWN],
+    )
+    # What the page costs with no library in it (heading, continuation, categories, in both forms).
+    used = estimate_tokens(render_libraries(frame)) + estimate_tokens(frame.model_dump_json(by_alias=True))
     for lib in chosen[start:]:
         item = summary(catalog, lib)
         cost = estimate_tokens(library_lines(item)) + estimate_tokens(item.model_dump_json(by_alias=True))
@@ -144,24 +152,23 @@ def encode_list_cursor(filters: str, after: str) -> str:
     return base64.urlsafe_b64encode(data.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def decode_list_cursor(cursor: str, filters: str) -> str:
-    """The library id a listing continues after; refused unless ``cursor`` came from one with ``filters``."""
-    restart = NextStep("list_restart", "list_libraries")
+def decode_list_cursor(cursor: str, filters: str, what: str = "list_libraries") -> str:
+    """The library id a listing continues after; refused unless ``cursor`` came from one with ``filters``
+    (``what`` made it: list_libraries, or resources/list)."""
+    restart = (NextStep("list_restart", "list_libraries"),) if what == "list_libraries" else ()
     text = cursor.strip()
     try:
         data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("utf-8"))
         ok = isinstance(data, dict) and data.get("v") == 1
         made_for, after = data["f"], data["a"]
     except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError):
-        raise BadCursorError(
-            f"cursor {echo(cursor, 40)} is not one list_libraries returned.", restart
-        ) from None
+        raise BadCursorError(f"cursor {echo(cursor, 40)} is not one {what} returned.", *restart) from None
     if not ok or not isinstance(after, str) or not isinstance(made_for, str):
-        raise BadCursorError(f"cursor {echo(cursor, 40)} is not one list_libraries returned.", restart)
+        raise BadCursorError(f"cursor {echo(cursor, 40)} is not one {what} returned.", *restart)
     if made_for != filters:
         raise BadCursorError(
             "this cursor continues a listing with another category or query: pass the same ones with it.",
-            restart,
+            *restart,
         )
     return after
 

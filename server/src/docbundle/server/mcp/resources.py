@@ -81,7 +81,7 @@ def library_resource_page(docs: Docs, cursor: str | None) -> tuple[list[Resource
     names (from the start without one), and the cursor of the next page (None on the last one).
     Raises BadCursorError for a cursor resources/list did not return."""
     libs = docs.catalog.libraries()
-    after = decode_list_cursor(cursor, RESOURCES_CURSOR) if cursor is not None else None
+    after = decode_list_cursor(cursor, RESOURCES_CURSOR, "resources/list") if cursor is not None else None
     start = 0 if after is None else bisect.bisect_right([lib.id for lib in libs], after)
     page = libs[start : start + RESOURCES_PAGE]
     more = start + len(page) < len(libs)
