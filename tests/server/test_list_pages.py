@@ -170,4 +170,4 @@ async def test_past_max_open_the_least_recently_used_bundle_is_closed(many_root:
 
 def test_max_open_must_be_at_least_one(many_root: Path) -> None:
     r = server_cli("serve", "--bundles", str(many_root), "--max-open", "0")
-    assert r.returncode == 2 and "--max-open" in r.stderr
+    assert r.returncode == 2 and "--max-open" in r.stderr and "give 1 or more" in r.stderr
