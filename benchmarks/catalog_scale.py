@@ -45,12 +45,63 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ("medium-en", "large-en", "ko", "zh", "ja")
 TEMPLATES = 20  # libraries built for real; the others are copies of them under new identities
 CATEGORIES = ("web", "data", "cloud", "mobile", "devtools", "security", "ml", "database", "testing", "ui")
-WORDS = (
-    "alpha beta gamma delta router cache queue stream parser render widget schema token session "
-    "plugin layout signal buffer cluster shard replica index column ledger vector tensor kernel socket "
-    "thread module bundle compiler linker matrix graph node edge pixel canvas sprite shader codec "
-    "packet frame gateway proxy tunnel broker topic channel cursor batch window lambda closure"
-).split()
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "router",
+    "cache",
+    "queue",
+    "stream",
+    "parser",
+    "render",
+    "widget",
+    "schema",
+    "token",
+    "session",
+    "plugin",
+    "layout",
+    "signal",
+    "buffer",
+    "cluster",
+    "shard",
+    "replica",
+    "index",
+    "column",
+    "ledger",
+    "vector",
+    "tensor",
+    "kernel",
+    "socket",
+    "thread",
+    "module",
+    "bundle",
+    "compiler",
+    "linker",
+    "matrix",
+    "graph",
+    "node",
+    "edge",
+    "pixel",
+    "canvas",
+    "sprite",
+    "shader",
+    "codec",
+    "packet",
+    "frame",
+    "gateway",
+    "proxy",
+    "tunnel",
+    "broker",
+    "topic",
+    "channel",
+    "cursor",
+    "batch",
+    "window",
+    "lambda",
+    "closure",
+]
 
 
 def _page(rng: random.Random, title: str) -> str:
@@ -79,8 +130,12 @@ def _build_templates(work: Path, count: int, seed: int) -> list[Path]:
             title = f"{rng.choice(WORDS).title()} {rng.choice(WORDS)} guide {p}"
             (site / f"p{p}.md").write_text(_page(rng, title), encoding="utf-8")
             links.append(f"- [{title}](p{p}.md): {rng.choice(WORDS)} and {rng.choice(WORDS)}")
-        (site / "llms.txt").write_text(f"# Template {t}\n\n> Generated.\n\n## Docs\n\n" + "\n".join(links) + "\n")
-        entries.append(f'[[library]]\nid = "template-{t}"\nname = "Template {t}"\nllms_txt = "{site}/llms.txt"\n')
+        (site / "llms.txt").write_text(
+            f"# Template {t}\n\n> Generated.\n\n## Docs\n\n" + "\n".join(links) + "\n"
+        )
+        entries.append(
+            f'[[library]]\nid = "template-{t}"\nname = "Template {t}"\nllms_txt = "{site}/llms.txt"\n'
+        )
     config = work / "libraries.toml"
     config.write_text("\n".join(entries), encoding="utf-8")
     out = work / "templates"
@@ -116,7 +171,9 @@ def _copy_as(template: Path, root: Path, lib_id: str, name: str, description: st
     shutil.copytree(template, tmp, copy_function=os.link)
     (tmp / "manifest.json").unlink()
     new = msgspec.structs.replace(
-        m, library=info, build=msgspec.structs.replace(m.build, build_id=build_id, content_hash=chash, input_hash="")
+        m,
+        library=info,
+        build=msgspec.structs.replace(m.build, build_id=build_id, content_hash=chash, input_hash=""),
     )
     (tmp / "manifest.json").write_bytes(encode_manifest(decode_manifest(encode_manifest(new))))
     os.rename(tmp, vdir / build_id)
@@ -167,7 +224,9 @@ async def _session(bundles: Path, libs: list[str], calls: int, seed: int) -> dic
     with anyio.fail_after(600):
         t0 = time.perf_counter()
         async with Client(params) as client:
-            first = await client.call_tool("search_documents", {"query": "router cache", "libraryId": libs[0]})
+            first = await client.call_tool(
+                "search_documents", {"query": "router cache", "libraryId": libs[0]}
+            )
             out["start"] = time.perf_counter() - t0
             out["first_error"] = float(first.is_error)
             pid = _server_pid()
@@ -179,7 +238,11 @@ async def _session(bundles: Path, libs: list[str], calls: int, seed: int) -> dic
                 json.dumps(page.structured_content or {})
             )
             out["total"] = float((page.structured_content or {}).get("total", -1))
-            names = [f"lib-{rng.randrange(len(libs)):05d}" for _ in range(20)] + ["router", "cach", "vectr toolkit"]
+            names = [f"lib-{rng.randrange(len(libs)):05d}" for _ in range(20)] + [
+                "router",
+                "cach",
+                "vectr toolkit",
+            ]
             lat: list[float] = []
             for name in names * 5:
                 t = time.perf_counter()
@@ -192,7 +255,9 @@ async def _session(bundles: Path, libs: list[str], calls: int, seed: int) -> dic
                 lib = rng.choice(libs)
                 kind = i % 5
                 if kind == 0 or kind == 1:
-                    await client.call_tool("search_documents", {"query": " ".join(rng.sample(WORDS, 2)), "libraryId": lib})
+                    await client.call_tool(
+                        "search_documents", {"query": " ".join(rng.sample(WORDS, 2)), "libraryId": lib}
+                    )
                 elif kind == 2:
                     r = await client.call_tool("list_libraries", {"cursor": cursor} if cursor else {})
                     cursor = (r.structured_content or {}).get("nextCursor")
@@ -220,6 +285,30 @@ def _server_pid() -> int | None:
     return None
 
 
+def _resolve_in_process(bundles: Path, libs: list[str], seed: int) -> dict[str, float]:
+    """resolve_library's own time (``Docs.resolve_library`` on a loaded catalogue), without the stdio
+    round trip: the first call (which builds the word index) and p50/p99 of the rest."""
+    from docbundle.server.catalog import Catalog
+    from docbundle.server.docs import Docs
+
+    rng = random.Random(seed)
+    catalog = Catalog.load(bundles)
+    try:
+        docs = Docs(catalog)
+        names = [rng.choice(libs) for _ in range(40)] + [
+            f"{a} {b}" for a, b in (rng.sample(WORDS, 2) for _ in range(40))
+        ]
+        names += [w[:-1] + "x" for w in rng.sample(WORDS, 20)]  # typos
+        lat = []
+        for name in names:
+            t = time.perf_counter()
+            docs.resolve_library(name)
+            lat.append(1000 * (time.perf_counter() - t))
+    finally:
+        catalog.close()
+    return {"first": lat[0], "p50": _pct(lat[1:], 50), "p99": _pct(lat[1:], 99)}
+
+
 def measure(bundles: Path, libs: list[str], calls: int, runs: int, seed: int) -> dict[str, float]:
     """The figures of one catalogue: the median start of ``runs`` sessions, the rest from the last."""
     import anyio
@@ -227,6 +316,7 @@ def measure(bundles: Path, libs: list[str], calls: int, runs: int, seed: int) ->
     results = [anyio.run(_session, bundles, libs, calls if r == runs - 1 else 0, seed) for r in range(runs)]
     last = results[-1]
     last["start"] = statistics.median(r["start"] for r in results)
+    last.update({f"inproc_{k}": v for k, v in _resolve_in_process(bundles, libs, seed).items()})
     return last
 
 
@@ -272,22 +362,26 @@ def main(argv: list[str] | None = None) -> int:
 
             update_summary(root)
         libs = (corpora or []) + ids if n == 5 else ids + corpora
-        print(f"N = {n}: {len(ids)} generated in {made:.1f} s, {len(corpora)} corpora; measuring...", flush=True)
+        print(
+            f"N = {n}: {len(ids)} generated in {made:.1f} s, {len(corpora)} corpora; measuring...", flush=True
+        )
         fig = measure(root, libs, args.calls if n != 5 else 0, args.runs, args.seed)
         rows.append((n, fig))
         print(
             f"  start → first answer {fig['start']:.2f} s; RSS idle {fig['rss_idle'] / 1:.0f} MB, after "
             f"{args.calls if n != 5 else 0} calls {fig.get('rss_after', float('nan')):.0f} MB; list_libraries first page "
             f"{fig['list_ms']:.1f} ms, {fig['list_chars']:.0f} characters (total {fig['total']:.0f}); resolve_library "
-            f"p50 {fig['resolve_p50']:.1f} ms, p99 {fig['resolve_p99']:.1f} ms (first call {fig['resolve_first']:.0f} ms)",
+            f"p50 {fig['resolve_p50']:.1f} ms, p99 {fig['resolve_p99']:.1f} ms over stdio (first call {fig['resolve_first']:.0f} ms); "
+            f"in-process p50 {fig['inproc_p50']:.2f} ms, p99 {fig['inproc_p99']:.2f} ms (first, index built: "
+            f"{fig['inproc_first']:.0f} ms)",
             flush=True,
         )
     base = rows[0][1]["start"]
     for n, fig in rows[1:]:
         print(
             f"N = {n}: start {fig['start'] / base:.2f}× N = 5 (bar 1.2×); first page {fig['list_chars'] / 1024:.1f} KB "
-            f"(bar 16); RSS {fig.get('rss_after', float('nan')):.0f} MB (bar 250); resolve p99 {fig['resolve_p99']:.1f} ms "
-            "(bar 20)"
+            f"(bar 16); RSS {fig.get('rss_after', float('nan')):.0f} MB (bar 250); resolve p99 {fig['inproc_p99']:.1f} ms "
+            f"in-process, {fig['resolve_p99']:.1f} ms over stdio (bar 20)"
         )
     print(f"catalogues kept in {work}")
     return 0

@@ -171,3 +171,26 @@ async def test_past_max_open_the_least_recently_used_bundle_is_closed(many_root:
 def test_max_open_must_be_at_least_one(many_root: Path) -> None:
     r = server_cli("serve", "--bundles", str(many_root), "--max-open", "0")
     assert r.returncode == 2 and "--max-open" in r.stderr and "give 1 or more" in r.stderr
+
+
+async def test_the_open_bundles_share_one_search_cache_budget(
+    many_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("docbundle.server.catalog.CACHE_BUDGET_BYTES", 6000)
+    monkeypatch.setattr("docbundle.server.catalog.CACHE_FLOOR_BYTES", 1000)
+    catalog = Catalog.load(many_root)
+    try:
+        async with connect(catalog) as c:
+            for lib in ("lib-000", "lib-001", "lib-002"):
+                for query in (
+                    "useEffect cleanup",
+                    "install configure",
+                    "state hooks props",
+                    '"effect cleanup"',
+                ):
+                    await call(c, "search_documents", query=query, libraryId=lib)
+        held = [catalog.open(f"lib-{i:03d}").searcher.cache_bytes() for i in range(3)]
+        # 6000 bytes shared by three bundles: 2000 each for postings and 2000 for phrase positions.
+        assert all(0 < n <= 2 * 2000 for n in held), held
+    finally:
+        catalog.close()

@@ -72,6 +72,10 @@ MAX_READS = 3  # a version whose CURRENT moved while it was read is read again, 
 # Bundles a server keeps open at once (--max-open): past it the least recently used one is closed
 # (after RETIRE_AFTER_SECONDS, for the requests still reading it) and opened again, verified, when asked.
 DEFAULT_MAX_OPEN = 32
+# The search caches of every open bundle together hold at most this many estimated bytes of postings,
+# and as many of phrase positions: shared equally among the open bundles, none below the floor.
+CACHE_BUDGET_BYTES = 16 * 1024 * 1024
+CACHE_FLOOR_BYTES = 512 * 1024
 T = TypeVar("T")
 
 
@@ -624,6 +628,7 @@ class Catalog:
                     with self._guard:
                         self._opened[key] = opened
                     self._evict()
+                    self._share_caches()
                     return opened
         raise LibraryUnavailableError(
             entry.library_id, entry.version, reason, pin=entry.pin_refused and reason == entry.problem
@@ -658,6 +663,14 @@ class Catalog:
                 self._expiring.append((now + self.retire_after, lib, None))
                 log.debug("%s/%s closed: past --max-open %d", key[0], key[1], self.max_open)
         self.expire(now)
+
+    def _share_caches(self) -> None:
+        """Give each open bundle's search caches an equal share of ``CACHE_BUDGET_BYTES``."""
+        with self._guard:
+            opened = list(self._opened.values())
+        share = max(CACHE_BUDGET_BYTES // max(len(opened), 1), CACHE_FLOOR_BYTES)
+        for lib in opened:
+            lib.searcher.limit_caches(share, share)
 
     def open_count(self) -> int:
         """Bundles open now: in use, and retired but not closed yet."""
