@@ -882,13 +882,13 @@ def _warm(opened: OpenedLibrary, terms: int) -> None:
 def _write_back(reading: _Reading) -> None:
     """Rewrite the catalogue summary when the reading found it stale (best effort: a read-only folder
     keeps serving, and the next start reads the manifests again)."""
-    if reading.stale and reading.lock is None:
+    if reading.stale and reading.lock is None and (reading.known or (reading.root / SUMMARY_NAME).exists()):
         try:
             written = write_summary_locked(reading.root, reading.entries())
         except OSError as exc:
             written = False
             log.debug("catalogue summary not written back: %s", exc)
-        log.info("catalogue summary %s", "rebuilt from the manifests" if written else "stale, not rewritten")
+        log.debug("catalogue summary %s", "rebuilt from the manifests" if written else "stale, not rewritten")
 
 
 def _key(entry: VersionEntry) -> tuple[str, str, str]:

@@ -175,7 +175,7 @@ def decode_list_cursor(cursor: str, filters: str, what: str = "list_libraries") 
 
 def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int) -> LibraryMatches:
     """The libraries that match ``name``, best first, at most ``limit``; a message when none or more."""
-    found = resolver.resolve(name)
+    found, total = resolver.resolve(name, limit)
     matches = [
         LibraryMatch(
             id=m.library.id,
@@ -187,7 +187,7 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
             score=m.score,
             why=m.why,
         )
-        for m in found[:limit]
+        for m in found
     ]
     message = None
     if not matches:
@@ -197,8 +197,8 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
             f"No library matches {echo(name)}. Installed: {shown or '(none)'}. "
             "Call list_libraries to see them all with their descriptions."
         )
-    elif len(found) > limit:
-        message = f"{len(found) - limit} more match(es) left out: raise limit to see them."
+    elif total > limit:
+        message = f"{total - limit} more match(es) left out: raise limit to see them."
     return LibraryMatches(query=clip(name, MAX_ECHO_CHARS), matches=matches, message=message)
 
 

@@ -8,7 +8,8 @@ words; filler words ("docs", "in", "the") are dropped, and each remaining word i
 each library's words:
 
     the same word 1.0 · a prefix of at least 3 letters 0.8 · a typo (d edits, neighbours swapped
-    counting one; at most one edit per 4 letters) 0.6 (1 - d / length) — weighted by where it
+    counting one; at most one edit per 4 letters; only of a word that no library holds as such)
+    0.6 (1 - d / length) — weighted by where it
     matched: id and name 1.0, language 0.9, category 0.7, description 0.5
 
 A library's score is the mean of its words' best scores (a word it does not match counts 0), so a
@@ -25,6 +26,7 @@ from the catalogue summary, computed from the page titles once per build.
 from __future__ import annotations
 
 import bisect
+import heapq
 import re
 import threading
 import unicodedata
@@ -140,9 +142,11 @@ class _Vocabulary:
     def close(self, word: str) -> list[tuple[str, float]]:
         """The words ``_closeness`` scores above 0 against ``word``, with that score.
 
-        Candidates: the word itself, the words it prefixes or that prefix it, and for typos the words
+        Candidates: the word itself, the words it prefixes or that prefix it, and for typos (only of a
+        word no library holds as such: "lib-00123" is not also a typo of its 700 neighbours) the words
         sharing at least all but 3 per allowed edit of its padded bigrams (an edit changes at most 3:
-        a swap of neighbours), which every word within the allowed edits does.
+        a swap of neighbours) and whose letter counts differ by at most 2 per allowed edit, which every
+        word within the allowed edits does; only those are compared letter by letter.
         """
         found = {word} & self.known
         if len(word) >= 3:
@@ -152,7 +156,7 @@ class _Vocabulary:
                 at += 1
             found.update(p for k in range(3, len(word)) if (p := word[:k]) in self.known)
         allowed = len(word) // 4
-        if allowed:
+        if allowed and word not in self.known:  # a word the catalogue holds as such is no typo
             grams = _bigrams(word)
             need = len(grams) - 3 * allowed
             if need > 0:
@@ -160,47 +164,69 @@ class _Vocabulary:
                 near: Iterable[str] = (self.sorted[i] for i, n in counts.items() if n >= need)
             else:
                 near = self.sorted
-            found.update(t for t in near if abs(len(t) - len(word)) <= allowed)
+            letters = Counter(word)
+            found.update(
+                t
+                for t in near
+                if abs(len(t) - len(word)) <= allowed
+                # an edit changes the letter counts by at most 2 (a swap of neighbours by none)
+                and _letter_distance(letters, Counter(t)) <= 2 * allowed
+            )
         scored = ((t, _closeness(word, t)) for t in found)
         return [(t, c) for t, c in scored if c > 0]
 
 
+def _letter_distance(a: Counter[str], b: Counter[str]) -> int:
+    """How many letters the two words' letter counts differ by (L1 distance of the counts)."""
+    return sum(((a - b) + (b - a)).values())
+
+
 class _Index:
-    """The catalogue's words and the libraries holding each (per field), built once per catalogue."""
+    """The catalogue's words and, per word and field, the libraries holding it; built once per catalogue."""
 
     def __init__(self, libs: list[LibraryEntry]) -> None:
         self.libs = libs
         self.langs = [library_languages(lib) for lib in libs]
-        postings: dict[str, list[int]] = defaultdict(list)
+        postings: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
         whole: dict[str, list[int]] = defaultdict(list)
         for i, lib in enumerate(libs):
             for f, tokens in enumerate(_fields(lib, self.langs[i])):
                 for t in dict.fromkeys(tokens):
-                    postings[t].append(i * len(FIELDS) + f)
+                    postings[t][f].append(i)
             for x in dict.fromkeys(_compact(x) for x in (lib.id, lib.name) if x):
                 whole[x].append(i)
         self.words = _Vocabulary(postings)
-        self.postings = {t: array("I", v) for t, v in postings.items()}
+        self.postings = {t: {f: array("I", ids) for f, ids in by.items()} for t, by in postings.items()}
         self.wholes = _Vocabulary(whole)
         self.whole_postings = {t: array("I", v) for t, v in whole.items()}
 
-    def matches(self, wanted: list[str]) -> list[Match]:
-        """Every library scoring at least ``MIN_SCORE`` for ``wanted``, best first (ties by id)."""
+    def _best(self, word: str) -> dict[int, tuple[float, int, str]]:
+        """Each library's best match of ``word``: (score, field, token); the first field and token on a tie."""
+        hits = sorted(
+            (-c * WEIGHTS[FIELDS[f]], f, token)
+            for token, c in self.words.close(word)
+            for f in self.postings[token]
+        )
+        found: dict[int, tuple[float, int, str]] = {}
+        for q, f, token in hits:
+            new = set(self.postings[token][f]).difference(found)
+            if new:
+                found.update(dict.fromkeys(new, (-q, f, token)))
+        return found
+
+    def matches(self, wanted: list[str], limit: int | None = None) -> tuple[list[Match], int]:
+        """The libraries scoring at least ``MIN_SCORE`` for ``wanted``, best first (ties by id), at most
+        ``limit`` of them (None: all), and how many there are."""
         if not wanted:
-            return []
-        best: list[dict[int, tuple[float, int, str]]] = []
-        for w in wanted:
-            found: dict[int, tuple[float, int, str]] = {}
-            for token, c in self.words.close(w):
-                for code in self.postings[token]:
-                    n, f = divmod(code, len(FIELDS))
-                    hit = (c * WEIGHTS[FIELDS[f]], f, token)
-                    cur = found.get(n)
-                    if cur is None or hit[0] > cur[0] or (hit[0] == cur[0] and hit[1:] < cur[1:]):
-                        found[n] = hit
-            best.append(found)
-        libs: set[int] = set().union(*best)
-        scores = {i: sum(b[i][0] for b in best if i in b) / len(wanted) for i in libs}
+            return [], 0
+        best = [self._best(w) for w in wanted]
+        if len(best) == 1:
+            scores = {i: hit[0] for i, hit in best[0].items()}
+        else:
+            totals: Counter[int] = Counter()
+            for b in best:
+                totals.update({i: hit[0] for i, hit in b.items()})
+            scores = {i: q / len(wanted) for i, q in totals.items()}
         joined: dict[int, tuple[float, str]] = {}
         compact = _compact(" ".join(wanted))
         if len(wanted) > 1:  # "sap ui5" against "sapui5"
@@ -209,11 +235,12 @@ class _Index:
                     if c * 0.95 > max(scores.get(i, 0.0), joined.get(i, (0.0, ""))[0]):
                         joined[i] = (c * 0.95, token)
             scores.update((i, q) for i, (q, _) in joined.items())
+        ranked = [(round(min(q, 1.0), 3), i) for i, q in scores.items()]
+        ranked = [(q, i) for q, i in ranked if q >= MIN_SCORE]
+        key = lambda item: (-item[0], self.libs[item[1]].id)  # noqa: E731 - one sort key, used twice
+        top = sorted(ranked, key=key) if limit is None else heapq.nsmallest(limit, ranked, key=key)
         out = []
-        for i, raw in scores.items():
-            score = round(min(raw, 1.0), 3)
-            if score < MIN_SCORE:
-                continue
+        for score, i in top:
             lib, langs = self.libs[i], self.langs[i]
             if i in joined:
                 shown = next(x for x in (lib.id, lib.name) if x and _compact(x) == joined[i][1])
@@ -225,7 +252,7 @@ class _Index:
                     if i in b
                 )
             out.append(Match(lib, score, why, langs))
-        return sorted(out, key=lambda m: (-m.score, m.library.id))
+        return out, len(ranked)
 
 
 def library_languages(lib: LibraryEntry) -> tuple[str, ...]:
@@ -250,11 +277,12 @@ class Resolver:
                 self._index = (generation, _Index(self.catalog.libraries()))
             return self._index[1]
 
-    def resolve(self, query: str) -> list[Match]:
-        """Libraries matching ``query``, best first (ties by id); empty when nothing matches."""
+    def resolve(self, query: str, limit: int | None = None) -> tuple[list[Match], int]:
+        """The libraries matching ``query``, best first (ties by id), at most ``limit`` (None: all), and
+        how many match in all."""
         raw = words(query)
         wanted = [w for w in raw if w not in FILLER] or raw
-        return self.index().matches(wanted)
+        return self.index().matches(wanted, limit)
 
 
 def _closeness(word: str, token: str) -> float:
@@ -304,5 +332,5 @@ def complete_ids(resolver: Resolver, partial: str) -> list[str]:
         return ids
     first = [i for i in ids if i.startswith(typed)]
     inside = [i for i in ids if typed in i and i not in first]
-    fuzzy = [m.library.id for m in resolver.resolve(partial) if m.library.id not in first + inside]
+    fuzzy = [m.library.id for m in resolver.resolve(partial)[0] if m.library.id not in first + inside]
     return first + inside + fuzzy
