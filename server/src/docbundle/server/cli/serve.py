@@ -10,6 +10,8 @@ import logging
 import os
 import re
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
 
-from ..catalog import DEFAULT_MAX_OPEN, DEFAULT_RELOAD_SECONDS, WARM_TERMS, Catalog
+from ..catalog import DEFAULT_MAX_OPEN, DEFAULT_RELOAD_SECONDS, WARM_DELAY_SECONDS, WARM_TERMS, Catalog
 from ..clitable import Command, Group, arg
 from ..http.options import (
     DEFAULT_BODY_TIMEOUT,
@@ -31,6 +33,7 @@ from ..words import plural
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, bundle_args, err, load, ways, where
 
 if TYPE_CHECKING:
+    from ..docs import Docs
     from ..http.app import HttpApp
     from ..keys import KeyStore
 
@@ -118,6 +121,18 @@ def _non_negative_seconds(text: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 (never) or a positive number of seconds")
     return value
+
+
+def _index_names_soon(docs: Docs) -> None:
+    """Build resolve_library's word index in a background thread, once the first answer has gone (a
+    catalogue of thousands of libraries takes a second or more; the first resolve_library then waits
+    for it rather than building it)."""
+
+    def build() -> None:
+        time.sleep(WARM_DELAY_SECONDS)
+        docs.resolver.index()
+
+    threading.Thread(target=build, name="docbundle-names", daemon=True).start()
 
 
 def _positive_count(text: str) -> int:
@@ -254,6 +269,7 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from ..stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
+    _index_names_soon(server.docs)
     # Semantic search's query encoder loads in a background thread while the client connects (only when
     # a library has vectors and the extra is installed; numpy and the model are not imported otherwise).
     catalog.start_encoder()
@@ -324,7 +340,9 @@ def _run_http(
     if n == 0:
         _no_libraries_warning(catalog, args)
     host: str = args.host
-    app = HttpApp(create_server(catalog), catalog, keys, _http_options(args))
+    mcp = create_server(catalog)
+    _index_names_soon(mcp.docs)
+    app = HttpApp(mcp, catalog, keys, _http_options(args))
     try:
         sock = bind_socket(host, args.port)
     except OSError as exc:
