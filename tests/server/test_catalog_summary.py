@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import anyio
@@ -18,6 +19,7 @@ from docbundle.bundle.release import package
 from docbundle.bundle.summary import SUMMARY_NAME, entry_from_manifest, read_summary, write_summary
 from docbundle.indexer.pipeline.write import prune
 from docbundle.server.catalog import Catalog
+from mcp import Client, StdioServerParameters
 from onepage import build_one_page, builds
 from serverkit import call, connect, install_golden
 
@@ -133,7 +135,9 @@ async def test_a_summary_entry_that_misdescribes_its_build_is_refused_when_opene
     catalog = Catalog.load(root)
     try:
         async with connect(catalog) as c:
-            result = await c.call_tool("search_documents", {"query": "useEffect cleanup", "libraryId": "lib-a"})
+            result = await c.call_tool(
+                "search_documents", {"query": "useEffect cleanup", "libraryId": "lib-a"}
+            )
         assert result.is_error
         assert SUMMARY_NAME in str(result.content)
     finally:
@@ -185,3 +189,24 @@ def test_with_a_lock_file_every_manifest_is_read(tmp_path: Path) -> None:
         assert catalog.state(catalog.resolve("golden")) == ("available", None)
     finally:
         catalog.close()
+
+
+async def test_a_catalogue_past_the_soft_open_file_limit_is_served(tmp_path: Path) -> None:
+    """One lease per library: serve raises its soft limit (here 64) to the hard one."""
+    root = tmp_path / "bundles"
+    for i in range(80):
+        install_golden(root, f"lib-{i:03d}")
+    start = (
+        "import resource, runpy, sys; _, hard = resource.getrlimit(resource.RLIMIT_NOFILE); "
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard)); "
+        "sys.argv = ['docbundle', 'serve', '--bundles', sys.argv[1]]; "
+        "runpy.run_module('docbundle.server', run_name='__main__')"
+    )
+    params = StdioServerParameters(command=sys.executable, args=["-c", start, str(root)])
+    with anyio.fail_after(120):
+        async with Client(params) as client:
+            found = await client.call_tool(
+                "search_documents", {"query": "useEffect cleanup", "libraryId": "lib-079"}
+            )
+    assert not found.is_error, found.content
+    assert (found.structured_content or {})["hits"]

@@ -6,6 +6,7 @@ The MCP SDK, anyio and the HTTP stack are imported when the command runs, not wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -256,7 +257,19 @@ def _no_libraries_warning(catalog: Catalog, args: argparse.Namespace) -> None:
     log.warning("serving no library: none is installed in %s; %s", where(catalog.root, args), ways())
 
 
+def _raise_file_limit() -> None:
+    """Raise this process's open-file limit to its hard limit: a server holds one lease (an open
+    manifest) per library version, and a catalogue of thousands would pass a soft limit of 1,024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _serve_stdio(args: argparse.Namespace) -> int:
+    _raise_file_limit()
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.max_open = args.max_open
@@ -318,6 +331,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     keys = KeyStore(keys_path) if keys_path is not None else None
     # From here on every line on stderr is JSON (the catalogue's warnings included).
     handler = logs.configure(args.log_level or "info")
+    _raise_file_limit()
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.max_open = args.max_open
