@@ -231,6 +231,8 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
+    nox -s bench -- catalog [--sizes 100,1000,10000]  N generated libraries (+ the five corpora when
+                                       present): start, RSS, list_libraries page, resolve_library (issue 22)
     """
     session.install(*PACKAGES)
     if session.posargs[:1] == ["limits"]:
@@ -240,6 +242,18 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
         return
     corpora = SHARED / "corpora"
+    if session.posargs[:1] == ["catalog"]:  # the corpora join the generated libraries when present
+        bundles = str(Path(session.create_tmp()) / "bench-bundles")
+        session.run(
+            "python",
+            "benchmarks/catalog_scale.py",
+            "--corpora",
+            str(corpora),
+            "--bundles",
+            bundles,
+            *session.posargs[1:],
+        )
+        return
     if not corpora.is_dir():
         session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
     which, *names = session.posargs or ["all"]

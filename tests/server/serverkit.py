@@ -18,15 +18,20 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import anyio
 import msgspec
 from buildkit import build_config
 from buildkit import write_site as _write_site
 from clikit import serve_http_argv
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
+from docbundle.server.catalog import Catalog
+from docbundle.server.mcp.server import create_server
+from mcp import Client
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE.parent / "bundle" / "golden" / "v1"
@@ -189,16 +194,33 @@ def init_params(client: str) -> dict[str, Any]:
     }
 
 
-def install_golden(root: Path, library_id: str = "golden") -> Path:
+@asynccontextmanager
+async def connect(catalog: Catalog, mode: Literal["auto", "legacy"] = "auto") -> AsyncIterator[Client]:
+    """An in-memory client session on a server over ``catalog``; the whole test is time-boxed."""
+    with anyio.fail_after(30):
+        async with Client(create_server(catalog), mode=mode) as client:
+            yield client
+
+
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    """Call a tool that must succeed; returns its structured content."""
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return result.structured_content
+
+
+def install_golden(root: Path, library_id: str = "golden", **library: str) -> Path:
     """Copy the golden bundle under ``root/<library_id>/latest/`` (relabelled when another id)."""
     vdir = root / library_id / "latest"
     bundle = vdir / GOLDEN_BUILD
     shutil.copytree(GOLDEN, bundle)
     (vdir / "CURRENT").write_text(GOLDEN_BUILD + "\n", encoding="ascii")
-    if library_id != "golden":
+    if library_id != "golden" or library:
         # manifest.json is not in its own file list, so relabelling it keeps the bundle verifiable.
+        # ``library``: other LibraryInfo fields to relabel (name, description, category).
         m = decode_manifest((bundle / MANIFEST_NAME).read_bytes())
-        m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=library_id))
+        m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=library_id, **library))
         (bundle / MANIFEST_NAME).write_bytes(encode_manifest(m))
     return bundle
 

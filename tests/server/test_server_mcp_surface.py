@@ -71,7 +71,7 @@ SEARCH_INPUT = {
             "minimum": 500,
             "maximum": 50000,
             "default": 5000,
-            "description": "Answer size budget, in tokens",
+            "description": "Answer budget in tokens",
         },
     },
 }

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,11 +12,10 @@ import pytest
 from docbundle.bundle import reader
 from docbundle.server.budget import estimate_tokens
 from docbundle.server.catalog import Catalog
-from docbundle.server.mcp.server import create_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult
-from serverkit import BROKEN, GOLDEN_BUILD, GOLDEN_HASH, HANDBOOK_TOPICS
+from serverkit import BROKEN, GOLDEN_BUILD, GOLDEN_HASH, HANDBOOK_TOPICS, call, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -31,22 +28,6 @@ TOOLS = {
     "list_documents",
     "get_chunk_with_context",
 }
-
-
-@asynccontextmanager
-async def connect(catalog: Catalog, mode: Literal["auto", "legacy"] = "auto") -> AsyncIterator[Client]:
-    """An in-memory client session on a server over ``catalog``; the whole test is time-boxed."""
-    with anyio.fail_after(30):
-        async with Client(create_server(catalog), mode=mode) as client:
-            yield client
-
-
-async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
-    """Call a tool that must succeed; returns its structured content."""
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
 
 
 async def call_text(client: Client, tool: str, **args: Any) -> tuple[dict[str, Any], str]:

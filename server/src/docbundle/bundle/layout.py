@@ -229,7 +229,16 @@ def publish(vdir: Path, tmp: Path, build_id: str) -> tuple[Path, bool]:
         os.rename(tmp, final)
     fsync_dir(vdir)
     write_current(vdir, build_id)
+    note_current_moved(vdir)
     return final, present
+
+
+def note_current_moved(vdir: Path) -> None:
+    """Bring the bundles folder's catalogue summary up to date after ``vdir``'s CURRENT moved (or a
+    prune there): see ``docbundle.bundle.summary``."""
+    from .summary import update_summary  # imported here: the summary needs msgspec, this module does not
+
+    update_summary(vdir.parent.parent, vdir.parent.name, vdir.name)
 
 
 def resolve_bundle(path: Path) -> Path:

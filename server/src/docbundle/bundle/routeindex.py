@@ -38,8 +38,9 @@ import os
 import sys
 from array import array
 from bisect import bisect_left
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -324,12 +325,14 @@ def write_index(root: Path, index: RouteIndex) -> None:
 
 @dataclass(frozen=True)
 class Served:
-    """A bundle the routing index should describe: where it is and its (already read) manifest."""
+    """A bundle the routing index should describe: where it is, its build, and how to read its manifest
+    (read only when its entry cannot be kept from the previous index)."""
 
     library_id: str
     version: str
     bundle: Path
-    manifest: Manifest
+    build_id: str
+    read_manifest: Callable[[], Manifest | None]
 
 
 def build_index(
@@ -345,13 +348,17 @@ def build_index(
     entries: list[tuple[IndexedLibrary, Hashed]] = []
     problems: list[str] = []
     for s in served:
-        build = s.manifest.build.build_id
+        build = s.build_id
         old = kept.get((s.library_id, s.version))
         if old is not None and old[0].build_id == build:
             entries.append(old)
             continue
         try:
-            record = read_record(s.bundle, s.manifest)
+            manifest = s.read_manifest()
+            if manifest is None or manifest.build.build_id != build:
+                problems.append(f"{s.library_id}/{s.version}: its manifest cannot be read")
+                continue
+            record = read_record(s.bundle, manifest)
             derived = record is None
             if record is None:
                 if not derive:
@@ -368,6 +375,10 @@ def build_index(
     return RouteIndex.from_hashed(entries), problems
 
 
+def _same(manifest: Manifest) -> Manifest:
+    return manifest
+
+
 def served_bundles(root: Path) -> list[Served]:
     """Every bundle a ``CURRENT`` names under ``root``, with its manifest (unreadable ones left out)."""
     from .reader import read_manifest
@@ -380,7 +391,9 @@ def served_bundles(root: Path) -> list[Served]:
             manifest = read_manifest(bundle)
         except (BundleError, OSError):
             continue
-        out.append(Served(vdir.parent.name, vdir.name, bundle, manifest))
+        out.append(
+            Served(vdir.parent.name, vdir.name, bundle, manifest.build.build_id, partial(_same, manifest))
+        )
     return out
 
 

@@ -206,6 +206,13 @@ class _BoundedCache(Generic[K, V]):
         self._data[key] = (value, size)
         self.bytes += size
 
+    def resize(self, max_bytes: int) -> None:
+        """Bound the cache to ``max_bytes`` from now on, dropping its oldest entries past it now."""
+        self.max_bytes = max_bytes
+        while self._data and self.bytes > max_bytes:
+            _, dropped = self._data.pop(next(iter(self._data)))
+            self.bytes -= dropped
+
 
 @dataclass(frozen=True)
 class _Word:
@@ -461,6 +468,17 @@ class BundleSearcher:
             found = (chunk_ids, impacts)
             self._cache.put(term, found, _ENTRY_BYTES + 8 * df + 2 * len(term))
         return found
+
+    def limit_caches(self, postings_bytes: int, positions_bytes: int) -> None:
+        """Bound the postings and positions caches (estimated bytes; never above their defaults): a
+        server shares one budget among the bundles it holds open."""
+        with self._lock:
+            self._cache.resize(min(postings_bytes, POSTINGS_CACHE_MAX_BYTES))
+            self._pos_cache.resize(min(positions_bytes, POSITIONS_CACHE_MAX_BYTES))
+
+    def cache_bytes(self) -> int:
+        """Estimated bytes held by the postings and positions caches."""
+        return self._cache.bytes + self._pos_cache.bytes
 
     def warm(self, terms: int, stop: threading.Event | None = None, pause: float = 0.0) -> int:
         """Read and cache the postings of the ``terms`` most frequent body terms; returns how many.

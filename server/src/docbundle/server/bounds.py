@@ -10,6 +10,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "DEFAULT_MAX_TOKENS",
     "DEFAULT_WINDOW",
+    "LIST_MAX_TOKENS",
     "MAX_LIMIT",
     "MAX_MAX_TOKENS",
     "MAX_WINDOW",
@@ -19,6 +20,7 @@ __all__ = [
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
 DEFAULT_MAX_TOKENS = 5000
+LIST_MAX_TOKENS = 2000  # list_libraries' page: its text and its JSON together stay under ~16 KB
 MIN_MAX_TOKENS = 500
 MAX_MAX_TOKENS = 50_000
 DEFAULT_WINDOW = 1

@@ -22,8 +22,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +35,13 @@ from typing import TYPE_CHECKING, Literal, TypeVar, cast
 from docbundle.bundle.errors import BundleError, BundleFormatError
 from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current, take_lease
 from docbundle.bundle.manifest import MAX_MANIFEST_BYTES, Manifest, decode_manifest, manifest_bytes
+from docbundle.bundle.summary import (
+    SUMMARY_NAME,
+    SummaryEntry,
+    entry_from_manifest,
+    read_summary,
+    write_summary_locked,
+)
 
 from .encoder import QueryEncoder
 from .errors import (
@@ -67,6 +76,13 @@ WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches
 DEFAULT_ROUTE_LIBRARIES = 10  # libraries a search across libraries searches, chosen by the routing index
 MAX_ROUTE_LIBRARIES = 100  # the most --route-libraries may ask for
 MAX_READS = 3  # a version whose CURRENT moved while it was read is read again, this many times at most
+# Bundles a server keeps open at once (--max-open): past it the least recently used one is closed
+# (after RETIRE_AFTER_SECONDS, for the requests still reading it) and opened again, verified, when asked.
+DEFAULT_MAX_OPEN = 32
+# The search caches of every open bundle together hold at most this many estimated bytes of postings,
+# and as many of phrase positions: shared equally among the open bundles, none below the floor.
+CACHE_BUDGET_BYTES = 16 * 1024 * 1024
+CACHE_FLOOR_BYTES = 512 * 1024
 T = TypeVar("T")
 
 
@@ -75,12 +91,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class VersionEntry:
-    """One library version as found at start-up: its bundle and manifest, or why it cannot be served."""
+    """One library version as found at start-up: its bundle and what its manifest says (the catalogue
+    summary's entry for it: ``docbundle.bundle.summary``), or why it cannot be served."""
 
     library_id: str
     version: str
     bundle_path: Path | None
-    manifest: Manifest | None
+    meta: SummaryEntry | None
     problem: str | None = None  # set when the version was refused at start-up
     # No CURRENT yet: a first build or install between taking its lock and publishing (or one that
     # never finished). Listed at start-up with its problem; a reload lists it only once it publishes.
@@ -91,12 +108,23 @@ class VersionEntry:
     @property
     def build_id(self) -> str | None:
         """The build id of the bundle ``CURRENT`` names (None when unknown)."""
-        return self.manifest.build.build_id if self.manifest else None
+        return self.meta.build_id if self.meta else None
 
     @property
     def content_hash(self) -> str | None:
         """The content hash the manifest records (None when unknown)."""
-        return self.manifest.build.content_hash if self.manifest else None
+        return self.meta.content_hash if self.meta else None
+
+    def read_manifest(self) -> Manifest | None:
+        """The whole manifest of this version's bundle, read from disk now (None when unreadable or no
+        longer the one listed); for the rare needs past the summary (document completions)."""
+        if self.bundle_path is None or self.meta is None:
+            return None
+        try:
+            manifest = decode_manifest(manifest_bytes(self.bundle_path))
+        except (BundleError, OSError):
+            return None
+        return manifest if manifest.build.build_id == self.meta.build_id else None
 
 
 @dataclass(frozen=True)
@@ -112,10 +140,10 @@ class LibraryEntry:
         """The version served when a request names none."""
         return self.versions[self.default_version]
 
-    def _manifest(self) -> Manifest | None:
-        if self.default.manifest is not None:
-            return self.default.manifest
-        return next((v.manifest for v in self.versions.values() if v.manifest is not None), None)
+    def _manifest(self) -> SummaryEntry | None:
+        if self.default.meta is not None:
+            return self.default.meta
+        return next((v.meta for v in self.versions.values() if v.meta is not None), None)
 
     @property
     def name(self) -> str:
@@ -194,95 +222,134 @@ def _looks_like_version_dir(vdir: Path) -> bool:
     )
 
 
-def _current_or_problem(vdir: Path) -> str | None:
-    """What ``CURRENT`` holds now, or the error it raises (only compared, never served)."""
+def _current_text(vdir: Path) -> str:
+    """What ``CURRENT`` holds now, raw and stripped ("" when absent or unreadable): only compared, never
+    served (``signature`` and the re-read of a version whose CURRENT moved while it was read)."""
     try:
-        return read_current(vdir)
-    except BundleError as exc:
-        return str(exc)
-
-
-def _load_version(
-    root: Path, library_id: str, version: str, lock: LockFile | None, leases: dict[Path, int]
-) -> VersionEntry:
-    """Read one version; read it again when its CURRENT moved meanwhile (a publish, then a prune, ran).
-
-    A reading taken while a writer replaced CURRENT may describe a build that the writer's prune is
-    deleting (no lease was taken yet): its problem would be the race's, not the bundle's.
-    """
-    vdir = root / library_id / version
-    for _ in range(MAX_READS):
-        before = _current_or_problem(vdir)
-        entry = _read_version(root, library_id, version, lock, leases)
-        if _current_or_problem(vdir) == before:
-            break
-        if entry.bundle_path is not None and entry.bundle_path in leases:
-            os.close(leases.pop(entry.bundle_path))
-    return entry
-
-
-def _read_version(
-    root: Path, library_id: str, version: str, lock: LockFile | None, leases: dict[Path, int]
-) -> VersionEntry:
-    vdir = root / library_id / version
-    where = f"{library_id}/{version}"
+        fd = os.open(vdir / CURRENT, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return ""
     try:
-        build_id = read_current(vdir)
-    except BundleError as exc:
-        return VersionEntry(library_id, version, None, None, _relative(str(exc), root))
-    if build_id is None:
-        return VersionEntry(
-            library_id, version, None, None, f"no bundle built yet in {where} (no CURRENT file)", pending=True
-        )
-    bundle = vdir / build_id
-    if not bundle.is_dir():
-        return VersionEntry(
-            library_id, version, None, None, f"{where}/CURRENT names {build_id}, which does not exist"
-        )
-    # The lease keeps builds and prunes from deleting this bundle while the server runs.
-    lease = take_lease(bundle)
-    if lease is not None:
-        leases[bundle] = lease
-    try:
-        manifest, manifest_sha = _read_manifest(bundle, lease)
-    except BundleError as exc:
-        return VersionEntry(library_id, version, bundle, None, _relative(str(exc), root))
-    except OSError as exc:
-        return VersionEntry(
-            library_id, version, bundle, None, f"{where}/{build_id}: unreadable manifest: {exc}"
-        )
-    problem = _check_manifest(manifest, library_id, version, build_id)
-    if problem is None and lock is not None:
-        problem = _check_pin(lock, library_id, version, manifest, manifest_sha)
-        if problem is not None:
-            return VersionEntry(library_id, version, bundle, manifest, problem, pin_refused=True)
-    return VersionEntry(library_id, version, bundle, manifest, problem)
+        return os.read(fd, 200).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
-def _check_manifest(manifest: Manifest, library_id: str, version: str, build_id: str) -> str | None:
+class _Reading:
+    """One (re)load's reading of the bundles folder: the summary's entries it may reuse, the leases it
+    took, the signature it saw, and whether the summary proved stale (missing, or an entry off)."""
+
+    def __init__(self, root: Path, lock: LockFile | None) -> None:
+        self.root = root
+        self.lock = lock
+        # With a lock file every manifest is read: a pin names the manifest's own sha256.
+        found = None if lock is not None else read_summary(root)
+        self.known = {e.key: e for e in found or ()}
+        self.stale = found is None and lock is None
+        self.leases: dict[Path, int] = {}
+        self.signature: list[tuple[str, str, str]] = []
+
+    def entries(self) -> list[SummaryEntry]:
+        """The summary entries of what was read (for writing the summary back)."""
+        return list(self.known.values())
+
+    def load_version(self, library_id: str, version: str, current: str) -> VersionEntry:
+        """Read one version; read it again when its CURRENT moved meanwhile (a publish, then a prune, ran).
+
+        A reading taken while a writer replaced CURRENT may describe a build that the writer's prune is
+        deleting (no lease was taken yet): its problem would be the race's, not the bundle's.
+        """
+        vdir = self.root / library_id / version
+        before = current
+        for _ in range(MAX_READS):
+            entry = self._read_version(library_id, version)
+            after = _current_text(vdir)
+            if after == before:
+                break
+            before = after
+            if entry.bundle_path is not None and entry.bundle_path in self.leases:
+                os.close(self.leases.pop(entry.bundle_path))
+        self.signature.append((library_id, version, before))
+        return entry
+
+    def _read_version(self, library_id: str, version: str) -> VersionEntry:
+        root = self.root
+        vdir = root / library_id / version
+        where = f"{library_id}/{version}"
+        try:
+            build_id = read_current(vdir)
+        except BundleError as exc:
+            return VersionEntry(library_id, version, None, None, _relative(str(exc), root))
+        if build_id is None:
+            return VersionEntry(
+                library_id,
+                version,
+                None,
+                None,
+                f"no bundle built yet in {where} (no CURRENT file)",
+                pending=True,
+            )
+        bundle = vdir / build_id
+        # The lease keeps builds and prunes from deleting this bundle while the server runs. It opens
+        # the manifest, so a build CURRENT names but that is missing shows here, without another look.
+        lease = take_lease(bundle)
+        if lease is None and not bundle.is_dir():
+            return VersionEntry(
+                library_id, version, None, None, f"{where}/CURRENT names {build_id}, which does not exist"
+            )
+        if lease is not None:
+            self.leases[bundle] = lease
+        meta = self.known.get((library_id, version))
+        if meta is None or meta.build_id != build_id:
+            # Not in the summary, or the summary names another build than CURRENT: never trusted.
+            self.stale = self.stale or self.lock is None
+            try:
+                manifest, manifest_sha = _read_manifest(bundle, lease)
+            except BundleError as exc:
+                return VersionEntry(library_id, version, bundle, None, _relative(str(exc), root))
+            except OSError as exc:
+                return VersionEntry(
+                    library_id, version, bundle, None, f"{where}/{build_id}: unreadable manifest: {exc}"
+                )
+            meta = entry_from_manifest(manifest, manifest_sha)
+            problem = _check_manifest(meta, library_id, version, build_id)
+            if problem is None:
+                self.known[(library_id, version)] = meta
+            else:
+                self.known.pop((library_id, version), None)
+        else:
+            problem = None
+        if problem is None and self.lock is not None:
+            problem = _check_pin(self.lock, library_id, version, meta)
+            if problem is not None:
+                return VersionEntry(library_id, version, bundle, meta, problem, pin_refused=True)
+        return VersionEntry(library_id, version, bundle, meta, problem)
+
+
+def _check_manifest(meta: SummaryEntry, library_id: str, version: str, build_id: str) -> str | None:
     """The manifest must describe the directory it sits in (a misplaced bundle would mislabel answers)."""
-    if manifest.library.id != library_id:
-        return f"the manifest is for library {manifest.library.id!r}, but it sits under {library_id!r}"
-    if manifest.version.name != version:
-        return f"the manifest is for version {manifest.version.name!r}, but it sits under {version!r}"
-    if manifest.build.build_id != build_id:
-        return f"the manifest's build id {manifest.build.build_id} differs from its directory {build_id}"
+    if meta.library.id != library_id:
+        return f"the manifest is for library {meta.library.id!r}, but it sits under {library_id!r}"
+    if meta.version.name != version:
+        return f"the manifest is for version {meta.version.name!r}, but it sits under {version!r}"
+    if meta.build_id != build_id:
+        return f"the manifest's build id {meta.build_id} differs from its directory {build_id}"
     return None
 
 
-def _check_pin(
-    lock: LockFile, library_id: str, version: str, manifest: Manifest, manifest_sha: str
-) -> str | None:
+def _check_pin(lock: LockFile, library_id: str, version: str, meta: SummaryEntry) -> str | None:
     pin = lock.pins.get((library_id, version))
     name = lock.path.name
     if pin is None:
         return f"refused: {library_id}/{version} is not pinned in the lock file {name}"
-    if pin.content_hash != manifest.build.content_hash:
+    if pin.content_hash != meta.content_hash:
         return (
-            f"refused: content hash {manifest.build.content_hash[:12]}… does not match "
+            f"refused: content hash {meta.content_hash[:12]}… does not match "
             f"{pin.content_hash[:12]}… pinned in the lock file {name}"
         )
-    if pin.manifest_sha256 is not None and pin.manifest_sha256 != manifest_sha:
+    if pin.manifest_sha256 is not None and pin.manifest_sha256 != meta.manifest_sha256:
         return f"refused: manifest.json does not match the manifest_sha256 pinned in the lock file {name}"
     return None
 
@@ -294,62 +361,72 @@ def _relative(message: str, root: Path) -> str:
     return message
 
 
+def _built_at(v: VersionEntry) -> tuple[str, str]:
+    return (v.meta.built_at if v.meta else "", v.version)
+
+
 def _pick_default(versions: dict[str, VersionEntry]) -> str:
     """The manifest marked latest (newest build wins a tie), else "latest", else the newest build."""
-    loaded = [v for v in versions.values() if v.manifest is not None]
-
-    def newest(entries: list[VersionEntry]) -> VersionEntry:
-        """The entry with the latest build time."""
-        return max(entries, key=lambda v: (v.manifest.build.built_at if v.manifest else "", v.version))
-
-    marked = [v for v in loaded if v.manifest is not None and v.manifest.version.latest]
+    loaded = [v for v in versions.values() if v.meta is not None]
+    marked = [v for v in loaded if v.meta is not None and v.meta.version.latest]
     if marked:
-        return newest(marked).version
+        return max(marked, key=_built_at).version
     if "latest" in versions:
         return "latest"
     if loaded:
-        return newest(loaded).version
+        return max(loaded, key=_built_at).version
     return sorted(versions)[0]
 
 
 def _order(versions: dict[str, VersionEntry], default: str) -> dict[str, VersionEntry]:
     """Default first, then the newest builds."""
-    rest = sorted(
-        (v for v in versions.values() if v.version != default),
-        key=lambda v: (v.manifest.build.built_at if v.manifest else "", v.version),
-        reverse=True,
-    )
+    rest = sorted((v for v in versions.values() if v.version != default), key=_built_at, reverse=True)
     return {default: versions[default], **{v.version: v for v in rest}}
+
+
+def _sorted_dirs(path: Path, pattern: re.Pattern[str]) -> list[os.DirEntry[str]]:
+    """The sub-folders of ``path`` whose name matches ``pattern``, sorted (none when unreadable)."""
+    try:
+        found = [e for e in os.scandir(path) if pattern.fullmatch(e.name) and e.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda e: e.name)
 
 
 def _scan(
     root: Path, lockfile: LockFile | None, listed: Collection[tuple[str, str]] | None = None
-) -> tuple[dict[str, LibraryEntry], dict[Path, int]]:
-    """Every library version under ``root`` (CURRENT and manifest read, leases taken), nothing opened.
+) -> tuple[dict[str, LibraryEntry], _Reading]:
+    """Every library version under ``root`` (CURRENT checked, leases taken), nothing opened; what each
+    manifest says comes from the catalogue summary when its entry names the build CURRENT does.
 
     ``listed`` (a reload's): the versions served so far. A version without CURRENT that is not among
     them is left out: a writer is at work there, and it is listed once its CURRENT names a complete
     build (announcing it earlier would send clients to a library that cannot answer yet).
     """
     libraries: dict[str, LibraryEntry] = {}
-    leases: dict[Path, int] = {}
-    for lib_dir in sorted(root.iterdir()):
-        if not lib_dir.is_dir() or not LIBRARY_ID_RE.fullmatch(lib_dir.name):
-            continue
+    reading = _Reading(root, lockfile)
+    for lib_dir in _sorted_dirs(root, LIBRARY_ID_RE):
         versions: dict[str, VersionEntry] = {}
-        for vdir in sorted(lib_dir.iterdir()):
-            if vdir.is_dir() and VERSION_RE.fullmatch(vdir.name) and _looks_like_version_dir(vdir):
-                entry = _load_version(root, lib_dir.name, vdir.name, lockfile, leases)
-                if entry.pending and listed is not None and (entry.library_id, entry.version) not in listed:
-                    log.debug("%s/%s has no CURRENT yet: listed once it publishes", lib_dir.name, vdir.name)
-                    continue
-                versions[vdir.name] = entry
+        for vdir in _sorted_dirs(Path(lib_dir.path), VERSION_RE):
+            current = _current_text(Path(vdir.path))
+            if not current and not _looks_like_version_dir(Path(vdir.path)):
+                reading.signature.append((lib_dir.name, vdir.name, current))
+                continue
+            entry = reading.load_version(lib_dir.name, vdir.name, current)
+            if entry.pending and listed is not None and (entry.library_id, entry.version) not in listed:
+                log.debug("%s/%s has no CURRENT yet: listed once it publishes", lib_dir.name, vdir.name)
+                continue
+            versions[vdir.name] = entry
         if not versions:
             # Not a library directory (the bundles folder also holds config and query files).
             continue
         default = _pick_default(versions)
         libraries[lib_dir.name] = LibraryEntry(lib_dir.name, _order(versions, default), default)
-    return libraries, leases
+    served = {(e.library_id, e.version) for lib in libraries.values() for e in lib.versions.values()}
+    for key in [k for k in reading.known if k not in served]:
+        reading.stale = reading.stale or lockfile is None
+        del reading.known[key]
+    return libraries, reading
 
 
 def signature(root: Path) -> tuple[tuple[str, str, str], ...]:
@@ -358,27 +435,11 @@ def signature(root: Path) -> tuple[tuple[str, str, str], ...]:
     A new build (CURRENT rewritten), a library or version added or removed all change it; nothing in a
     bundle is read. A folder that cannot be listed counts as empty.
     """
-    out: list[tuple[str, str, str]] = []
-    try:
-        lib_dirs = sorted(os.scandir(root), key=lambda e: e.name)
-    except OSError:
-        return ()
-    for lib in lib_dirs:
-        if not LIBRARY_ID_RE.fullmatch(lib.name) or not lib.is_dir():
-            continue
-        try:
-            vdirs = sorted(os.scandir(lib.path), key=lambda e: e.name)
-        except OSError:
-            continue
-        for v in vdirs:
-            if not VERSION_RE.fullmatch(v.name) or not v.is_dir():
-                continue
-            try:
-                current = (Path(v.path) / CURRENT).read_text(encoding="utf-8", errors="replace")[:200]
-            except OSError:
-                current = ""
-            out.append((lib.name, v.name, current.strip()))
-    return tuple(out)
+    return tuple(
+        (lib.name, v.name, _current_text(Path(v.path)))
+        for lib in _sorted_dirs(root, LIBRARY_ID_RE)
+        for v in _sorted_dirs(Path(lib.path), VERSION_RE)
+    )
 
 
 @dataclass(frozen=True)
@@ -418,14 +479,20 @@ class Catalog:
         leases: dict[Path, int] | None = None,
         *,
         retire_after: float = RETIRE_AFTER_SECONDS,
+        seen: tuple[tuple[str, str, str], ...] | None = None,
     ) -> None:
         self.root = root
         self._leases = dict(leases or {})
         self.lock = lock
         self._libraries = libraries
+        # Counts the reloads that changed the libraries: whoever caches something derived from the entries
+        # (the routing index, the resolver's word index) checks it.
+        self.generation = 0
         # Keyed by (library, version, build id): a request that resolved an entry before a reload
         # still gets the build it resolved, never its successor.
-        self._opened: dict[tuple[str, str, str], OpenedLibrary] = {}
+        # In order of use, least recent first: past ``max_open`` the first ones are retired.
+        self._opened: OrderedDict[tuple[str, str, str], OpenedLibrary] = OrderedDict()
+        self.max_open = DEFAULT_MAX_OPEN
         self._failed: dict[tuple[str, str, str], str] = {}
         self._retired: list[OpenedLibrary] = []  # opened, then marked failed: closed at close()
         # Replaced by a reload: closed (and their leases released) once retire_after seconds have passed,
@@ -442,12 +509,11 @@ class Catalog:
         # Libraries a search across libraries routes to (``routing``; 0: no routing). A server sets it
         # from --route-libraries.
         self.route_libraries = DEFAULT_ROUTE_LIBRARIES
-        # Counts reloads: whoever caches something derived from the entries (the routing index) checks it.
-        self.generation = 0
         self._guard = threading.Lock()
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         self._closed = False
-        self._signature = signature(root)
+        # What the bundles folder looked like when read (``signature``): given by ``load``, which read it.
+        self._signature = signature(root) if seen is None else seen
         # Called (in the thread where it happened) with each event; a serving process's metrics listen.
         self.listeners: list[Listener] = []
 
@@ -455,11 +521,14 @@ class Catalog:
     def load(
         cls, root: Path, *, lock: Path | None = None, retire_after: float = RETIRE_AFTER_SECONDS
     ) -> Catalog:
-        """Read every library version's CURRENT and manifest under ``root`` (nothing is opened)."""
+        """Read every library version's CURRENT under ``root`` and what its manifest says (from the
+        catalogue summary when it is current, else from the manifest, and then the summary is written
+        back when the folder is writable); nothing is opened."""
         if not root.is_dir():
             raise FileNotFoundError(f"bundles directory {root} does not exist or is not a directory")
         lockfile = LockFile.load(lock) if lock is not None else None
-        libraries, leases = _scan(root, lockfile)
+        libraries, reading = _scan(root, lockfile)
+        _write_back(reading)
         if lockfile is not None:
             for lib, version in sorted(lockfile.pins):
                 if lib not in libraries or version not in libraries[lib].versions:
@@ -468,7 +537,14 @@ class Catalog:
             for v in lib_entry.versions.values():
                 if v.problem:
                     log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
-        return cls(root, libraries, lockfile, leases, retire_after=retire_after)
+        return cls(
+            root,
+            libraries,
+            lockfile,
+            reading.leases,
+            retire_after=retire_after,
+            seen=tuple(reading.signature),
+        )
 
     # -- lookups ------------------------------------------------------------------------------------
 
@@ -533,7 +609,7 @@ class Catalog:
 
     def has_vectors(self) -> bool:
         """Whether any library version served has semantic vectors (manifests only)."""
-        return any(e.manifest is not None and e.manifest.vectors is not None for e in self.entries())
+        return any(e.meta is not None and e.meta.vectors is not None for e in self.entries())
 
     def start_encoder(self) -> bool:
         """Load the query encoder in a background thread now if a library has vectors, and again after a
@@ -555,6 +631,7 @@ class Catalog:
         key = _key(entry)
         opened = self._opened.get(key)
         if opened is not None:
+            self._touch(key)
             return opened
         with self._key_lock(key):
             opened = self._opened.get(key)
@@ -575,7 +652,10 @@ class Catalog:
                     log.error("cannot open %s/%s: %s", entry.library_id, entry.version, reason)
                     self._tell("failed", entry)
                 else:
-                    self._opened[key] = opened
+                    with self._guard:
+                        self._opened[key] = opened
+                    self._evict()
+                    self._share_caches()
                     self._tell("opened", entry)
                     return opened
         raise LibraryUnavailableError(
@@ -600,6 +680,36 @@ class Catalog:
         for listener in self.listeners:
             listener(event, entry)
 
+    def _touch(self, key: tuple[str, str, str]) -> None:
+        """Mark an opened bundle as just used."""
+        with self._guard:
+            if key in self._opened:
+                self._opened.move_to_end(key)
+
+    def _evict(self) -> None:
+        """Retire the least recently used bundles past ``max_open``: closed once ``retire_after`` has
+        passed (requests in flight finish on them), then opened again, verified, on their next use."""
+        now = time.monotonic()
+        with self._guard:
+            while len(self._opened) > max(self.max_open, 1):
+                key, lib = self._opened.popitem(last=False)
+                self._expiring.append((now + self.retire_after, lib, None))
+                log.debug("%s/%s closed: past --max-open %d", key[0], key[1], self.max_open)
+        self.expire(now)
+
+    def _share_caches(self) -> None:
+        """Give each open bundle's search caches an equal share of ``CACHE_BUDGET_BYTES``."""
+        with self._guard:
+            opened = list(self._opened.values())
+        share = max(CACHE_BUDGET_BYTES // max(len(opened), 1), CACHE_FLOOR_BYTES)
+        for lib in opened:
+            lib.searcher.limit_caches(share, share)
+
+    def open_count(self) -> int:
+        """Bundles open now: in use, and retired but not closed yet."""
+        with self._guard:
+            return len(self._opened) + sum(1 for _, lib, _ in self._expiring if lib is not None)
+
     @contextmanager
     def _key_lock(self, key: tuple[str, str, str]) -> Iterator[None]:
         with self._guard:
@@ -613,13 +723,16 @@ class Catalog:
         from docbundle.bundle import reader
         from docbundle.bundle.search import BundleSearcher
 
-        assert entry.bundle_path is not None and entry.manifest is not None
+        assert entry.bundle_path is not None and entry.meta is not None
         # Every file's size and sha256 before whoosh unpickles anything (restricted, in any case);
         # the bundle then reads through the very descriptors that were hashed.
         bundle = reader.open_bundle(entry.bundle_path)
-        if bundle.manifest != entry.manifest:
+        if entry_from_manifest(bundle.manifest, entry.meta.manifest_sha256) != entry.meta:
             bundle.close()
-            raise BundleError("the bundle's manifest changed after the server started; restart the server")
+            raise BundleError(
+                "the bundle's manifest changed after the server started, or the catalogue summary "
+                f"({SUMMARY_NAME}) does not describe it; delete {SUMMARY_NAME} and restart the server"
+            )
         try:
             searcher = BundleSearcher(bundle)
         except BaseException:
@@ -643,7 +756,7 @@ class Catalog:
         """Close every opened bundle; later opens fail."""
         with self._guard:
             self._closed = True
-            opened, self._opened = [*self._opened.values(), *self._retired], {}
+            opened, self._opened = [*self._opened.values(), *self._retired], OrderedDict()
             self._retired = []
             leases, self._leases = list(self._leases.values()), {}
             for _, lib, fd in self._expiring:
@@ -671,12 +784,13 @@ class Catalog:
         open and leased for ``retire_after`` seconds (requests in flight finish on it, and a prune
         cannot delete its files meanwhile), then is closed. The lock file read at start still applies.
         """
-        sig = signature(self.root)
         if self._closed:
             return CatalogChange()
         with self._guard:
             listed = {(e.library_id, e.version) for e in self.entries()}
-        scanned, leases = _scan(self.root, self.lock, listed)
+        scanned, reading = _scan(self.root, self.lock, listed)
+        leases = reading.leases
+        _write_back(reading)
         now = time.monotonic()
         extra: list[int] = []
         with self._guard:
@@ -713,8 +827,8 @@ class Catalog:
             added = tuple(sorted(set(libraries) - set(old)))
             removed = tuple(sorted(set(old) - set(libraries)))
             self._libraries = libraries
-            self._signature = sig
             self.generation += 1
+            self._signature = tuple(reading.signature)
         for fd in extra:
             os.close(fd)
         self.expire()
@@ -797,6 +911,18 @@ def _warm(opened: OpenedLibrary, terms: int) -> None:
         done,
         time.monotonic() - started,
     )
+
+
+def _write_back(reading: _Reading) -> None:
+    """Rewrite the catalogue summary when the reading found it stale (best effort: a read-only folder
+    keeps serving, and the next start reads the manifests again)."""
+    if reading.stale and reading.lock is None and (reading.known or (reading.root / SUMMARY_NAME).exists()):
+        try:
+            written = write_summary_locked(reading.root, reading.entries())
+        except OSError as exc:
+            written = False
+            log.debug("catalogue summary not written back: %s", exc)
+        log.debug("catalogue summary %s", "rebuilt from the manifests" if written else "stale, not rewritten")
 
 
 def _key(entry: VersionEntry) -> tuple[str, str, str]:

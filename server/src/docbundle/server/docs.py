@@ -79,9 +79,15 @@ def check_list_args(library_id: str | None, version: str | None, section: str | 
     check_length("section", section, MAX_SECTION_CHARS, "Pass a section name list_documents shows.")
 
 
-def check_category(category: str | None) -> None:
-    """Refuse a list_libraries category over its bound."""
+def check_category(
+    category: str | None, query: str | None = None, cursor: str | None = None, max_tokens: int | None = None
+) -> None:
+    """Refuse a list_libraries category, query, cursor or maxTokens over its bound."""
     check_length("category", category, MAX_CATEGORY_CHARS, NextStep("categories", "list_libraries"))
+    check_length("query", query, MAX_QUERY_CHARS, "Give a few words of the library's name or description.")
+    check_length("cursor", cursor, MAX_CURSOR_CHARS, NextStep("list_restart", "list_libraries"))
+    if max_tokens is not None:
+        check_range("maxTokens", max_tokens, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
 
 
 def check_name(name: str) -> None:
@@ -103,11 +109,20 @@ class Docs:
 
     # -- catalogue ----------------------------------------------------------------------------------
 
-    def list_libraries(self, category: str | None = None, *, checked: bool = False) -> models.LibraryList:
-        """Every library (optionally of one category), with its status."""
+    def list_libraries(
+        self,
+        category: str | None = None,
+        query: str | None = None,
+        cursor: str | None = None,
+        max_tokens: int | None = None,
+        *,
+        checked: bool = False,
+    ) -> models.LibraryList:
+        """One page of the libraries (optionally of one category, holding the words of ``query``) that
+        fits ``max_tokens`` (None: all of them), with each one's status; ``cursor`` continues a listing."""
         if not checked:
-            check_category(category)
-        return libraries.library_list(self.catalog, category)
+            check_category(category, query, cursor, max_tokens)
+        return libraries.library_list(self.catalog, category, query, cursor, max_tokens)
 
     def resolve_library(
         self, name: str, limit: int = DEFAULT_LIMIT, *, checked: bool = False

@@ -131,7 +131,7 @@ def _wait_for_encoder(catalog: Catalog, call: SearchCall, targets: list[VersionE
     """Wait for the query encoder when this call may use it; returns whether it waited."""
     if call.mode not in (None, *SEMANTIC_MODES) or not catalog.encoder.installed():
         return False
-    if not any(e.manifest is not None and e.manifest.vectors is not None and not e.problem for e in targets):
+    if not any(e.meta is not None and e.meta.vectors is not None and not e.problem for e in targets):
         return False
     try:
         catalog.encoder.get(call.cancel)

@@ -4,11 +4,16 @@ no bundle is opened, so they are cheap enough to run on the event loop."""
 
 from __future__ import annotations
 
-from docbundle.bundle.manifest import obtained_mix
+import base64
+import binascii
+import bisect
+import hashlib
+import json
 
+from .budget import estimate_tokens
 from .catalog import Catalog, LibraryEntry, VersionEntry
 from .encoder import describe
-from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip, echo
+from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, MAX_LIBRARY_ID_CHARS, BadCursorError, clip, echo
 from .models import (
     LibraryList,
     LibraryMatch,
@@ -17,15 +22,19 @@ from .models import (
     VersionList,
     VersionSummary,
 )
-from .resolve import Resolver
+from .render import library_lines, render_libraries
+from .resolve import Resolver, words
 from .semantic import vector_problem
+from .words import NextStep
+
+MAX_CATEGORIES_SHOWN = 50
 
 
 def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
     """One library as ``list_libraries`` shows it: its default version's build, counts and status."""
     entry = lib.default
     state, reason = catalog.state(entry)
-    m = entry.manifest
+    m = entry.meta
     return LibrarySummary(
         id=lib.id,
         name=lib.name,
@@ -34,14 +43,14 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         versions=list(lib.versions),
         default_version=lib.default_version,
         documents=m.counts.documents if m else None,
-        built_at=m.build.built_at if m else None,
-        build_id=m.build.build_id if m else None,
-        content_hash=m.build.content_hash if m else None,
+        built_at=m.built_at if m else None,
+        build_id=m.build_id if m else None,
+        content_hash=m.content_hash if m else None,
         status=state,
         reason=reason,
-        safety_findings=len(m.safety) if m else 0,
-        safety_kinds=sorted({f.kind for f in m.safety}) if m else [],
-        obtained=obtained_mix(m.documents) if m else {},
+        safety_findings=m.safety_findings if m else 0,
+        safety_kinds=list(m.safety_kinds) if m else [],
+        obtained=dict(m.obtained) if m else {},
         vectors=vectors_summary(catalog, entry),
     )
 
@@ -51,11 +60,11 @@ def vectors_summary(catalog: Catalog, entry: VersionEntry) -> str | None:
 
     None when it has none. Reads the manifest and the query encoder's state only; nothing is loaded.
     """
-    m = entry.manifest
+    m = entry.meta
     if m is None or m.vectors is None:
         return None
     made = f"{m.vectors.rows} sections embedded by {describe(m.vectors.embedder)}"
-    problem = vector_problem(m, catalog.encoder)
+    problem = vector_problem(m.vectors, catalog.encoder)
     if problem is not None:
         return f"{made}; keyword search only here, as {problem}"
     status = catalog.encoder.status()
@@ -63,30 +72,110 @@ def vectors_summary(catalog: Catalog, entry: VersionEntry) -> str | None:
     return f"{made}; hybrid and semantic search{note.get(status, '')}"
 
 
-def library_list(catalog: Catalog, category: str | None) -> LibraryList:
-    """Every library (of ``category`` when given, ignoring case), with the categories there are."""
+def library_list(
+    catalog: Catalog,
+    category: str | None,
+    query: str | None = None,
+    cursor: str | None = None,
+    max_tokens: int | None = None,
+) -> LibraryList:
+    """One page of the libraries of ``category`` (ignoring case) whose id, name, category or description
+    hold every word of ``query``, in id order, that fits ``max_tokens`` (None: every one); ``cursor``
+    continues after the page it came with."""
     libs = catalog.libraries()
     categories = sorted({lib.category for lib in libs if lib.category})
     wanted = category.strip().lower() if category and category.strip() else None
-    chosen = [lib for lib in libs if wanted is None or lib.category.lower() == wanted]
+    terms = words(query or "")
+    filters = _filters(wanted, terms)
+    after = decode_list_cursor(cursor, filters) if cursor and cursor.strip() else None
+    chosen = [
+        lib
+        for lib in libs
+        if (wanted is None or lib.category.lower() == wanted) and (not terms or _holds(lib, terms))
+    ]
+    start = 0 if after is None else bisect.bisect_right([lib.id for lib in chosen], after)
+    page: list[LibrarySummary] = []
+    frame = LibraryList(
+        libraries=[],
+        category=wanted,
+        query=query,
+        total=len(chosen),
+        next_cursor=encode_list_cursor(filters, "x" * MAX_LIBRARY_ID_CHARS),
+        categories=categories[:MAX_CATEGORIES_SHOWN],
+    )
+    # What the page costs with no library in it (heading, continuation, categories, in both forms).
+    used = estimate_tokens(render_libraries(frame)) + estimate_tokens(frame.model_dump_json(by_alias=True))
+    for lib in chosen[start:]:
+        item = summary(catalog, lib)
+        cost = estimate_tokens(library_lines(item)) + estimate_tokens(item.model_dump_json(by_alias=True))
+        if page and max_tokens is not None and used + cost > max_tokens:
+            break
+        page.append(item)
+        used += cost
+    more = start + len(page) < len(chosen)
     message = None
     if not libs:
         message = "No libraries are installed: the bundles directory holds no built bundle."
     elif not chosen:
-        message = (
-            f"No library has category {echo(category)}. Categories: {', '.join(categories) or '(none)'}."
-        )
+        shown = ", ".join(categories[:MAX_CATEGORIES_SHOWN]) or "(none)"
+        if wanted is not None and not any(lib.category.lower() == wanted for lib in libs):
+            message = f"No library has category {echo(category)}. Categories: {shown}."
+        else:
+            message = (
+                f"No library matches {echo(query or '')}" + (f" in category {wanted}" if wanted else "") + "."
+            )
     return LibraryList(
-        libraries=[summary(catalog, lib) for lib in chosen],
+        libraries=page,
         category=wanted,
-        categories=categories,
+        query=clip(query, MAX_ECHO_CHARS) if terms and query else None,
+        total=len(chosen),
+        next_cursor=encode_list_cursor(filters, page[-1].id) if more and page else None,
+        categories=categories[:MAX_CATEGORIES_SHOWN],
         message=message,
     )
 
 
+def _holds(lib: LibraryEntry, terms: list[str]) -> bool:
+    """Whether every term is in the library's id, name, category or description (ignoring case)."""
+    text = f"{lib.id} {lib.name} {lib.category} {lib.description}".lower()
+    return all(t in text for t in terms)
+
+
+def _filters(category: str | None, terms: list[str]) -> str:
+    """What a cursor is tied to: the filters of the listing it continues."""
+    return hashlib.sha256(json.dumps([category, terms]).encode("utf-8")).hexdigest()[:12]
+
+
+def encode_list_cursor(filters: str, after: str) -> str:
+    """The cursor of the page after the library ``after`` of a listing with ``filters``."""
+    data = json.dumps({"v": 1, "f": filters, "a": after}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(data.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def decode_list_cursor(cursor: str, filters: str, what: str = "list_libraries") -> str:
+    """The library id a listing continues after; refused unless ``cursor`` came from one with ``filters``
+    (``what`` made it: list_libraries, or resources/list)."""
+    restart = (NextStep("list_restart", "list_libraries"),) if what == "list_libraries" else ()
+    text = cursor.strip()
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("utf-8"))
+        ok = isinstance(data, dict) and data.get("v") == 1
+        made_for, after = data["f"], data["a"]
+    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError):
+        raise BadCursorError(f"cursor {echo(cursor, 40)} is not one {what} returned.", *restart) from None
+    if not ok or not isinstance(after, str) or not isinstance(made_for, str):
+        raise BadCursorError(f"cursor {echo(cursor, 40)} is not one {what} returned.", *restart)
+    if made_for != filters:
+        raise BadCursorError(
+            "this cursor continues a listing with another category or query: pass the same ones with it.",
+            *restart,
+        )
+    return after
+
+
 def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int) -> LibraryMatches:
     """The libraries that match ``name``, best first, at most ``limit``; a message when none or more."""
-    found = resolver.resolve(name)
+    found, total = resolver.resolve(name, limit)
     matches = [
         LibraryMatch(
             id=m.library.id,
@@ -98,7 +187,7 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
             score=m.score,
             why=m.why,
         )
-        for m in found[:limit]
+        for m in found
     ]
     message = None
     if not matches:
@@ -108,8 +197,8 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
             f"No library matches {echo(name)}. Installed: {shown or '(none)'}. "
             "Call list_libraries to see them all with their descriptions."
         )
-    elif len(found) > limit:
-        message = f"{len(found) - limit} more match(es) left out: raise limit to see them."
+    elif total > limit:
+        message = f"{total - limit} more match(es) left out: raise limit to see them."
     return LibraryMatches(query=clip(name, MAX_ECHO_CHARS), matches=matches, message=message)
 
 
@@ -119,7 +208,7 @@ def version_list(catalog: Catalog, library_id: str) -> VersionList:
     versions = []
     for v in lib.versions.values():
         state, reason = catalog.state(v)
-        m = v.manifest
+        m = v.meta
         versions.append(
             VersionSummary(
                 version=v.version,
@@ -131,7 +220,7 @@ def version_list(catalog: Catalog, library_id: str) -> VersionList:
                 reason=reason,
                 build_id=v.build_id,
                 content_hash=v.content_hash,
-                built_at=m.build.built_at if m else None,
+                built_at=m.built_at if m else None,
                 documents=m.counts.documents if m else None,
             )
         )

@@ -18,6 +18,7 @@ from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 from .bounds import DEFAULT_LIMIT as DEFAULT_LIMIT
 from .bounds import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
 from .bounds import DEFAULT_WINDOW as DEFAULT_WINDOW
+from .bounds import LIST_MAX_TOKENS as LIST_MAX_TOKENS
 from .bounds import MAX_LIMIT as MAX_LIMIT
 from .bounds import MAX_MAX_TOKENS as MAX_MAX_TOKENS
 from .bounds import MAX_WINDOW as MAX_WINDOW
@@ -94,10 +95,13 @@ class LibrarySummary(Model):
 
 
 class LibraryList(Model):
-    """Result of list_libraries."""
+    """Result of list_libraries: one page of the libraries that match, in id order."""
 
     libraries: list[LibrarySummary]
     category: str | None = None
+    query: str | None = None
+    total: int = Field(description="Libraries that match the filters, on every page together")
+    next_cursor: str | None = Field(default=None, description="Pass as cursor for the next page")
     categories: list[str]
     message: str | None = None
 

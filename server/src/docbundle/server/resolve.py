@@ -8,23 +8,35 @@ words; filler words ("docs", "in", "the") are dropped, and each remaining word i
 each library's words:
 
     the same word 1.0 · a prefix of at least 3 letters 0.8 · a typo (d edits, neighbours swapped
-    counting one; at most one edit per 4 letters) 0.6 (1 - d / length) — weighted by where it
+    counting one; at most one edit per 4 letters; only of a word that no library holds as such)
+    0.6 (1 - d / length) — weighted by where it
     matched: id and name 1.0, language 0.9, category 0.7, description 0.5
 
 A library's score is the mean of its words' best scores (a word it does not match counts 0), so a
 library that matches every word of the query ranks above one that matches some. The query written
 without spaces or dashes is also compared with the id and name the same way ("sap ui5" finds
-"sapui5"). Every match says why in one line. Cost: linear in the catalogue's words, with the page
-titles read once per build.
+"sapui5"). Every match says why in one line.
+
+Cost: the catalogue's words are indexed once per (re)load (each distinct word with the libraries and
+field holding it, a sorted list for prefixes, padded bigrams that find a typo's candidates), so a
+query costs what its words' near words hold, not a comparison with every library. The languages come
+from the catalogue summary, computed from the page titles once per build.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import re
 import threading
 import unicodedata
-from collections import Counter
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
+
+from docbundle.bundle.summary import title_languages
 
 from .catalog import Catalog, LibraryEntry
 
@@ -95,25 +107,158 @@ def _compact(text: str) -> str:
     return "".join(words(text))
 
 
-def _script_language(text: str) -> str | None:
-    """The language a title is written in, by script: Hangul, kana (Japanese), Han, Latin letters."""
-    han = latin = False
-    for ch in text:
-        o = ord(ch)
-        if 0xAC00 <= o <= 0xD7AF or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F:
-            return "ko"
-        if 0x3040 <= o <= 0x30FF:
-            return "ja"
-        han = han or 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF
-        latin = latin or (ch.isascii() and ch.isalpha())
-    return "zh" if han else "en" if latin else None
+FIELDS: tuple[str, ...] = tuple(WEIGHTS)  # postings store a field as its position here
 
 
-def _languages(titles: list[str]) -> tuple[str, ...]:
-    """The languages of at least a fifth of ``titles``, in code order."""
-    counts = Counter(lang for t in titles if (lang := _script_language(t)))
-    total = sum(counts.values())
-    return tuple(sorted(lang for lang, n in counts.items() if n * 5 >= total))
+def _fields(lib: LibraryEntry, langs: tuple[str, ...]) -> list[list[str]]:
+    """A library's words per field, in ``FIELDS`` order."""
+    return [
+        [lib.id, *words(lib.id.replace("-", " "))],
+        words(lib.name),
+        [x for code in langs for x in (code, *LANGUAGES.get(code, ()))],
+        words(lib.category),
+        words(lib.description),
+    ]
+
+
+def _bigrams(token: str) -> set[str]:
+    padded = f"\x02{token}\x03"
+    return {padded[i : i + 2] for i in range(len(padded) - 1)}
+
+
+class _Vocabulary:
+    """Every distinct word of the catalogue, with what finds the ones close to a query word without
+    comparing it to each: a sorted list (prefixes) and the words of each padded bigram (typos)."""
+
+    def __init__(self, tokens: Iterable[str]) -> None:
+        self.sorted = sorted(set(tokens))
+        self.known = set(self.sorted)
+        grams: dict[str, list[int]] = defaultdict(list)
+        for i, t in enumerate(self.sorted):
+            for g in _bigrams(t):
+                grams[g].append(i)
+        self.grams = {g: array("I", ids) for g, ids in grams.items()}
+
+    def close(self, word: str) -> list[tuple[str, float]]:
+        """The words ``_closeness`` scores above 0 against ``word``, with that score.
+
+        Candidates: the word itself, the words it prefixes or that prefix it, and for typos (only of a
+        word no library holds as such: "lib-00123" is not also a typo of its 700 neighbours) the words
+        sharing at least all but 3 per allowed edit of its padded bigrams (an edit changes at most 3:
+        a swap of neighbours) and whose letter counts differ by at most 2 per allowed edit, which every
+        word within the allowed edits does; only those are compared letter by letter.
+        """
+        found = {word} & self.known
+        if len(word) >= 3:
+            at = bisect.bisect_left(self.sorted, word)
+            while at < len(self.sorted) and self.sorted[at].startswith(word):
+                found.add(self.sorted[at])
+                at += 1
+            found.update(p for k in range(3, len(word)) if (p := word[:k]) in self.known)
+        allowed = len(word) // 4
+        if allowed and word not in self.known:  # a word the catalogue holds as such is no typo
+            grams = _bigrams(word)
+            need = len(grams) - 3 * allowed
+            if need > 0:
+                counts = Counter(chain.from_iterable(self.grams.get(g, ()) for g in grams))
+                near: Iterable[str] = (self.sorted[i] for i, n in counts.items() if n >= need)
+            else:
+                near = self.sorted
+            letters = Counter(word)
+            found.update(
+                t
+                for t in near
+                if abs(len(t) - len(word)) <= allowed
+                # an edit changes the letter counts by at most 2 (a swap of neighbours by none)
+                and _letter_distance(letters, Counter(t)) <= 2 * allowed
+            )
+        scored = ((t, _closeness(word, t)) for t in found)
+        return [(t, c) for t, c in scored if c > 0]
+
+
+def _letter_distance(a: Counter[str], b: Counter[str]) -> int:
+    """How many letters the two words' letter counts differ by (L1 distance of the counts)."""
+    return sum(((a - b) + (b - a)).values())
+
+
+class _Index:
+    """The catalogue's words and, per word and field, the libraries holding it; built once per catalogue."""
+
+    def __init__(self, libs: list[LibraryEntry]) -> None:
+        self.libs = libs
+        self.langs = [library_languages(lib) for lib in libs]
+        postings: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        whole: dict[str, list[int]] = defaultdict(list)
+        for i, lib in enumerate(libs):
+            for f, tokens in enumerate(_fields(lib, self.langs[i])):
+                for t in dict.fromkeys(tokens):
+                    postings[t][f].append(i)
+            for x in dict.fromkeys(_compact(x) for x in (lib.id, lib.name) if x):
+                whole[x].append(i)
+        self.words = _Vocabulary(postings)
+        self.postings = {t: {f: array("I", ids) for f, ids in by.items()} for t, by in postings.items()}
+        self.wholes = _Vocabulary(whole)
+        self.whole_postings = {t: array("I", v) for t, v in whole.items()}
+
+    def _best(self, word: str) -> dict[int, tuple[float, int, str]]:
+        """Each library's best match of ``word``: (score, field, token); the first field and token on a tie."""
+        hits = sorted(
+            (-c * WEIGHTS[FIELDS[f]], f, token)
+            for token, c in self.words.close(word)
+            for f in self.postings[token]
+        )
+        found: dict[int, tuple[float, int, str]] = {}
+        for q, f, token in hits:
+            new = set(self.postings[token][f]).difference(found)
+            if new:
+                found.update(dict.fromkeys(new, (-q, f, token)))
+        return found
+
+    def matches(self, wanted: list[str], limit: int | None = None) -> tuple[list[Match], int]:
+        """The libraries scoring at least ``MIN_SCORE`` for ``wanted``, best first (ties by id), at most
+        ``limit`` of them (None: all), and how many there are."""
+        if not wanted:
+            return [], 0
+        best = [self._best(w) for w in wanted]
+        if len(best) == 1:
+            scores = {i: hit[0] for i, hit in best[0].items()}
+        else:
+            totals: Counter[int] = Counter()
+            for b in best:
+                totals.update({i: hit[0] for i, hit in b.items()})
+            scores = {i: q / len(wanted) for i, q in totals.items()}
+        joined: dict[int, tuple[float, str]] = {}
+        compact = _compact(" ".join(wanted))
+        if len(wanted) > 1:  # "sap ui5" against "sapui5"
+            for token, c in self.wholes.close(compact):
+                for i in self.whole_postings[token]:
+                    if c * 0.95 > max(scores.get(i, 0.0), joined.get(i, (0.0, ""))[0]):
+                        joined[i] = (c * 0.95, token)
+            scores.update((i, q) for i, (q, _) in joined.items())
+        ranked = [(round(min(q, 1.0), 3), i) for i, q in scores.items()]
+        ranked = [(q, i) for q, i in ranked if q >= MIN_SCORE]
+        key = lambda item: (-item[0], self.libs[item[1]].id)  # noqa: E731 - one sort key, used twice
+        top = sorted(ranked, key=key) if limit is None else heapq.nsmallest(limit, ranked, key=key)
+        out = []
+        for score, i in top:
+            lib, langs = self.libs[i], self.langs[i]
+            if i in joined:
+                shown = next(x for x in (lib.id, lib.name) if x and _compact(x) == joined[i][1])
+                why = f"{compact!r} (the words joined) ~ {shown!r}"
+            else:
+                why = "; ".join(
+                    _reason(w, FIELDS[b[i][1]], b[i][2], langs)
+                    for w, b in zip(wanted, best, strict=True)
+                    if i in b
+                )
+            out.append(Match(lib, score, why, langs))
+        return out, len(ranked)
+
+
+def library_languages(lib: LibraryEntry) -> tuple[str, ...]:
+    """The languages of a library's default version (the catalogue summary's, from its page titles)."""
+    m = lib.default.meta
+    return tuple(m.languages) if m is not None else tuple(title_languages([lib.name, lib.description]))
 
 
 class Resolver:
@@ -121,63 +266,23 @@ class Resolver:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self._languages: dict[tuple[str, str | None], tuple[str, ...]] = {}
+        self._index: tuple[int, _Index] | None = None
         self._lock = threading.Lock()
 
-    def languages(self, lib: LibraryEntry) -> tuple[str, ...]:
-        """The languages of a library's default version (from its manifest's titles), cached per build."""
-        key = (lib.id, lib.default.build_id)
+    def index(self) -> _Index:
+        """The word index of the catalogue as it is now (built again after a reload changed it)."""
         with self._lock:
-            found = self._languages.get(key)
-        if found is None:
-            m = lib.default.manifest
-            titles = [d.title for d in m.documents if d.title] if m is not None else []
-            found = _languages(titles or [lib.name, lib.description])
-            with self._lock:
-                self._languages[key] = found
-        return found
+            generation = self.catalog.generation
+            if self._index is None or self._index[0] != generation:
+                self._index = (generation, _Index(self.catalog.libraries()))
+            return self._index[1]
 
-    def resolve(self, query: str) -> list[Match]:
-        """Libraries matching ``query``, best first (ties by id); empty when nothing matches."""
+    def resolve(self, query: str, limit: int | None = None) -> tuple[list[Match], int]:
+        """The libraries matching ``query``, best first (ties by id), at most ``limit`` (None: all), and
+        how many match in all."""
         raw = words(query)
         wanted = [w for w in raw if w not in FILLER] or raw
-        matches = []
-        for lib in self.catalog.libraries():
-            match = self._score(lib, wanted, _compact(" ".join(wanted)))
-            if match.score >= MIN_SCORE:
-                matches.append(match)
-        return sorted(matches, key=lambda m: (-m.score, m.library.id))
-
-    def _score(self, lib: LibraryEntry, wanted: list[str], compact: str) -> Match:
-        langs = self.languages(lib)
-        fields = {
-            "id": [lib.id, *words(lib.id.replace("-", " "))],
-            "name": words(lib.name),
-            "language": [x for code in langs for x in (code, *LANGUAGES.get(code, ()))],
-            "category": words(lib.category),
-            "description": words(lib.description),
-        }
-        total = 0.0
-        reasons: list[str] = []
-        for w in wanted:
-            best, where, token = 0.0, "", ""
-            for field, tokens in fields.items():
-                for t in tokens:
-                    q = _closeness(w, t) * WEIGHTS[field]
-                    if q > best:
-                        best, where, token = q, field, t
-            total += best
-            if best:
-                reasons.append(_reason(w, where, token, langs))
-        score = total / len(wanted) if wanted else 0.0
-        whole = max(
-            (_closeness(compact, _compact(x)), x) for x in (lib.id, lib.name) if x
-        )  # "sap ui5" against "sapui5"
-        if len(wanted) > 1 and whole[0] * 0.95 > score:
-            score = whole[0] * 0.95
-            reasons = [f"{compact!r} (the words joined) ~ {whole[1]!r}"]
-        why = "; ".join(reasons) if reasons else "no word matched"
-        return Match(lib, round(min(score, 1.0), 3), why, langs)
+        return self.index().matches(wanted, limit)
 
 
 def _closeness(word: str, token: str) -> float:
@@ -227,5 +332,5 @@ def complete_ids(resolver: Resolver, partial: str) -> list[str]:
         return ids
     first = [i for i in ids if i.startswith(typed)]
     inside = [i for i in ids if typed in i and i not in first]
-    fuzzy = [m.library.id for m in resolver.resolve(partial) if m.library.id not in first + inside]
+    fuzzy = [m.library.id for m in resolver.resolve(partial)[0] if m.library.id not in first + inside]
     return first + inside + fuzzy

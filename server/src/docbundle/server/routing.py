@@ -77,9 +77,9 @@ class Router:
 
     def _served(self) -> list[Served]:
         return [
-            Served(e.library_id, e.version, e.bundle_path, e.manifest)
+            Served(e.library_id, e.version, e.bundle_path, e.meta.build_id, e.read_manifest)
             for e in self.catalog.entries()
-            if e.manifest is not None and e.bundle_path is not None and not e.problem
+            if e.meta is not None and e.bundle_path is not None and not e.problem
         ]
 
     def index(self, wait: float, cancel: Deadline | None = None) -> tuple[RouteIndex | None, str]:
@@ -88,7 +88,7 @@ class Router:
         with self._lock:
             if self._index is not None and self._generation == generation:
                 return self._index, ""
-            current = {(s.library_id, s.version): s.manifest.build.build_id for s in self._served()}
+            current = {(s.library_id, s.version): s.build_id for s in self._served()}
             candidate = self._index
             if self._thread is None and (candidate is None or candidate.stale(current)):
                 on_disk = load_index(self.catalog.root)
@@ -206,7 +206,7 @@ class Router:
             n = index.number(_key(e))
             if n is not None and index.libraries[n].build_id == e.build_id:
                 choosable[n] = e
-            elif e.manifest is not None and not e.problem:
+            elif e.meta is not None and not e.problem:
                 missing += 1
         self._choosable_cache = (key, choosable, missing)
         return choosable, missing

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from docbundle.bundle import hybrid
-from docbundle.bundle.manifest import Manifest
+from docbundle.bundle.manifest import Manifest, VectorsInfo
 from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch
 
 from .encoder import QueryEncoder, describe
@@ -69,18 +69,18 @@ class Ranking:
     informative: list[str] = field(default_factory=list)  # the keyword side's informative words
 
 
-def vector_problem(manifest: Manifest | None, encoder: QueryEncoder) -> str | None:
+def vector_problem(vectors: VectorsInfo | None, encoder: QueryEncoder) -> str | None:
     """Why this server cannot search a library version's vectors (None: it can, or may once loaded).
 
     Cheap: reads the manifest and the encoder's state, loads nothing.
     """
-    if manifest is None or manifest.vectors is None:
+    if vectors is None:
         return "it has no semantic vectors"
     missing = encoder.problem()
     if missing is not None:
         return missing
     key = encoder.key()
-    made = manifest.vectors.embedder
+    made = vectors.embedder
     if key is not None and key != made.key:
         return (
             f"its vectors were made by {describe(made)} (key {made.key[:12]}), and this server's query "
@@ -102,7 +102,7 @@ def choose(
     for the encoder, so one still loading is reported as such."""
     if requested not in (None, *SEMANTIC_MODES):
         return Choice("balanced" if requested == "fulltext" else requested)  # type: ignore[arg-type]
-    problem = vector_problem(manifest, encoder)
+    problem = vector_problem(manifest.vectors, encoder)
     if problem is None and encoder.status() != "ready":
         problem = (
             "the query encoder was still loading"

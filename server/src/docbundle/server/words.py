@@ -37,6 +37,7 @@ Why = Literal[
     "find_document",
     "chunk_ids",
     "restart",
+    "list_restart",
     "other_words",
     "faster",
     "give_query",
@@ -109,6 +110,7 @@ MODEL = Words(
         "search_documents to find pages by topic.",
         "chunk_ids": "chunkId comes from a search_documents hit; get_document returns the whole document.",
         "restart": "Call get_document without cursor to start at the beginning.",
+        "list_restart": "Call list_libraries without cursor for the first page.",
         "other_words": "Use fewer or different words: the library's own names for things, or an identifier.",
         "faster": "Search again with fewer, more specific words.",
         "lock_pin": "The bundle itself is intact: the lock file pins other content, so the server operator "
@@ -139,6 +141,7 @@ SHELL = Words(
         "find_document": None,
         "chunk_ids": None,
         "restart": None,
+        "list_restart": None,
         "other_words": "Use fewer or different words: the library's own names for things, or an identifier.",
         "faster": "Search again with fewer, more specific words.",
         "lock_pin": "The bundle itself is intact: if it is the one to serve, put its content hash in the lock "

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current
+from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, note_current_moved, read_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, RoutingInfo, encode_manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.routing import ROUTING_FILE, record_of_directory, write_record
@@ -131,4 +131,5 @@ def prune(vdir: Path, keep: int) -> list[str]:
         removed.append(name)
     if removed:
         fsync_dir(vdir)
+        note_current_moved(vdir)
     return removed

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
+from docbundle.bundle.layout import CURRENT, current_bundle, note_current_moved, version_dir, write_current
 from docbundle.bundle.release import package
 
 from ..config import load_config
@@ -102,6 +102,7 @@ def run(
                             write_current(vdir, previous.name)
                         else:
                             (vdir / CURRENT).unlink(missing_ok=True)
+                        note_current_moved(vdir)
                 if entry.status == "built":
                     to_pack.append(bundle)
             entries.append(entry)

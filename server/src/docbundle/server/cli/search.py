@@ -96,7 +96,7 @@ def _info_all(args: argparse.Namespace, catalog: Catalog) -> int:
     """Every library, its default version checked by size (a stat per file: cheap)."""
     from ..docs import Docs
 
-    listed = Docs(catalog).list_libraries()
+    listed = Docs(catalog).list_libraries(max_tokens=None)
     by_id = {lib.id: lib for lib in catalog.libraries()}
     summaries = []
     for s in listed.libraries:
@@ -130,7 +130,7 @@ def _info_library(args: argparse.Namespace, catalog: Catalog) -> int:
     from ..docs import Docs
 
     lib_entry = catalog.library(args.library)
-    if any(e.manifest is not None and e.manifest.vectors is not None for e in lib_entry.versions.values()):
+    if any(e.meta is not None and e.meta.vectors is not None for e in lib_entry.versions.values()):
         catalog.encoder.get()  # to say whether this install's encoder is the one that made the vectors
     for entry in lib_entry.versions.values():
         problem = size_problem(entry)
@@ -176,7 +176,8 @@ def _print_vectors(catalog: Catalog, entry: VersionEntry) -> None:
 
 def _print_safety(entry: VersionEntry, shown: int = SAFETY_SHOWN) -> None:
     """The content-safety findings the build recorded: text a model must read as data."""
-    findings = entry.manifest.safety if entry.manifest else []
+    manifest = entry.read_manifest() if entry.meta is not None and entry.meta.safety_findings else None
+    findings = manifest.safety if manifest else []
     if not findings:
         return
     kinds = sorted({printable(f.kind, 40) for f in findings})
@@ -193,9 +194,10 @@ def _print_safety(entry: VersionEntry, shown: int = SAFETY_SHOWN) -> None:
 
 def size_problem(entry: VersionEntry) -> str | None:
     """Why a bundle's files do not match its manifest by size (a stat each), or None."""
-    if entry.problem or entry.manifest is None or entry.bundle_path is None:
+    manifest = None if entry.problem else entry.read_manifest()
+    if manifest is None or entry.bundle_path is None:
         return None
-    for f in entry.manifest.files:
+    for f in manifest.files:
         try:
             size = (entry.bundle_path / f.path).stat().st_size
         except OSError:

@@ -6,10 +6,13 @@ The MCP SDK, anyio and the HTTP stack are imported when the command runs, not wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -18,9 +21,11 @@ from typing import TYPE_CHECKING, Any
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
 
 from ..catalog import (
+    DEFAULT_MAX_OPEN,
     DEFAULT_RELOAD_SECONDS,
     DEFAULT_ROUTE_LIBRARIES,
     MAX_ROUTE_LIBRARIES,
+    WARM_DELAY_SECONDS,
     WARM_TERMS,
     Catalog,
 )
@@ -37,6 +42,7 @@ from ..words import plural
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, bundle_args, err, load, ways, where
 
 if TYPE_CHECKING:
+    from ..docs import Docs
     from ..http.app import HttpApp
     from ..keys import KeyStore
 
@@ -133,6 +139,28 @@ def _non_negative_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"{text!r}: give 0 (never) or a positive number of seconds")
+    return value
+
+
+def _index_names_soon(docs: Docs) -> None:
+    """Build resolve_library's word index in a background thread, once the first answer has gone (a
+    catalogue of thousands of libraries takes a second or more; the first resolve_library then waits
+    for it rather than building it)."""
+
+    def build() -> None:
+        time.sleep(WARM_DELAY_SECONDS)
+        docs.resolver.index()
+
+    threading.Thread(target=build, name="docbundle-names", daemon=True).start()
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
     return value
 
 
@@ -247,10 +275,23 @@ def _no_libraries_warning(catalog: Catalog, args: argparse.Namespace) -> None:
     log.warning("serving no library: none is installed in %s; %s", where(catalog.root, args), ways())
 
 
+def _raise_file_limit() -> None:
+    """Raise this process's open-file limit to its hard limit: a server holds one lease (an open
+    manifest) per library version, and a catalogue of thousands would pass a soft limit of 1,024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _serve_stdio(args: argparse.Namespace) -> int:
+    _raise_file_limit()
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.route_libraries = args.route_libraries
+    catalog.max_open = args.max_open
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
@@ -260,6 +301,7 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from ..stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
+    _index_names_soon(server.docs)
     # Semantic search's query encoder loads in a background thread while the client connects (only when
     # a library has vectors and the extra is installed; numpy and the model are not imported otherwise).
     catalog.start_encoder()
@@ -308,9 +350,11 @@ def _serve_http(args: argparse.Namespace) -> int:
     keys = KeyStore(keys_path) if keys_path is not None else None
     # From here on every line on stderr is JSON (the catalogue's warnings included).
     handler = logs.configure(args.log_level or "info")
+    _raise_file_limit()
     catalog = load(args)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.route_libraries = args.route_libraries
+    catalog.max_open = args.max_open
     try:
         return _run_http(args, catalog, keys, handler)
     except KeyboardInterrupt:
@@ -339,7 +383,9 @@ def _listen(
     if n == 0:
         _no_libraries_warning(catalog, args)
     host: str = args.host
-    app = HttpApp(create_server(catalog), catalog, keys, _http_options(args))
+    mcp = create_server(catalog)
+    _index_names_soon(mcp.docs)
+    app = HttpApp(mcp, catalog, keys, _http_options(args))
     try:
         sock = bind_socket(host, args.port)
     except OSError as exc:
@@ -444,6 +490,14 @@ SERVE = Command(
             help="a search without libraryId searches the K libraries the routing index ranks best for its "
             f"words (0: no routing, every library in turn within the time budget; 1..{MAX_ROUTE_LIBRARIES}; "
             f"default: {DEFAULT_ROUTE_LIBRARIES})",
+        ),
+        arg(
+            "--max-open",
+            type=_positive_count,
+            default=DEFAULT_MAX_OPEN,
+            metavar="N",
+            help="keep at most N bundles open; past it the least recently used is closed and opened again "
+            f"(verified) when asked (default: {DEFAULT_MAX_OPEN})",
         ),
         HTTP_OPTIONS,
         arg(

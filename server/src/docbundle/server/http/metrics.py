@@ -221,13 +221,11 @@ class _Libraries(Collector):
         for entry in self.catalog.entries():
             values = [entry.library_id, entry.version]
             up.add_metric(values, 0 if self.catalog.state(entry)[0] == "failed" else 1)
-            manifest = entry.manifest
+            manifest = entry.meta
             if manifest is None:
                 continue
-            build.add_metric(
-                values, {"build_id": manifest.build.build_id, "content_hash": manifest.build.content_hash}
-            )
-            built = _timestamp(manifest.build.built_at)
+            build.add_metric(values, {"build_id": manifest.build_id, "content_hash": manifest.content_hash})
+            built = _timestamp(manifest.built_at)
             if built is not None:
                 age.add_metric(values, max(0.0, now - built))
             documents.add_metric(values, manifest.counts.documents)

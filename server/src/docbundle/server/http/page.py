@@ -77,15 +77,15 @@ def library_rows(catalog: Catalog, query_string: bytes, now: float | None = None
     rows = []
     for lib in matched[:MAX_LIBRARY_ROWS]:
         entry = lib.default
-        m = entry.manifest
+        m = entry.meta
         health, reason = catalog.state(entry)
         rows.append(
             {
                 "id": lib.id,
                 "name": lib.name,
                 "version": lib.default_version,
-                "buildId": m.build.build_id if m else None,
-                "ageSeconds": _age(m.build.built_at, now) if m else None,
+                "buildId": m.build_id if m else None,
+                "ageSeconds": _age(m.built_at, now) if m else None,
                 "documents": m.counts.documents if m else None,
                 "vectors": m is not None and m.vectors is not None,
                 "health": health,

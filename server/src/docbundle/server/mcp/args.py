@@ -44,7 +44,7 @@ VersionArg = Annotated[
 ]
 MaxTokensArg = Annotated[
     int,
-    Field(ge=MIN_MAX_TOKENS, le=MAX_MAX_TOKENS, description="Answer size budget, in tokens"),
+    Field(ge=MIN_MAX_TOKENS, le=MAX_MAX_TOKENS, description="Answer budget in tokens"),
 ]
 
 # Each parameter, and the other names models send it under. A tool accepts every spelling of each of

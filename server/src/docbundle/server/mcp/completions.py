@@ -101,9 +101,10 @@ def _library(docs: Docs, library_id: str | None) -> LibraryEntry | None:
 def _documents(lib: LibraryEntry, version: str | None) -> list[Any]:
     """The indexed documents of a library version, from its manifest (the default version if unknown)."""
     entry = lib.versions.get(version or "") or lib.default
-    if entry.manifest is None:
+    manifest = entry.read_manifest()
+    if manifest is None:
         return []
-    return [d for d in entry.manifest.documents if d.chunks > 0 and d.error is None]
+    return [d for d in manifest.documents if d.chunks > 0 and d.error is None]
 
 
 def _document_ids(lib: LibraryEntry, version: str | None) -> list[str]:

@@ -3,6 +3,7 @@ and ``library_resources``: one concrete ``library://{id}`` per installed library
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -11,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import Resource
 
+from ..catalog import LibraryEntry
 from ..docs import RESOURCE_MAX_TOKENS, Docs
 from ..errors import (
     MAX_DOCUMENT_ID_CHARS,
@@ -19,9 +21,12 @@ from ..errors import (
     LibraryUnavailableError,
     ServerError,
 )
+from ..libraries import decode_list_cursor, encode_list_cursor
 
 # The longest resource URI: docs://<libraryId>/<version>/<document id>, every character %-encoded.
 MAX_URI_CHARS = 16 + MAX_LIBRARY_ID_CHARS + 3 * (MAX_VERSION_CHARS + MAX_DOCUMENT_ID_CHARS)
+RESOURCES_PAGE = 100  # libraries per resources/list page
+RESOURCES_CURSOR = "resources"  # what a resources/list cursor is tied to (list_libraries' are to filters)
 
 
 def add_resources(mcp: MCPServer[Any], docs: Docs) -> None:
@@ -54,20 +59,35 @@ def add_resources(mcp: MCPServer[Any], docs: Docs) -> None:
             return docs.list_versions(libraryId).model_dump_json(by_alias=True, indent=2)
 
 
+def _resource(lib: LibraryEntry) -> Resource:
+    return Resource(
+        uri=f"library://{lib.id}",
+        name=lib.id,
+        title=lib.name,
+        description=f"{lib.description} (metadata and versions)"
+        if lib.description
+        else "Metadata and versions",
+        mime_type="application/json",
+    )
+
+
 def library_resources(docs: Docs) -> list[Resource]:
-    """``library://{id}`` for every library of the catalogue, as resources/list gives them."""
-    return [
-        Resource(
-            uri=f"library://{lib.id}",
-            name=lib.id,
-            title=lib.name,
-            description=f"{lib.description} (metadata and versions)"
-            if lib.description
-            else "Metadata and versions",
-            mime_type="application/json",
-        )
-        for lib in docs.catalog.libraries()
-    ]
+    """``library://{id}`` for every library of the catalogue."""
+    return [_resource(lib) for lib in docs.catalog.libraries()]
+
+
+def library_resource_page(docs: Docs, cursor: str | None) -> tuple[list[Resource], str | None]:
+    """One page of resources/list: ``RESOURCES_PAGE`` libraries in id order after the one ``cursor``
+    names (from the start without one), and the cursor of the next page (None on the last one).
+    Raises BadCursorError for a cursor resources/list did not return."""
+    libs = docs.catalog.libraries()
+    after = decode_list_cursor(cursor, RESOURCES_CURSOR, "resources/list") if cursor is not None else None
+    start = 0 if after is None else bisect.bisect_right([lib.id for lib in libs], after)
+    page = libs[start : start + RESOURCES_PAGE]
+    more = start + len(page) < len(libs)
+    return [_resource(lib) for lib in page], encode_list_cursor(
+        RESOURCES_CURSOR, page[-1].id
+    ) if more else None
 
 
 class DocsResourceNotFound(ResourceNotFoundError):

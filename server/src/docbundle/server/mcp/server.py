@@ -41,9 +41,11 @@ from mcp.types import (
     CallToolResult,
     DiscoverResult,
     EmptyResult,
+    ListResourcesResult,
     LoggingLevel,
     LoggingMessageNotification,
     LoggingMessageNotificationParams,
+    PaginatedRequestParams,
     RequestParams,
     ServerCapabilities,
     SetLevelRequestParams,
@@ -55,12 +57,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .. import models
 from ..catalog import Catalog
 from ..docs import Docs
-from ..errors import MAX_NAME_CHARS, clip, clip_list, echo
+from ..errors import MAX_NAME_CHARS, BadCursorError, clip, clip_list, echo
 from . import sdk
 from .args import Reply, canonical
 from .completions import add_completions
 from .prompts import PROMPT_ARG_CHARS, add_prompts
-from .resources import MAX_URI_CHARS, DocsResourceNotFound, add_resources, library_resources
+from .resources import (
+    MAX_URI_CHARS,
+    DocsResourceNotFound,
+    add_resources,
+    library_resource_page,
+    library_resources,
+)
 from .schemas import publish
 from .tools import PUBLISHED_REQUIRED, TOOLS
 
@@ -102,6 +110,8 @@ class DocbundleMCP(MCPServer[Any]):
         self.notification_options = NotificationOptions()
         sdk.add_request_handler(self, "logging/setLevel", SetLevelRequestParams, _set_level)
         sdk.add_request_handler(self, "server/discover", RequestParams, self._discover)
+        # resources/list in pages (the SDK's own handler ignores the cursor and lists everything).
+        sdk.add_request_handler(self, "resources/list", PaginatedRequestParams, self._list_resources_page)
         self._published: dict[str, MCPTool] = {}
         # Per tool: its parameters and the required ones, as the SDK built them from the function.
         self._params: dict[str, tuple[list[str], list[str]]] = {}
@@ -139,6 +149,17 @@ class DocbundleMCP(MCPServer[Any]):
     async def list_resources(self) -> list[MCPResource]:
         """One ``library://{id}`` resource per installed library (the templates cover the rest)."""
         return [*await super().list_resources(), *library_resources(self.docs)]
+
+    async def _list_resources_page(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams
+    ) -> ListResourcesResult:
+        """One page of resources/list: ``RESOURCES_PAGE`` libraries after the one the cursor names."""
+        try:
+            page, cursor = library_resource_page(self.docs, params.cursor)
+        except BadCursorError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+        fixed = await super().list_resources() if params.cursor is None else []
+        return ListResourcesResult(resources=[*fixed, *page], next_cursor=cursor)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

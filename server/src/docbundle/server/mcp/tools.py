@@ -41,7 +41,7 @@ from pydantic import Field
 from .. import models
 from ..docs import Docs, check_category, check_document_args, check_list_args, check_name
 from ..errors import check_ids, check_search_input
-from ..models import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, MAX_LIMIT, MAX_WINDOW
+from ..models import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, LIST_MAX_TOKENS, MAX_LIMIT, MAX_WINDOW
 from ..render import Answer, answer
 from .args import LibraryIdArg, MaxTokensArg, OptLibraryIdArg, Reply, VersionArg, reply, tool_errors
 
@@ -106,15 +106,19 @@ def list_libraries_tool(docs: Docs) -> Tool:
     """The ``list_libraries`` tool over ``docs``."""
 
     async def list_libraries(
-        category: Annotated[str | None, Field(description="Only libraries of this category")] = None,
+        category: Annotated[str | None, Field(description="Only this category")] = None,
+        query: Annotated[str | None, Field(description="Words of its id, name or description")] = None,
+        cursor: Annotated[str | None, Field(description="nextCursor of the previous page")] = None,
+        maxTokens: MaxTokensArg = LIST_MAX_TOKENS,
     ) -> Annotated[CallToolResult, models.LibraryList]:
-        """List every documentation library this server holds.
+        """List the documentation libraries, a page at a time (total counts every match).
 
-        Each has its id (the libraryId of the other tools), name, description, category, versions,
-        document count, buildId and status (available, ready, or failed with a reason).
+        Each: id (the libraryId of other tools), name, description, category, versions, status
+        (available, ready, failed + reason).
         """
         return _on_loop(
-            lambda: check_category(category), lambda: answer(docs.list_libraries(category, checked=True))
+            lambda: check_category(category, query, cursor, maxTokens),
+            lambda: answer(docs.list_libraries(category, query, cursor, maxTokens, checked=True)),
         )
 
     return _tool(list_libraries, "List libraries")
@@ -124,15 +128,13 @@ def resolve_library_tool(docs: Docs) -> Tool:
     """The ``resolve_library`` tool over ``docs``."""
 
     async def resolve_library(
-        name: Annotated[
-            str, Field(description="What the library is called, e.g. 'sapui5' or 'react docs in Korean'")
-        ],
+        name: Annotated[str, Field(description="Its name, e.g. 'sapui5' or 'react docs in Korean'")],
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Matches to return")] = DEFAULT_LIMIT,
     ) -> Annotated[CallToolResult, models.LibraryMatches]:
-        """Find a library's libraryId from its name: call this first when you do not know the id.
+        """Find a library's libraryId from its name; call this first when you lack the id.
 
-        Matches words against ids, names, descriptions, categories and page languages, allowing
-        prefixes and typos. Each match has its id, versions, a score (0-1) and why it matched.
+        Matches ids, names, descriptions, categories and page languages, allowing prefixes and
+        typos. Each match: id, versions, score (0-1), why it matched.
         """
         return _on_loop(
             lambda: check_name(name), lambda: answer(docs.resolve_library(name, limit, checked=True))
@@ -147,8 +149,8 @@ def list_library_versions_tool(docs: Docs) -> Tool:
     async def list_library_versions(libraryId: LibraryIdArg) -> Annotated[CallToolResult, models.VersionList]:
         """List the documentation versions of one library.
 
-        Each has its status (active, deprecated, eol), whether it is latest, LTS or the default, its
-        buildId and availability. Pass a version name as `version` to other tools.
+        Each: status (active, deprecated, eol), whether latest, LTS or default, buildId and
+        availability. Pass a name as `version` to other tools.
         """
         return _on_loop(
             lambda: check_ids(libraryId), lambda: answer(docs.list_versions(libraryId, checked=True))
@@ -180,9 +182,9 @@ def search_documents_tool(docs: Docs) -> Tool:
     ) -> Annotated[CallToolResult, models.SearchResult]:
         """Search documentation: the best-matching sections.
 
-        Each hit has libraryId, documentId, chunkId and the section's text (cut to fit maxTokens),
-        at most 2 per document; more: get_chunk_with_context, get_document. No or weak hits
-        come with a note. The query is literal: no wildcards or syntax.
+        Each hit: libraryId, documentId, chunkId, the section's text (cut to fit maxTokens); at most
+        2 per document. More text: get_chunk_with_context, get_document. Weak or no hits get a
+        note. The query is literal (no wildcards).
         """
         return await _in_thread(
             lambda: check_search_input(query, keywords, libraryId, version),
@@ -213,10 +215,9 @@ def get_document_tool(docs: Docs) -> Tool:
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
         cursor: Annotated[str | None, Field(description="nextCursor of the previous page")] = None,
     ) -> Annotated[CallToolResult, models.DocumentPage]:
-        """Return a whole document's markdown, in pages that fit maxTokens.
+        """Return a document's markdown in pages that fit maxTokens.
 
-        A longer document comes with truncated=true and nextCursor: call again with the same
-        arguments plus cursor=nextCursor for the next page. Pages end at section boundaries.
+        While truncated, call again adding cursor=nextCursor. Pages end at section boundaries.
         """
         return await _in_thread(
             lambda: check_document_args(libraryId, id, version, cursor),
@@ -240,9 +241,9 @@ def list_documents_tool(docs: Docs) -> Tool:
     ) -> Annotated[CallToolResult, models.DocumentList]:
         """Return a library's table of contents as its llms.txt gives it.
 
-        Sections in order, each with its documents (id for get_document, title, URL, description).
-        Pages that could not be indexed are listed with why. A long table is cut to fit maxTokens
-        and names the sections to ask for with `section`.
+        Sections in order with their documents (id, title, URL, description); pages not indexed,
+        with why. A long table is cut to fit maxTokens, naming the sections
+        to ask for with `section`.
         """
         return await _in_thread(
             lambda: check_list_args(libraryId, version, section),
@@ -268,10 +269,9 @@ def get_chunk_with_context_tool(docs: Docs) -> Tool:
         version: VersionArg = None,
         maxTokens: MaxTokensArg = DEFAULT_MAX_TOKENS,
     ) -> Annotated[CallToolResult, models.ChunkContext]:
-        """Return one section (chunk) of a document with the sections around it, in page order.
+        """Return a search hit's chunk (section) with its neighbours, in page order.
 
-        Pass a search hit's libraryId, documentId and chunkId to read around it. The requested
-        chunk is kept whole first when maxTokens is tight.
+        Pass its libraryId, documentId and chunkId; it is kept whole first when maxTokens is tight.
         """
         return await _in_thread(
             lambda: check_ids(libraryId, version, documentId),

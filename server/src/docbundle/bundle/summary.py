@@ -1,0 +1,297 @@
+"""The catalogue summary, ``<bundles-dir>/catalog.json``: what a server needs of every library version to
+start, list and resolve libraries without parsing every manifest.
+
+One entry per ``<libraryId>/<version>`` whose ``CURRENT`` names a build, holding that build's id and
+the small facts a listing shows (name, description, category, version status, counts, safety finding
+kinds, how the text was obtained, the vectors' embedder, the languages of the page titles). It is a
+cache, never the truth: a reader checks each entry against its version's ``CURRENT`` and reads the
+manifest of any version whose entry is missing or names another build, and a summary that is missing,
+unreadable, of another format or over ``MAX_SUMMARY_BYTES`` is rebuilt from the manifests.
+
+Writers: whoever moves a ``CURRENT`` (``layout.publish`` for builds and installs, a nightly rollback)
+or prunes calls ``update_summary``; it takes ``catalog.lock`` (flock, waits at most
+``LOCK_WAIT_SECONDS``, then leaves the summary stale for readers to rebuild), rewrites the one entry,
+and replaces the file atomically (temporary file, fsync, rename, fsync of the folder). Text fields are
+clipped (``MAX_*_CHARS``) so an entry stays small; the whole file is refused past ``MAX_SUMMARY_BYTES``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from .errors import BundleError
+from .layout import LIBRARY_ID_RE, VERSION_RE, fsync_dir, read_current
+from .manifest import (
+    Counts,
+    LibraryInfo,
+    Manifest,
+    VectorsInfo,
+    VersionInfo,
+    decode_manifest,
+    manifest_bytes,
+    obtained_mix,
+)
+
+log = logging.getLogger(__name__)
+
+SUMMARY_NAME = "catalog.json"
+SUMMARY_LOCK = "catalog.lock"
+SUMMARY_VERSION = 1
+MAX_SUMMARY_BYTES = 64 * 1024 * 1024  # ~100,000 libraries of ordinary entries (~600 bytes each)
+MAX_NAME_CHARS = 200
+MAX_DESCRIPTION_CHARS = 500
+MAX_CATEGORY_CHARS = 100
+MAX_KINDS = 20
+LOCK_WAIT_SECONDS = 10.0
+
+
+class SummaryEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One library version as the summary holds it: its build and what listing and resolving show."""
+
+    library: LibraryInfo
+    version: VersionInfo
+    build_id: str
+    content_hash: str
+    built_at: str
+    manifest_sha256: str
+    counts: Counts
+    safety_findings: int = 0
+    safety_kinds: list[str] = []
+    obtained: dict[str, int] = {}
+    vectors: VectorsInfo | None = None
+    languages: list[str] = []
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(library id, version)``."""
+        return (self.library.id, self.version.name)
+
+
+class Summary(msgspec.Struct, frozen=True, kw_only=True):
+    """The whole file: its format, then the entries sorted by library id and version."""
+
+    format: Literal["docbundle-catalog"] = "docbundle-catalog"
+    format_version: int = SUMMARY_VERSION
+    entries: list[SummaryEntry] = []
+
+
+_encoder = msgspec.json.Encoder(order="deterministic")
+_decoder = msgspec.json.Decoder(Summary)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def script_language(text: str) -> str | None:
+    """The language a title is written in, by script: Hangul, kana (Japanese), Han, Latin letters."""
+    han = latin = False
+    for ch in text:
+        o = ord(ch)
+        if 0xAC00 <= o <= 0xD7AF or 0x1100 <= o <= 0x11FF or 0x3130 <= o <= 0x318F:
+            return "ko"
+        if 0x3040 <= o <= 0x30FF:
+            return "ja"
+        han = han or 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF
+        latin = latin or (ch.isascii() and ch.isalpha())
+    return "zh" if han else "en" if latin else None
+
+
+def title_languages(titles: Iterable[str]) -> list[str]:
+    """The languages of at least a fifth of ``titles``, in code order."""
+    counts = Counter(lang for t in titles if (lang := script_language(t)))
+    total = sum(counts.values())
+    return sorted(lang for lang, n in counts.items() if n * 5 >= total)
+
+
+def entry_from_manifest(manifest: Manifest, manifest_sha256: str) -> SummaryEntry:
+    """The summary entry of a bundle, from its manifest (text fields clipped)."""
+    lib = manifest.library
+    titles = [d.title for d in manifest.documents if d.title] or [lib.name, lib.description]
+    return SummaryEntry(
+        library=LibraryInfo(
+            id=lib.id,
+            name=_clip(lib.name, MAX_NAME_CHARS),
+            description=_clip(lib.description, MAX_DESCRIPTION_CHARS),
+            category=_clip(lib.category, MAX_CATEGORY_CHARS),
+        ),
+        version=manifest.version,
+        build_id=manifest.build.build_id,
+        content_hash=manifest.build.content_hash,
+        built_at=manifest.build.built_at,
+        manifest_sha256=manifest_sha256,
+        counts=manifest.counts,
+        safety_findings=len(manifest.safety),
+        safety_kinds=sorted({f.kind for f in manifest.safety})[:MAX_KINDS],
+        obtained=obtained_mix(manifest.documents),
+        vectors=manifest.vectors,
+        languages=title_languages(titles),
+    )
+
+
+def read_entry(vdir: Path) -> SummaryEntry | None:
+    """The entry of the build ``vdir``'s ``CURRENT`` names, from its manifest; None when there is none
+    or it does not describe the folder it sits in (a reader then reports the problem itself)."""
+    try:
+        build_id = read_current(vdir)
+        if build_id is None:
+            return None
+        data = manifest_bytes(vdir / build_id)
+        manifest = decode_manifest(data)
+    except (BundleError, OSError):
+        return None
+    entry = entry_from_manifest(manifest, hashlib.sha256(data).hexdigest())
+    if entry.key != (vdir.parent.name, vdir.name) or entry.build_id != build_id:
+        return None
+    return entry
+
+
+def read_summary(root: Path) -> list[SummaryEntry] | None:
+    """The entries of ``root``'s summary; None when it is missing, unreadable or of another format."""
+    path = root / SUMMARY_NAME
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_SUMMARY_BYTES:
+                log.warning("%s is over %d bytes: ignored", SUMMARY_NAME, MAX_SUMMARY_BYTES)
+                return None
+            data = fh.read(MAX_SUMMARY_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("%s is unreadable (%s): rebuilt from the manifests", SUMMARY_NAME, exc)
+        return None
+    try:
+        summary = _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        log.warning("%s is malformed (%s): rebuilt from the manifests", SUMMARY_NAME, exc)
+        return None
+    if summary.format_version != SUMMARY_VERSION:
+        return None
+    return summary.entries
+
+
+def version_dirs(root: Path) -> Iterator[Path]:
+    """Every ``<libraryId>/<version>`` folder under ``root``, sorted."""
+    try:
+        libs = sorted(e.name for e in os.scandir(root) if LIBRARY_ID_RE.fullmatch(e.name) and e.is_dir())
+    except OSError:
+        return
+    for lib in libs:
+        try:
+            names = sorted(
+                e.name for e in os.scandir(root / lib) if VERSION_RE.fullmatch(e.name) and e.is_dir()
+            )
+        except OSError:
+            continue
+        for name in names:
+            yield root / lib / name
+
+
+def scan_entries(root: Path, known: Iterable[SummaryEntry] = ()) -> list[SummaryEntry]:
+    """Every version's entry under ``root``: one of ``known`` when it names the build ``CURRENT`` does,
+    else read from the manifest."""
+    by_key = {e.key: e for e in known}
+    out = []
+    for vdir in version_dirs(root):
+        before = by_key.get((vdir.parent.name, vdir.name))
+        try:
+            current = read_current(vdir)
+        except BundleError:
+            continue
+        if current is None:
+            continue
+        entry = before if before is not None and before.build_id == current else read_entry(vdir)
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
+def write_summary(root: Path, entries: Iterable[SummaryEntry]) -> bool:
+    """Replace ``root``'s summary atomically; returns False (and removes it) when it would be too big."""
+    data = _encoder.encode(Summary(entries=sorted(entries, key=lambda e: e.key)))
+    path = root / SUMMARY_NAME
+    if len(data) > MAX_SUMMARY_BYTES:
+        log.warning(
+            "the catalogue summary would be %d bytes, over %d: not written", len(data), MAX_SUMMARY_BYTES
+        )
+        path.unlink(missing_ok=True)
+        return False
+    tmp = root / f".{SUMMARY_NAME}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(root)
+    return True
+
+
+@contextmanager
+def _summary_lock(root: Path) -> Iterator[bool]:
+    """Hold ``catalog.lock`` (waiting at most ``LOCK_WAIT_SECONDS``); yields whether it is held."""
+    try:
+        fh = open(root / SUMMARY_LOCK, "a+b")  # noqa: SIM115 - closed below
+    except OSError:
+        yield False
+        return
+    with fh:
+        until = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > until:
+                    yield False
+                    return
+                time.sleep(0.01)
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def write_summary_locked(root: Path, entries: Iterable[SummaryEntry]) -> bool:
+    """``write_summary`` under ``catalog.lock`` (a reader that found the summary stale writes it back);
+    returns False when the lock stayed held or the summary would be too big."""
+    with _summary_lock(root) as held:
+        return held and write_summary(root, entries)
+
+
+def update_summary(root: Path, library_id: str | None = None, version: str | None = None) -> bool:
+    """Rewrite ``root``'s summary after a publish, install or prune of ``library_id``/``version``
+    (None: every version is checked). Returns whether the summary was written.
+
+    Best effort: a summary that cannot be locked or written is left as it is, and readers, who check
+    every entry against ``CURRENT``, rebuild what is stale.
+    """
+    try:
+        with _summary_lock(root) as held:
+            if not held:
+                log.warning(
+                    "%s is held by another writer: the summary is left for readers to rebuild", SUMMARY_LOCK
+                )
+                return False
+            known = read_summary(root)
+            if known is None or library_id is None or version is None:
+                entries = scan_entries(root, known or ())
+            else:
+                entries = [e for e in known if e.key != (library_id, version)]
+                fresh = read_entry(root / library_id / version)
+                if fresh is not None:
+                    entries.append(fresh)
+            return write_summary(root, entries)
+    except OSError as exc:
+        log.warning("the catalogue summary was not written: %s", exc)
+        return False
