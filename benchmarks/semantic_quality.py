@@ -150,8 +150,12 @@ def cache_dir_of(embedder: Any) -> Path:
 
 
 def corpora_of(args: argparse.Namespace) -> dict[str, Path]:
-    """corpus name -> bundle dir, built or reused under ``--bundles``."""
+    """corpus name -> bundle dir, built or reused under ``--bundles``.
+
+    A bundle missing there is built without vectors (``DOCBUNDLE_EMBED=0``): this script embeds the
+    sections itself, through its cache, and a build would embed them all a second time."""
     names = dict.fromkeys(set_corpus(s) for s in args.sets)
+    os.environ["DOCBUNDLE_EMBED"] = "0"
     return ensure_bundles(args.corpora, args.bundles, names)
 
 
