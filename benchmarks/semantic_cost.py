@@ -32,7 +32,6 @@ It prints figures and asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -53,6 +52,8 @@ from serve_bench import (  # noqa: E402
     LIBRARIES,
     MAIN,
     StdioServer,
+    _pct,
+    _verdict,
     bench_server_rss,
     make_queries,
     server_command,
@@ -60,15 +61,6 @@ from serve_bench import (  # noqa: E402
 
 TARGETS = {"p50": 30.0, "p99": 60.0, "rss": 260.0}  # ms, ms, MB (issue 21)
 CHANGED_EVERY = 100  # one page in a hundred is changed for the rebuild
-
-
-def _pct(values: Sequence[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
-
-
-def _verdict(value: float, target: float) -> str:
-    return "met" if value <= target else "NOT MET"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -108,7 +100,9 @@ class CachedEmbedder:
         return self.inner.query(text)
 
 
-def build_with_vectors(corpora: Path, bundles: Path, cache: Path | None, libraries: list[str]) -> dict[str, Path]:
+def build_with_vectors(
+    corpora: Path, bundles: Path, cache: Path | None, libraries: list[str]
+) -> dict[str, Path]:
     """The libraries' bundles with vectors, built into ``bundles`` unless there already."""
     if cache is not None:
         from docbundle.bundle.embed import load_embedder
@@ -133,7 +127,6 @@ def build_with_vectors(corpora: Path, bundles: Path, cache: Path | None, librari
 
 def bench_latency(bundles: Path, queries: list[str], passes: int) -> None:
     """Warm fulltext and hybrid searches on large-en through ``Docs.search``, then hybrid's parts."""
-    import numpy as np
     from docbundle.bundle.vectors import rank_documents
     from docbundle.server import semantic
     from docbundle.server.catalog import Catalog
@@ -189,7 +182,6 @@ def bench_latency(bundles: Path, queries: list[str], passes: int) -> None:
     print("  hybrid's parts, one call each per question (p50 / p99 ms):")
     for key, ms in parts.items():
         print(f"    {key:<8} {_pct(ms, 50):6.2f} / {_pct(ms, 99):6.2f}")
-    del np
 
 
 # --------------------------------------------------------------------------------------------------
@@ -237,7 +229,9 @@ def bench_rebuild(corpora: Path, bundles: Path) -> None:
     site.serve_dir(corpus)
     for n, rel in enumerate(changed):
         body = (corpus / rel).read_text(encoding="utf-8")
-        site.add("/" + rel, body.rstrip("\n") + f"\n\nRevised for the rebuild benchmark ({n}): see the notes.\n")
+        site.add(
+            "/" + rel, body.rstrip("\n") + f"\n\nRevised for the rebuild benchmark ({n}): see the notes.\n"
+        )
     cli = Path(sys.executable).with_name("docbundle-index")
     with tempfile.TemporaryDirectory(prefix="docbundle-rebuild-") as tmp, run_site(site) as base:
         out = Path(tmp) / "bundles"
@@ -248,7 +242,17 @@ def bench_rebuild(corpora: Path, bundles: Path) -> None:
         )
         t0 = time.perf_counter()
         run = subprocess.run(
-            [str(cli), "build", "--config", str(config), "--out", str(out), "--json", "--quiet", "--no-cache"],
+            [
+                str(cli),
+                "build",
+                "--config",
+                str(config),
+                "--out",
+                str(out),
+                "--json",
+                "--quiet",
+                "--no-cache",
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -302,7 +306,9 @@ def bench_size(paths: dict[str, Path]) -> None:
     from docbundle.bundle.vectors import VECTORS_FILE
 
     print("(4) bundle size (files the manifest lists)")
-    print(f"  {'library':<10} {'sections':>8} {'without vectors':>16} {'vectors.bin':>12} {'with':>10} {'growth':>7}")
+    print(
+        f"  {'library':<10} {'sections':>8} {'without vectors':>16} {'vectors.bin':>12} {'with':>10} {'growth':>7}"
+    )
     for lib, path in paths.items():
         m = read_manifest(path)
         total = sum(f.size for f in m.files)
@@ -326,7 +332,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,rss,rebuild,size")
     ap.add_argument(
-        "--libraries", nargs="+", default=list(LIBRARIES), help=f"libraries to build and serve (default: {' '.join(LIBRARIES)})"
+        "--libraries",
+        nargs="+",
+        default=list(LIBRARIES),
+        help=f"libraries to build and serve (default: {' '.join(LIBRARIES)})",
     )
     args = ap.parse_args()
     if args.corpora is None:

@@ -240,7 +240,9 @@ def keyword_lists(bundle_dir: Path, queries: list[Query], depth: int) -> dict[st
         bundle.close()
 
 
-def served_lists(bundle_dir: Path, vector_path: Path, queries: list[Query], vectors: dict[str, Any]) -> dict[str, list[str]]:
+def served_lists(
+    bundle_dir: Path, vector_path: Path, queries: list[Query], vectors: dict[str, Any]
+) -> dict[str, list[str]]:
     """Each query's top 10 pages from the server's hybrid ranking (``docbundle.server.semantic.rank``,
     with the α, K and depth of ``docbundle.bundle.hybrid``), over the vector file the build would write."""
     from types import SimpleNamespace
@@ -255,7 +257,9 @@ def served_lists(bundle_dir: Path, vector_path: Path, queries: list[Query], vect
     vf = VectorFile(vector_path)
     try:
         # The two parts of an opened library that ``rank`` reads: its searcher and its vector file.
-        lib: Any = SimpleNamespace(searcher=BundleSearcher(bundle), bundle=SimpleNamespace(vector_file=lambda: vf))
+        lib: Any = SimpleNamespace(
+            searcher=BundleSearcher(bundle), bundle=SimpleNamespace(vector_file=lambda: vf)
+        )
         out = {}
         for q in queries:
             ranking = rank(lib, "hybrid", q.text, [], K, 1, Deadline(), lambda _d, v=vectors[q.id]: v)
@@ -373,7 +377,9 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
     from docbundle.indexer.release.metrics import paired_test
 
     alpha, k, depth = hybrid.ALPHA, hybrid.K, hybrid.DEPTH
-    print(f"\n=== {split} halves: nDCG@10 (hybrid as served: alpha {alpha}, K {k}, {depth} pages per side) ===")
+    print(
+        f"\n=== {split} halves: nDCG@10 (hybrid as served: alpha {alpha}, K {k}, {depth} pages per side) ==="
+    )
     print(
         f"{'set':<16} {'n':>4} {'keyword':>8} {'dense f32':>10} {'dense int8':>10} {'hybrid f32':>10} {'hybrid':>8} {'delta':>7}  paired test hybrid vs keyword"
     )
@@ -441,7 +447,11 @@ def cmd_tune(args: argparse.Namespace) -> None:
     runs, _ = prepare_all(args, "dev")
     base = [mean_ndcg(r, r.keyword) for r in runs]
     print("\n=== dev halves: hybrid (int8) nDCG@10 gain over keyword (x 1000) per (depth, alpha, K) ===")
-    print(f"{'depth':>5} {'alpha':>5} {'K':>3} " + " ".join(f"{r.name:>14}" for r in runs) + f" {'mean':>6} {'min':>6}")
+    print(
+        f"{'depth':>5} {'alpha':>5} {'K':>3} "
+        + " ".join(f"{r.name:>14}" for r in runs)
+        + f" {'mean':>6} {'min':>6}"
+    )
     gains: dict[tuple[int, float, int], list[float]] = {}
     for depth in DEPTHS:
         for alpha in ALPHAS:

@@ -21,10 +21,11 @@ from typing import TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
-# On the dev halves of ko-real, medium-en-real and large-en, fusing each side's first 10 pages (a page
-# outside them at rank 11) was the one setting that gained on every set for a whole block of (α, K)
-# around this one: α 0.7-0.75 × K 10-30 with depth 8-10. Deeper lists (20, 50 pages, no term for a page
-# missing from one) let pages neither side ranks well into the top 10 and lost on medium-en-real.
+# Chosen on the dev halves of zh, ko-real, medium-en-real and large-en (docs/semantic.md): with each side's
+# first 10 pages and a page beyond them at rank 11, every set gained for a block of (α, K) around this
+# one. Giving a page missing from one side no term from it (the first fusion, 50 pages deep) let a page
+# only keyword search found, often its first on medium-en-real, fall below pages both sides ranked
+# middling, and lost there.
 ALPHA = 0.7
 K = 5
 DEPTH = 10
