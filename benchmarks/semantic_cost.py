@@ -22,7 +22,7 @@ beside its target:
    ``search_documents`` calls in its default mode over the five libraries (``serve_bench.py``'s
    reading; the mode that ran is checked to be hybrid first);
 3. **rebuild**: large-en with 1% of its pages changed (every 100th page of its llms.txt gets one
-   more paragraph), served on 127.0.0.1, built by ``docbundle-index build`` into a copy of the
+   more paragraph, after its title), served on 127.0.0.1, built by ``docbundle-index build`` into a copy of the
    bundles folder, so the previous bundle's vectors are reused: chunks embedded and reused, the
    embedding's and the build's wall time;
 4. **size**: each bundle's files with and without ``vectors.bin``.
@@ -125,7 +125,7 @@ def build_with_vectors(
 # (1) latency
 
 
-def bench_latency(bundles: Path, queries: list[str], passes: int) -> None:
+def bench_latency(bundles: Path, main: str, queries: list[str], passes: int) -> None:
     """Warm fulltext and hybrid searches on large-en through ``Docs.search``, then hybrid's parts."""
     from docbundle.bundle.vectors import rank_documents
     from docbundle.server import semantic
@@ -141,16 +141,16 @@ def bench_latency(bundles: Path, queries: list[str], passes: int) -> None:
     times: dict[str, list[float]] = {"fulltext": [], "hybrid": []}
     for mode in times:  # warm-up pass: the searcher's caches, the vector file's pages
         for q in queries:
-            ran = docs.search(q, library_id=MAIN, mode=mode).result.mode  # type: ignore[arg-type]
+            ran = docs.search(q, library_id=main, mode=mode).result.mode  # type: ignore[arg-type]
             if ran != ("balanced" if mode == "fulltext" else mode):
                 raise SystemExit(f"{mode} asked for, {ran} ran")
     for _ in range(passes):
         for q in queries:
             for mode, out in times.items():
                 t0 = time.perf_counter()
-                docs.search(q, library_id=MAIN, mode=mode)  # type: ignore[arg-type]
+                docs.search(q, library_id=main, mode=mode)  # type: ignore[arg-type]
                 out.append(1000 * (time.perf_counter() - t0))
-    lib = catalog.open(MAIN)
+    lib = catalog.open(main)
     vf = lib.bundle.vector_file()
     parts: dict[str, list[float]] = {"encode": [], "score": [], "rank": [], "keyword": []}
     for q in queries:
@@ -167,7 +167,7 @@ def bench_latency(bundles: Path, queries: list[str], passes: int) -> None:
             parts[key].append(1000 * (b - a))
     catalog.close()
     print(
-        f"(1) warm search on {MAIN} ({vf.rows} sections with vectors) through Docs.search, "
+        f"(1) warm search on {main} ({vf.rows} sections with vectors) through Docs.search, "
         f"{len(queries)} questions × {passes} passes after a warm-up pass, limit 5 (the tool's default)"
     )
     for mode, ms in times.items():
@@ -188,21 +188,23 @@ def bench_latency(bundles: Path, queries: list[str], passes: int) -> None:
 # (2) memory of the stdio server
 
 
-def bench_rss(bundles: Path, per_lib: dict[str, list[str]], searches: int) -> None:
+def bench_rss(bundles: Path, main: str, per_lib: dict[str, list[str]], searches: int) -> None:
     """serve_bench's stdio RSS reading, after checking that the server's default mode is hybrid."""
     cmd = server_command(bundles, None)
     server = StdioServer(cmd)
     try:
         server.handshake()
         server.wait_for(server._init_id)
-        answer = server.call("search_documents", {"query": per_lib[MAIN][0], "libraryId": MAIN})
+        answer = server.call("search_documents", {"query": per_lib[main][0], "libraryId": main})
     finally:
         server.close()
     text = json.dumps(answer)
     if '"mode": "hybrid"' not in text and '\\"mode\\": \\"hybrid\\"' not in text:
         print(f"(2) the stdio server's default mode is not hybrid here: {text[:400]}")
         return
-    print("  (the stdio server's default mode checked: hybrid)")
+    print(
+        f"(2) the stdio server's default mode checked: hybrid; issue 21's target: VmRSS ≤ {TARGETS['rss']:g} MB"
+    )
     bench_server_rss(cmd, per_lib, searches)
 
 
@@ -216,29 +218,40 @@ def _pages(corpus: Path) -> list[str]:
     return [m for m in re.findall(r"\]\(([^)\s]+)\)", text) if (corpus / m).is_file()]
 
 
-def bench_rebuild(corpora: Path, bundles: Path) -> None:
+def _revised(page: str, n: int) -> str:
+    """A page with one paragraph added at the start of its body (after its front matter and a leading
+    title line), so its first section changes within the 256 tokens its vector is made from."""
+    head = ""
+    if page.startswith("---\n") and (end := page.find("\n---\n", 4)) > 0:
+        head, page = page[: end + 5], page[end + 5 :]
+    if page.startswith("#"):
+        first, _, page = page.partition("\n")
+        head += first + "\n"
+    return (
+        f"{head}\nRevised for the rebuild benchmark ({n}): this page changed since the last build.\n\n{page}"
+    )
+
+
+def bench_rebuild(corpora: Path, bundles: Path, main: str) -> None:
     """Change every CHANGED_EVERY-th page of large-en, rebuild with the CLI over a copy of the bundles."""
     sys.path.insert(0, str(HERE.parent / "tests"))
     from docbundle.bundle.reader import read_manifest
     from sitesrv import Site, run_site
 
-    corpus = corpora / MAIN
+    corpus = corpora / main
     pages = _pages(corpus)
     changed = pages[::CHANGED_EVERY]
     site = Site()
     site.serve_dir(corpus)
     for n, rel in enumerate(changed):
-        body = (corpus / rel).read_text(encoding="utf-8")
-        site.add(
-            "/" + rel, body.rstrip("\n") + f"\n\nRevised for the rebuild benchmark ({n}): see the notes.\n"
-        )
+        site.add("/" + rel, _revised((corpus / rel).read_text(encoding="utf-8"), n))
     cli = Path(sys.executable).with_name("docbundle-index")
     with tempfile.TemporaryDirectory(prefix="docbundle-rebuild-") as tmp, run_site(site) as base:
         out = Path(tmp) / "bundles"
-        shutil.copytree(bundles / MAIN, out / MAIN, symlinks=True)
+        shutil.copytree(bundles / main, out / main, symlinks=True)
         config = Path(tmp) / "libraries.toml"
         config.write_text(
-            f'[[library]]\nid = "{MAIN}"\nname = "{MAIN}"\nllms_txt = "{base}/llms.txt"\n', encoding="utf-8"
+            f'[[library]]\nid = "{main}"\nname = "{main}"\nllms_txt = "{base}/llms.txt"\n', encoding="utf-8"
         )
         t0 = time.perf_counter()
         run = subprocess.run(
@@ -262,11 +275,11 @@ def bench_rebuild(corpora: Path, bundles: Path) -> None:
             print(f"(3) rebuild failed ({run.returncode}): {run.stderr[-1500:]}")
             return
         report = json.loads(run.stdout)
-        current = (out / MAIN / "latest" / "CURRENT").read_text(encoding="utf-8").strip()
-        info = read_manifest(out / MAIN / "latest" / current).vectors
+        current = (out / main / "latest" / "CURRENT").read_text(encoding="utf-8").strip()
+        info = read_manifest(out / main / "latest" / current).vectors
     outcome = _find_outcome(report)
     print(
-        f"(3) rebuild of {MAIN} with {len(changed)} of {len(pages)} pages changed "
+        f"(3) rebuild of {main} with {len(changed)} of {len(pages)} pages changed "
         f"(every {CHANGED_EVERY}th), `docbundle-index build` over the previous bundle"
     )
     if info is None:
@@ -332,6 +345,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,rss,rebuild,size")
     ap.add_argument(
+        "--main", default=MAIN, help=f"library of the latency and rebuild figures (default {MAIN})"
+    )
+    ap.add_argument(
         "--libraries",
         nargs="+",
         default=list(LIBRARIES),
@@ -345,17 +361,18 @@ def main() -> int:
     paths = build_with_vectors(args.corpora, args.bundles, args.cache, args.libraries)
     print(f"bundles: {', '.join(f'{k} ({v.name})' for k, v in paths.items())}", flush=True)
     if "latency" not in skip:
-        qs = [q for _, q in make_queries(paths[MAIN], seed=args.seed, per_kind=args.per_kind)]
-        qs += [q.text for q in load_queries(QUERIES_DIR / f"{MAIN}.toml", "dev")]
-        bench_latency(args.bundles, qs, args.passes)
+        qs = [q for _, q in make_queries(paths[args.main], seed=args.seed, per_kind=args.per_kind)]
+        qfile = QUERIES_DIR / f"{args.main}.toml"
+        qs += [q.text for q in load_queries(qfile, "dev")] if qfile.is_file() else []
+        bench_latency(args.bundles, args.main, qs, args.passes)
     if "rss" not in skip:
         per_lib = {
             lib: [q for _, q in make_queries(p, seed=args.seed + i, per_kind=25, english=lib.endswith("-en"))]
             for i, (lib, p) in enumerate(paths.items())
         }
-        bench_rss(args.bundles, per_lib, args.searches)
+        bench_rss(args.bundles, args.main, per_lib, args.searches)
     if "rebuild" not in skip:
-        bench_rebuild(args.corpora, args.bundles)
+        bench_rebuild(args.corpora, args.bundles, args.main)
     if "size" not in skip:
         bench_size(paths)
     return 0
