@@ -47,17 +47,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import serve_bench as sb  # noqa: E402  (benchmarks/ is not a package)
 from quality import QUERIES_DIR, bundles_parser, ensure_bundles, load_queries  # noqa: E402
-from serve_bench import (  # noqa: E402
-    LIBRARIES,
-    MAIN,
-    StdioServer,
-    _pct,
-    _verdict,
-    bench_server_rss,
-    make_queries,
-    server_command,
-)
 
 TARGETS = {"p50": 30.0, "p99": 60.0, "rss": 260.0}  # ms, ms, MB (issue 21)
 CHANGED_EVERY = 100  # one page in a hundred is changed for the rebuild
@@ -171,17 +162,17 @@ def bench_latency(bundles: Path, main: str, queries: list[str], passes: int) -> 
         f"{len(queries)} questions × {passes} passes after a warm-up pass, limit 5 (the tool's default)"
     )
     for mode, ms in times.items():
-        p50, p99 = _pct(ms, 50), _pct(ms, 99)
+        p50, p99 = sb._pct(ms, 50), sb._pct(ms, 99)
         extra = ""
         if mode == "hybrid":
             extra = (
-                f"  (target p50 ≤ {TARGETS['p50']:g} ms: {_verdict(p50, TARGETS['p50'])}; "
-                f"p99 ≤ {TARGETS['p99']:g} ms: {_verdict(p99, TARGETS['p99'])})"
+                f"  (target p50 ≤ {TARGETS['p50']:g} ms: {sb._verdict(p50, TARGETS['p50'])}; "
+                f"p99 ≤ {TARGETS['p99']:g} ms: {sb._verdict(p99, TARGETS['p99'])})"
             )
         print(f"  {mode:<8} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms  mean {statistics.fmean(ms):6.2f} ms{extra}")
     print("  hybrid's parts, one call each per question (p50 / p99 ms):")
     for key, ms in parts.items():
-        print(f"    {key:<8} {_pct(ms, 50):6.2f} / {_pct(ms, 99):6.2f}")
+        print(f"    {key:<8} {sb._pct(ms, 50):6.2f} / {sb._pct(ms, 99):6.2f}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -190,8 +181,8 @@ def bench_latency(bundles: Path, main: str, queries: list[str], passes: int) -> 
 
 def bench_rss(bundles: Path, main: str, per_lib: dict[str, list[str]], searches: int) -> None:
     """serve_bench's stdio RSS reading, after checking that the server's default mode is hybrid."""
-    cmd = server_command(bundles, None)
-    server = StdioServer(cmd)
+    cmd = sb.server_command(bundles, None)
+    server = sb.StdioServer(cmd)
     try:
         server.handshake()
         server.wait_for(server._init_id)
@@ -205,7 +196,7 @@ def bench_rss(bundles: Path, main: str, per_lib: dict[str, list[str]], searches:
     print(
         f"(2) the stdio server's default mode checked: hybrid; issue 21's target: VmRSS ≤ {TARGETS['rss']:g} MB"
     )
-    bench_server_rss(cmd, per_lib, searches)
+    sb.bench_server_rss(cmd, per_lib, searches)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -254,22 +245,18 @@ def bench_rebuild(corpora: Path, bundles: Path, main: str) -> None:
             f'[[library]]\nid = "{main}"\nname = "{main}"\nllms_txt = "{base}/llms.txt"\n', encoding="utf-8"
         )
         t0 = time.perf_counter()
-        run = subprocess.run(
-            [
-                str(cli),
-                "build",
-                "--config",
-                str(config),
-                "--out",
-                str(out),
-                "--json",
-                "--quiet",
-                "--no-cache",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        argv = [
+            str(cli),
+            "build",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--json",
+            "--quiet",
+            "--no-cache",
+        ]
+        run = subprocess.run(argv, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
         if run.returncode != 0:
             print(f"(3) rebuild failed ({run.returncode}): {run.stderr[-1500:]}")
@@ -345,13 +332,13 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: latency,rss,rebuild,size")
     ap.add_argument(
-        "--main", default=MAIN, help=f"library of the latency and rebuild figures (default {MAIN})"
+        "--main", default=sb.MAIN, help=f"library of the latency and rebuild figures (default {sb.MAIN})"
     )
     ap.add_argument(
         "--libraries",
         nargs="+",
-        default=list(LIBRARIES),
-        help=f"libraries to build and serve (default: {' '.join(LIBRARIES)})",
+        default=list(sb.LIBRARIES),
+        help=f"libraries to build and serve (default: {' '.join(sb.LIBRARIES)})",
     )
     args = ap.parse_args()
     if args.corpora is None:
@@ -361,13 +348,15 @@ def main() -> int:
     paths = build_with_vectors(args.corpora, args.bundles, args.cache, args.libraries)
     print(f"bundles: {', '.join(f'{k} ({v.name})' for k, v in paths.items())}", flush=True)
     if "latency" not in skip:
-        qs = [q for _, q in make_queries(paths[args.main], seed=args.seed, per_kind=args.per_kind)]
+        qs = [q for _, q in sb.make_queries(paths[args.main], seed=args.seed, per_kind=args.per_kind)]
         qfile = QUERIES_DIR / f"{args.main}.toml"
         qs += [q.text for q in load_queries(qfile, "dev")] if qfile.is_file() else []
         bench_latency(args.bundles, args.main, qs, args.passes)
     if "rss" not in skip:
         per_lib = {
-            lib: [q for _, q in make_queries(p, seed=args.seed + i, per_kind=25, english=lib.endswith("-en"))]
+            lib: [
+                q for _, q in sb.make_queries(p, seed=args.seed + i, per_kind=25, english=lib.endswith("-en"))
+            ]
             for i, (lib, p) in enumerate(paths.items())
         }
         bench_rss(args.bundles, args.main, per_lib, args.searches)
