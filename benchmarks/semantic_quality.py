@@ -5,8 +5,7 @@ Usage::
     python benchmarks/semantic_quality.py embed --corpora DIR --bundles DIR --cache DIR
                                                 [--sets zh ja large-en ko-real medium-en-real]
     python benchmarks/semantic_quality.py tune  --corpora DIR --bundles DIR --cache DIR [--save-runs DIR]
-    python benchmarks/semantic_quality.py test  --corpora DIR --bundles DIR --cache DIR --alpha A --k K
-                                                [--save-runs DIR]
+    python benchmarks/semantic_quality.py test  --corpora DIR --bundles DIR --cache DIR [--save-runs DIR]
     python benchmarks/semantic_quality.py speed --bundles DIR [--count 64] [--queries 100]
 
 ``embed`` builds (or reuses) each set's corpus bundle with ``benchmarks/quality.py``'s ``ensure_bundles``
@@ -18,11 +17,13 @@ goes on where it stopped. It prints passages/s (wall, both cores) and CPU second
 ``tune`` scores the DEV halves only. Per query: ``keyword`` is today's ``balanced`` ranking exactly as
 ``quality.py`` runs it (``ours``: limit 10, per_doc 1); ``dense`` scores the query vector against every
 chunk of the corpus (``docbundle.bundle.vectors``: the int8 vector file the build would write, and
-float32 beside it) and ranks pages by their best chunk; ``hybrid`` is ``docbundle.bundle.hybrid.fuse``
-of the two page lists (keyword weight α, constant K). It prints nDCG@10 per set for the grid α in 0.5 ..
-0.9, K in 10, 30, 60, and picks the (α, K) with the best mean dev nDCG@10 over the sets (ties: higher
-α, then smaller K). ``test`` then scores the TEST halves with the α and K given, once. Both save runs
-in ``quality.py``'s ``--save-run`` format (one file per ranker) under ``--save-runs``.
+float32 beside it) and ranks pages by their best chunk; ``hybrid`` is the server's own ranking
+(``docbundle.server.semantic.rank`` in mode ``hybrid`` over that vector file, with the α, K and depth of
+``docbundle.bundle.hybrid``), checked against ``fuse`` of the two page lists. It prints each set's
+nDCG@10 gain over keyword for the grid depth (pages per side) × α × K and the cell ``choose`` picks: no
+set loses there nor at any α/K neighbour, then the best mean gain. ``test`` scores the TEST halves
+once, with what the server runs. Both save runs in ``quality.py``'s ``--save-run`` format (one file per
+ranker) under ``--save-runs``. Bundles missing under ``--bundles`` are built without vectors.
 
 ``speed`` times the query encoder (p50/p95 over dev questions, one thread and two) and passage
 throughput on real chunks of large-en.
