@@ -233,7 +233,21 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
     nox -s bench -- catalog [--sizes 100,1000,10000]  N generated libraries (+ the five corpora when
                                        present): start, RSS, list_libraries page, resolve_library (issue 22)
+    nox -s bench -- semantic [ARGS]    with the semantic extras: hybrid latency, server memory, 1% rebuild and
+                                       bundle size over bundles with vectors (docs/semantic.md; not in "all":
+                                       the first build embeds every section, which takes hours on 2 cores)
     """
+    if session.posargs[:1] == ["semantic"]:
+        session.install(*SEMANTIC_PACKAGES)
+        corpora = SHARED / "corpora"
+        if not corpora.is_dir():
+            session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
+        bundles = str(Path(session.create_tmp()) / "bench-bundles-semantic")  # with vectors; reused
+        session.run(
+            "python", "benchmarks/semantic_cost.py", "--corpora", str(corpora), "--bundles", bundles,
+            *session.posargs[1:],
+        )  # fmt: skip
+        return
     session.install(*PACKAGES)
     if session.posargs[:1] == ["limits"]:
         session.run("python", "benchmarks/search_limits.py", *session.posargs[1:])

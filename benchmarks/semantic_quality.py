@@ -5,8 +5,7 @@ Usage::
     python benchmarks/semantic_quality.py embed --corpora DIR --bundles DIR --cache DIR
                                                 [--sets zh ja large-en ko-real medium-en-real]
     python benchmarks/semantic_quality.py tune  --corpora DIR --bundles DIR --cache DIR [--save-runs DIR]
-    python benchmarks/semantic_quality.py test  --corpora DIR --bundles DIR --cache DIR --alpha A --k K
-                                                [--save-runs DIR]
+    python benchmarks/semantic_quality.py test  --corpora DIR --bundles DIR --cache DIR [--save-runs DIR]
     python benchmarks/semantic_quality.py speed --bundles DIR [--count 64] [--queries 100]
 
 ``embed`` builds (or reuses) each set's corpus bundle with ``benchmarks/quality.py``'s ``ensure_bundles``
@@ -18,11 +17,13 @@ goes on where it stopped. It prints passages/s (wall, both cores) and CPU second
 ``tune`` scores the DEV halves only. Per query: ``keyword`` is today's ``balanced`` ranking exactly as
 ``quality.py`` runs it (``ours``: limit 10, per_doc 1); ``dense`` scores the query vector against every
 chunk of the corpus (``docbundle.bundle.vectors``: the int8 vector file the build would write, and
-float32 beside it) and ranks pages by their best chunk; ``hybrid`` is ``docbundle.bundle.hybrid.fuse``
-of the two page lists (keyword weight α, constant K). It prints nDCG@10 per set for the grid α in 0.5 ..
-0.9, K in 10, 30, 60, and picks the (α, K) with the best mean dev nDCG@10 over the sets (ties: higher
-α, then smaller K). ``test`` then scores the TEST halves with the α and K given, once. Both save runs
-in ``quality.py``'s ``--save-run`` format (one file per ranker) under ``--save-runs``.
+float32 beside it) and ranks pages by their best chunk; ``hybrid`` is the server's own ranking
+(``docbundle.server.semantic.rank`` in mode ``hybrid`` over that vector file, with the α, K and depth of
+``docbundle.bundle.hybrid``), checked against ``fuse`` of the two page lists. It prints each set's
+nDCG@10 gain over keyword for the grid depth (pages per side) × α × K and the cell ``choose`` picks: no
+set loses there nor at any α/K neighbour, then the best mean gain. ``test`` scores the TEST halves
+once, with what the server runs. Both save runs in ``quality.py``'s ``--save-run`` format (one file per
+ranker) under ``--save-runs``. Bundles missing under ``--bundles`` are built without vectors.
 
 ``speed`` times the query encoder (p50/p95 over dev questions, one thread and two) and passage
 throughput on real chunks of large-en.
@@ -61,8 +62,9 @@ from quality import (  # noqa: E402  (benchmarks/ is not a package)
 )
 
 SETS = ("zh", "ja", "large-en", "ko-real", "medium-en-real")
-ALPHAS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9)
-KS = (10, 30, 60)
+ALPHAS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
+KS = (5, 10, 20, 30, 60)
+DEPTHS = (10, 20, 50)  # pages each side brings to the fusion (a page beyond them: rank depth + 1)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -149,8 +151,12 @@ def cache_dir_of(embedder: Any) -> Path:
 
 
 def corpora_of(args: argparse.Namespace) -> dict[str, Path]:
-    """corpus name -> bundle dir, built or reused under ``--bundles``."""
+    """corpus name -> bundle dir, built or reused under ``--bundles``.
+
+    A bundle missing there is built without vectors (``DOCBUNDLE_EMBED=0``): this script embeds the
+    sections itself, through its cache, and a build would embed them all a second time."""
     names = dict.fromkeys(set_corpus(s) for s in args.sets)
+    os.environ["DOCBUNDLE_EMBED"] = "0"
     return ensure_bundles(args.corpora, args.bundles, names)
 
 
@@ -208,13 +214,14 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 @dataclass
 class SetRun:
-    """Everything one query set needs to be scored under any (α, K): the ranked page lists per query."""
+    """Everything one query set needs to be scored under any (α, K, depth): the ranked page lists."""
 
     name: str
     queries: list[Query]
     keyword: dict[str, list[str]]  # query id -> today's balanced ranking, top 10 (quality.py's ``ours``)
-    keyword_deep: dict[str, list[str]]  # the same ranking, top ``depth`` pages: the fusion's keyword side
+    keyword_deep: dict[str, list[str]]  # the same ranking, ``depth`` pages: the fusion's keyword side
     dense: dict[str, dict[str, list[str]]]  # "int8" | "float32" -> query id -> pages by best chunk
+    served: dict[str, list[str]]  # query id -> the server's own hybrid ranking (its α, K and depth)
 
 
 def keyword_lists(bundle_dir: Path, queries: list[Query], depth: int) -> dict[str, list[str]]:
@@ -231,6 +238,36 @@ def keyword_lists(bundle_dir: Path, queries: list[Query], depth: int) -> dict[st
             out[q.id] = list(dict.fromkeys(bundle.store.get(h.doc).id for h in hits))[:depth]
         return out
     finally:
+        bundle.close()
+
+
+def served_lists(
+    bundle_dir: Path, vector_path: Path, queries: list[Query], vectors: dict[str, Any]
+) -> dict[str, list[str]]:
+    """Each query's top 10 pages from the server's hybrid ranking (``docbundle.server.semantic.rank``,
+    with the α, K and depth of ``docbundle.bundle.hybrid``), over the vector file the build would write."""
+    from types import SimpleNamespace
+
+    from docbundle.bundle.query import Deadline
+    from docbundle.bundle.reader import open_bundle
+    from docbundle.bundle.search import BundleSearcher
+    from docbundle.bundle.vectors import VectorFile
+    from docbundle.server.semantic import rank
+
+    bundle = open_bundle(bundle_dir, use_mmap=False)
+    vf = VectorFile(vector_path)
+    try:
+        # The two parts of an opened library that ``rank`` reads: its searcher and its vector file.
+        lib: Any = SimpleNamespace(
+            searcher=BundleSearcher(bundle), bundle=SimpleNamespace(vector_file=lambda: vf)
+        )
+        out = {}
+        for q in queries:
+            ranking = rank(lib, "hybrid", q.text, [], K, 1, Deadline(), lambda _d, v=vectors[q.id]: v)
+            out[q.id] = list(dict.fromkeys(bundle.store.get(doc).id for _, doc, _ in ranking.hits))[:K]
+        return out
+    finally:
+        vf.close()
         bundle.close()
 
 
@@ -266,22 +303,24 @@ def prepare_set(
     path = vec_dir / f"{corpus.name}.int8.bin"
     write_vectors(path, f32, embedder.identity.key(), "int8")
     dense: dict[str, dict[str, list[str]]] = {"int8": {}, "float32": {}}
+    vectors = {q.id: query_vector(embedder, cache, q.text) for q in queries}
     with VectorFile(path) as vf:
         vf.check(len(corpus.keys), embedder.identity.key())
         for q in queries:
-            qv = query_vector(embedder, cache, q.text)
+            qv = vectors[q.id]
             for kind, sims in (("int8", vf.scores(qv)), ("float32", f32 @ qv)):
                 ranked = rank_documents(sims, corpus.starts, depth)
                 dense[kind][q.id] = [corpus.doc_ids[d] for d, _ in ranked]
-    return SetRun(set_name, queries, keyword, keyword_deep, dense)
+    served = served_lists(corpus.bundle, path, queries, vectors)
+    return SetRun(set_name, queries, keyword, keyword_deep, dense, served)
 
 
-def fused(run: SetRun, alpha: float, k: int, kind: str = "int8") -> dict[str, list[str]]:
-    """The hybrid ranking of every query of a set: top 10 pages."""
+def fused(run: SetRun, alpha: float, k: int, depth: int, kind: str = "int8") -> dict[str, list[str]]:
+    """The hybrid ranking of every query of a set (``docbundle.bundle.hybrid.fuse``): top 10 pages."""
     from docbundle.bundle.hybrid import fuse
 
     return {
-        q.id: [d for d, _ in fuse(run.keyword_deep[q.id], run.dense[kind][q.id], alpha, k)][:K]
+        q.id: [d for d, _ in fuse(run.keyword_deep[q.id], run.dense[kind][q.id], alpha, k, depth)][:K]
         for q in run.queries
     }
 
@@ -328,24 +367,33 @@ def prepare_all(args: argparse.Namespace, split: str) -> tuple[list[SetRun], Any
         if name not in corpora:
             corpora[name] = load_corpus(name, paths[name], embedder)
         runs.append(
-            prepare_set(set_name, split, corpora[name], embedder, cache, args.cache / "vectors", args.depth)
+            prepare_set(set_name, split, corpora[name], embedder, cache, args.cache / "vectors", max(DEPTHS))
         )
     return runs, embedder
 
 
-def report(split: str, runs: list[SetRun], alpha: float, k: int, depth: int, save: Path | None) -> None:
-    """Print the keyword / dense / hybrid table of one split and save the runs."""
+def report(split: str, runs: list[SetRun], save: Path | None) -> None:
+    """Print the keyword / dense / hybrid table of one split (hybrid: the server's ranking) and save the runs."""
+    from docbundle.bundle import hybrid
     from docbundle.indexer.release.metrics import paired_test
 
-    print(f"\n=== {split} halves: nDCG@10 (hybrid: alpha {alpha}, K {k}, {depth} pages per side) ===")
+    alpha, k, depth = hybrid.ALPHA, hybrid.K, hybrid.DEPTH
+    print(
+        f"\n=== {split} halves: nDCG@10 (hybrid as served: alpha {alpha}, K {k}, {depth} pages per side) ==="
+    )
     print(
         f"{'set':<16} {'n':>4} {'keyword':>8} {'dense f32':>10} {'dense int8':>10} {'hybrid f32':>10} {'hybrid':>8} {'delta':>7}  paired test hybrid vs keyword"
     )
     rows = []
     ranked_all: dict[str, dict[str, dict[str, list[str]]]] = {"keyword": {}, "dense": {}, "hybrid": {}}
     for run in runs:
-        hyb = fused(run, alpha, k, "int8")
-        hyb32 = fused(run, alpha, k, "float32")
+        hyb = run.served
+        # The served ranking and fuse() over the page lists must agree: else the grid measured another thing.
+        direct = fused(run, alpha, k, depth)
+        differ = sum(hyb[q.id] != direct[q.id] for q in run.queries)
+        if differ:
+            print(f"  {run.name}: the server's hybrid ranking differs from fuse() on {differ} queries")
+        hyb32 = fused(run, alpha, k, depth, "float32")
         kw = mean_ndcg(run, run.keyword)
         d32 = mean_ndcg(run, {i: v[:K] for i, v in run.dense["float32"].items()})
         d8 = mean_ndcg(run, {i: v[:K] for i, v in run.dense["int8"].items()})
@@ -370,29 +418,64 @@ def report(split: str, runs: list[SetRun], alpha: float, k: int, depth: int, sav
             save_run(save / f"semantic-{split}-{mode}.json", split, mode, runs, ranked)
 
 
+def choose(gains: dict[tuple[int, float, int], list[float]]) -> tuple[int, float, int]:
+    """The (depth, α, K) to serve, from each cell's nDCG@10 gains over keyword per set.
+
+    A cell qualifies when no set loses there NOR at any α/K neighbour of the grid (same depth): a
+    setting whose neighbours lose is a spike of a few dev questions, not a gain. Among those, the best
+    mean gain (ties: higher α, then smaller K); when none qualifies, the best worst-set gain.
+    """
+
+    def neighbours(cell: tuple[int, float, int]) -> list[tuple[int, float, int]]:
+        depth, alpha, k = cell
+        ai, ki = ALPHAS.index(alpha), KS.index(k)
+        return [
+            (depth, ALPHAS[i], KS[j])
+            for i in range(max(0, ai - 1), min(len(ALPHAS), ai + 2))
+            for j in range(max(0, ki - 1), min(len(KS), ki + 2))
+        ]
+
+    steady = [c for c in gains if all(min(gains[n]) >= 0 for n in neighbours(c))]
+    if steady:
+        return max(steady, key=lambda c: (round(statistics.mean(gains[c]), 9), c[1], -c[2]))
+    return max(gains, key=lambda c: (round(min(gains[c]), 9), c[1], -c[2]))
+
+
 def cmd_tune(args: argparse.Namespace) -> None:
-    """Grid over α and K on the dev halves; print the grid and the chosen values, then the dev table."""
+    """Grid over depth, α and K on the dev halves; print it, the setting it picks, and the served table."""
+    from docbundle.bundle import hybrid
+
     runs, _ = prepare_all(args, "dev")
-    print("\n=== dev halves: hybrid (int8) nDCG@10 per (alpha, K) ===")
-    print(f"{'alpha':>5} {'K':>3} " + " ".join(f"{r.name:>14}" for r in runs) + f" {'mean':>7}")
-    best: tuple[float, float, int] | None = None
-    for alpha in ALPHAS:
-        for k in KS:
-            per = [mean_ndcg(r, fused(r, alpha, k)) for r in runs]
-            m = statistics.mean(per)
-            print(f"{alpha:>5} {k:>3} " + " ".join(f"{v:14.3f}" for v in per) + f" {m:7.3f}")
-            # best mean; ties: higher alpha (closer to today's ranking), then smaller K
-            if best is None or (round(m, 9), alpha, -k) > (round(best[0], 9), best[1], -best[2]):
-                best = (m, alpha, k)
-    assert best is not None
-    print(f"\nchosen on dev: alpha = {best[1]}, K = {best[2]} (mean dev nDCG@10 {best[0]:.3f})")
-    report("dev", runs, best[1], best[2], args.depth, args.save_runs)
+    base = [mean_ndcg(r, r.keyword) for r in runs]
+    print("\n=== dev halves: hybrid (int8) nDCG@10 gain over keyword (x 1000) per (depth, alpha, K) ===")
+    print(
+        f"{'depth':>5} {'alpha':>5} {'K':>3} "
+        + " ".join(f"{r.name:>14}" for r in runs)
+        + f" {'mean':>6} {'min':>6}"
+    )
+    gains: dict[tuple[int, float, int], list[float]] = {}
+    for depth in DEPTHS:
+        for alpha in ALPHAS:
+            for k in KS:
+                per = [mean_ndcg(r, fused(r, alpha, k, depth)) - b for r, b in zip(runs, base, strict=True)]
+                gains[(depth, alpha, k)] = per
+                print(
+                    f"{depth:>5} {alpha:>5} {k:>3} "
+                    + " ".join(f"{v * 1000:+14.0f}" for v in per)
+                    + f" {statistics.mean(per) * 1000:+6.0f} {min(per) * 1000:+6.0f}"
+                )
+    depth, alpha, k = choose(gains)
+    print(
+        f"\nchosen on dev: depth {depth}, alpha {alpha}, K {k} (gains {', '.join(f'{g:+.3f}' for g in gains[(depth, alpha, k)])}); "
+        f"served (docbundle.bundle.hybrid): depth {hybrid.DEPTH}, alpha {hybrid.ALPHA}, K {hybrid.K}"
+    )
+    report("dev", runs, args.save_runs)
 
 
 def cmd_test(args: argparse.Namespace) -> None:
-    """Score the test halves once with the α and K chosen on dev."""
+    """Score the test halves once, with the server's hybrid ranking (the α, K and depth chosen on dev)."""
     runs, _ = prepare_all(args, "test")
-    report("test", runs, args.alpha, args.k, args.depth, args.save_runs)
+    report("test", runs, args.save_runs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -489,10 +572,6 @@ def main() -> int:
         p.add_argument("--sets", nargs="+", default=list(SETS))
         p.add_argument("--threads", type=int, default=None, help="engine threads (default: all cores)")
         p.add_argument("--save-runs", type=Path, help="folder for quality.py-format run files")
-        p.add_argument("--depth", type=int, default=50, help="pages per side that the fusion sees")
-        if cmd == "test":
-            p.add_argument("--alpha", type=float, required=True)
-            p.add_argument("--k", type=int, required=True)
         if cmd == "speed":
             p.add_argument("--count", type=int, default=64)
             p.add_argument("--queries", type=int, default=100)

@@ -10,18 +10,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 
-def test_scores_follow_the_formula_and_a_missing_page_gets_no_term() -> None:
-    out = dict(fuse(["a", "b"], ["b", "c"], alpha=0.7, k=10))
-    assert out["a"] == pytest.approx(0.7 / 11)
+def test_scores_follow_the_formula_and_a_missing_page_counts_just_below_the_depth() -> None:
+    out = dict(fuse(["a", "b"], ["b", "c"], alpha=0.7, k=10, depth=3))
+    assert out["a"] == pytest.approx(0.7 / 11 + 0.3 / 14)  # not in the semantic list: rank 3 + 1 there
     assert out["b"] == pytest.approx(0.7 / 12 + 0.3 / 11)
-    assert out["c"] == pytest.approx(0.3 / 12)
-    assert [d for d, _ in fuse(["a", "b"], ["b", "c"], alpha=0.7, k=10)] == ["b", "a", "c"]
+    assert out["c"] == pytest.approx(0.7 / 14 + 0.3 / 12)
+    assert [d for d, _ in fuse(["a", "b"], ["b", "c"], alpha=0.7, k=10, depth=3)] == ["b", "a", "c"]
+
+
+def test_only_the_first_depth_pages_of_each_list_take_part() -> None:
+    out = dict(fuse(["a", "b", "c", "d"], ["x", "c", "y", "z"], alpha=0.5, k=0, depth=2))
+    assert set(out) == {"a", "b", "x", "c"}  # d, y and z are beyond both lists' first 2
+    # c is 3rd by keywords: beyond the depth there, so it counts at rank 3 (depth + 1) like a missing page
+    assert out["c"] == pytest.approx(0.5 / 3 + 0.5 / 2)
+    assert out["a"] == pytest.approx(0.5 / 1 + 0.5 / 3)
 
 
 def test_alpha_one_keeps_the_keyword_order_then_semantic_only_pages() -> None:
     ranked = [d for d, _ in fuse(["x", "y", "z"], ["z", "q", "y"], alpha=1.0, k=30)]
     assert ranked[:3] == ["x", "y", "z"]
-    assert ranked[3:] == ["q"]  # q scores 0 and comes after every keyword page
+    assert ranked[3:] == ["q"]  # q counts at keyword rank depth + 1, after every keyword page
 
 
 def test_equal_scores_break_by_keyword_rank_then_semantic_rank() -> None:
@@ -42,6 +50,8 @@ def test_bad_parameters_are_refused() -> None:
         fuse(["a"], ["b"], alpha=1.5)
     with pytest.raises(ValueError, match="k must"):
         fuse(["a"], ["b"], k=-1)
+    with pytest.raises(ValueError, match="depth must"):
+        fuse(["a"], ["b"], depth=0)
 
 
 @given(
@@ -49,11 +59,13 @@ def test_bad_parameters_are_refused() -> None:
     st.lists(st.integers(0, 30), unique=True, max_size=15),
     st.floats(0, 1),
     st.integers(1, 100),
+    st.integers(1, 20),
 )
-def test_fusion_holds_every_page_once_sorted_and_deterministic(
-    kw: list[int], sem: list[int], alpha: float, k: int
+def test_fusion_holds_every_page_of_both_depths_once_sorted_and_deterministic(
+    kw: list[int], sem: list[int], alpha: float, k: int, depth: int
 ) -> None:
-    out = fuse(kw, sem, alpha, k)
-    assert sorted(d for d, _ in out) == sorted(set(kw) | set(sem))
+    out = fuse(kw, sem, alpha, k, depth)
+    assert sorted(d for d, _ in out) == sorted(set(kw[:depth]) | set(sem[:depth]))
     assert all(a[1] >= b[1] for a, b in itertools.pairwise(out))
-    assert out == fuse(list(kw), list(sem), alpha, k)
+    assert all(0 < s <= 1 / (k + 1) + 1e-12 for _, s in out)
+    assert out == fuse(list(kw), list(sem), alpha, k, depth)

@@ -2,13 +2,16 @@
 
     fused(d) = α / (K + rank_kw(d)) + (1 − α) / (K + rank_sem(d))
 
-ranks start at 1; a page missing from one list gets no term from it. Pure functions, no I/O, no numpy.
-Ties (equal fused scores) are broken by the better keyword rank (present before absent), then the better
-semantic rank: for two distinct pages one of these always differs, so the order is total and the same for
-the same inputs. ``ALPHA`` and ``K`` are the defaults: a keyword weight of 0.7, where issue 21's
-whole-corpus measurement found the gain (0.7-0.8), and K = 30, the middle of the grid.
-``benchmarks/semantic_quality.py tune`` chooses both on the dev halves of the quality sets
-(docs/semantic.md gives the figures).
+Each list brings its first ``depth`` distinct pages (ranks start at 1); a page that is not among one
+list's first ``depth`` counts at rank ``depth + 1`` there, just below the last page that list brought.
+So the fused list holds the pages either side ranks in its top ``depth``, and a page both sides found
+goes before one only a side found at the same rank. Pure functions, no I/O, no numpy. Ties (equal fused
+scores) are broken by the better keyword rank, then the better semantic rank: for two distinct pages one
+of these always differs, so the order is total and the same for the same inputs.
+
+``ALPHA``, ``K`` and ``DEPTH`` were set on the dev halves of the quality sets with
+``benchmarks/semantic_quality.py tune`` (docs/semantic.md, "Choosing α, K and the depth"); the test
+halves are scored once, with these values.
 """
 
 from __future__ import annotations
@@ -18,35 +21,46 @@ from typing import TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
-# Set on the dev halves of ko-real, medium-en-real and large-en (docs/semantic.md, "Results so far"):
-# the grid is flat (dev means 0.659-0.690); 0.7/10 is within 0.004 of the best mean (0.5/10) and costs
-# medium-en-real half as much. Provisional until zh and ja are embedded; the test halves are unscored.
+# Chosen on the dev halves of zh, ko-real, medium-en-real and large-en (docs/semantic.md): with each side's
+# first 10 pages and a page beyond them at rank 11, every set gained for a block of (α, K) around this
+# one. Giving a page missing from one side no term from it (the first fusion, 50 pages deep) let a page
+# keyword search ranks high but the vectors missed fall below pages both sides ranked middling, and
+# lost on medium-en-real, where the vectors alone score 0.60 against keyword search's 0.74.
 ALPHA = 0.7
-K = 10
+K = 5
+DEPTH = 10
 
 
 def fuse(
-    keyword: Sequence[T], semantic: Sequence[T], alpha: float = ALPHA, k: int = K
+    keyword: Sequence[T], semantic: Sequence[T], alpha: float = ALPHA, k: int = K, depth: int = DEPTH
 ) -> list[tuple[T, float]]:
     """Fuse two ranked lists of pages (best first) into one: (page, fused score), best first.
 
-    A page repeated within one list counts at its first (best) rank only.
+    Only each list's first ``depth`` distinct pages take part; a page missing from one of the two
+    counts at rank ``depth + 1`` there. A page repeated within one list counts at its first rank only.
     """
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be within 0..1, got {alpha}")
     if k < 0:
         raise ValueError(f"k must be 0 or more, got {k}")
-    kw_rank: dict[T, int] = {}
-    for i, d in enumerate(keyword, 1):
-        kw_rank.setdefault(d, i)
-    sem_rank: dict[T, int] = {}
-    for i, d in enumerate(semantic, 1):
-        sem_rank.setdefault(d, i)
-    scores: dict[T, float] = {}
-    for d, r in kw_rank.items():
-        scores[d] = alpha / (k + r)
-    for d, r in sem_rank.items():
-        scores[d] = scores.get(d, 0.0) + (1.0 - alpha) / (k + r)
-    absent = len(kw_rank) + len(sem_rank) + 1
+    if depth < 1:
+        raise ValueError(f"depth must be 1 or more, got {depth}")
+    kw_rank = _ranks(keyword, depth)
+    sem_rank = _ranks(semantic, depth)
+    absent = depth + 1
+    scores = {
+        d: alpha / (k + kw_rank.get(d, absent)) + (1.0 - alpha) / (k + sem_rank.get(d, absent))
+        for d in (*kw_rank, *sem_rank)
+    }
     order = sorted(scores, key=lambda d: (-scores[d], kw_rank.get(d, absent), sem_rank.get(d, absent)))
     return [(d, scores[d]) for d in order]
+
+
+def _ranks(pages: Sequence[T], depth: int) -> dict[T, int]:
+    """Rank (from 1) of each of the first ``depth`` distinct pages of a list."""
+    rank: dict[T, int] = {}
+    for d in pages:
+        if len(rank) >= depth:
+            break
+        rank.setdefault(d, len(rank) + 1)
+    return rank

@@ -7,10 +7,11 @@ the semantic extra, a loaded query encoder, and that encoder must be the one tha
 same embedder key). When one is missing the library is searched by keywords (``balanced``), and the
 reason says which (``vector_problem``, also what ``list_libraries`` shows).
 
-**hybrid** fuses two rankings of pages with ``docbundle.bundle.hybrid.fuse`` (α and K read from there):
-today's ``balanced`` ranking, ``DEPTH`` pages deep, and the pages ranked by their best section's cosine
-similarity to the query over *every* section of the library (never a pool a keyword search chose). A
-page found by keywords shows its keyword hits; a page only the vectors found shows its best sections.
+**hybrid** fuses two rankings of pages with ``docbundle.bundle.hybrid.fuse`` (α, K and the depth read
+from there): today's ``balanced`` ranking and the pages ranked by their best section's cosine similarity
+to the query over *every* section of the library (never a pool a keyword search chose), each list
+``hybrid.DEPTH`` pages deep, or ``limit`` when a call asks for more hits than that. A page found by
+keywords shows its keyword hits; a page only the vectors found shows its best sections.
 **semantic** ranks sections by cosine similarity alone (at most ``per_doc`` per page).
 
 Bounds: scoring a query is one pass over the vector file (1 ms for 5,500 sections), ranking pages one
@@ -33,9 +34,6 @@ from .encoder import QueryEncoder, describe
 if TYPE_CHECKING:
     from .catalog import OpenedLibrary
 
-DEPTH = (
-    50  # pages per side that the fusion sees (benchmarks/semantic_quality.py --depth, where α, K were set)
-)
 # Sections scored for the semantic mode's hits before at most per_doc per page are kept: as the keyword
 # engine's pool (max(50, 8 × limit)).
 _POOL_MIN, _POOL_PER_HIT = 50, 8
@@ -162,13 +160,14 @@ def rank(
         except OutOfTime:
             return Ranking([], stopped=True, scale="cosine")
         return Ranking(_best_sections(scores, searcher, limit, per_doc), scale="cosine")
+    depth = max(hybrid.DEPTH, limit)  # pages per side; the default limit (5) and up to 10: as tuned
     kw = searcher.search(
-        query, keywords=keywords, mode="balanced", limit=DEPTH * per_doc, per_doc=per_doc, deadline=deadline
+        query, keywords=keywords, mode="balanced", limit=depth * per_doc, per_doc=per_doc, deadline=deadline
     )
     by_page: dict[int, list[int]] = {}
     for h in kw.hits:
         by_page.setdefault(h.doc, []).append(h.chunk)
-    keyword_pages = list(by_page)[:DEPTH]
+    keyword_pages = list(by_page)[:depth]
     try:
         scores = lib.bundle.vector_file().scores(vector(deadline))
     except OutOfTime:
@@ -184,9 +183,9 @@ def rank(
     from docbundle.bundle.vectors import rank_documents
 
     starts = searcher.starts
-    semantic_pages = [d for d, _ in rank_documents(scores, starts, DEPTH)]
+    semantic_pages = [d for d, _ in rank_documents(scores, starts, depth)]
     hits: list[tuple[float, int, int]] = []
-    for page, fused in hybrid.fuse(keyword_pages, semantic_pages, hybrid.ALPHA, hybrid.K):
+    for page, fused in hybrid.fuse(keyword_pages, semantic_pages, hybrid.ALPHA, hybrid.K, depth):
         chunks = by_page.get(page) or _page_sections(scores, starts, searcher.chunk_count, page, per_doc)
         for chunk in chunks:
             hits.append((round(fused, 6), page, chunk))
