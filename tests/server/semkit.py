@@ -31,6 +31,7 @@ from docbundle.bundle.manifest import (
     encode_manifest,
 )
 from docbundle.bundle.reader import open_bundle
+from docbundle.bundle.summary import SUMMARY_NAME
 from docbundle.bundle.vectors import VECTORS_FILE, write_vectors
 from serverkit import install_golden
 
@@ -113,6 +114,9 @@ def add_vectors(bundle: Path, embedder: Embedder, identity: EmbedderIdentity | N
     files = sorted([f for f in manifest.files if f.path != VECTORS_FILE] + [entry], key=lambda f: f.path)
     manifest = msgspec.structs.replace(manifest, files=files, vectors=info)
     (bundle / MANIFEST_NAME).write_bytes(encode_manifest(manifest))
+    # The manifest changed after its build was published, as no real publish does: the catalogue summary
+    # still describes the old one (a server would refuse the bundle), so it goes, to be rebuilt at start.
+    (bundle.parents[2] / SUMMARY_NAME).unlink(missing_ok=True)
 
 
 def rewrite_manifest_hash(bundle: Path, rel: str) -> None:

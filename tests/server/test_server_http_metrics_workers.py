@@ -77,10 +77,10 @@ def test_one_scrape_counts_the_requests_of_every_worker(
             # Per library: once, whatever the number of workers.
             assert value(samples, "docbundle_libraries") == len(catalog.library_ids())
             for entry in catalog.entries():
-                assert entry.manifest is not None
+                assert entry.meta is not None
                 where = {"library": entry.library_id, "version": entry.version}
                 documents = value(samples, "docbundle_library_documents", **where)
-                assert documents == entry.manifest.counts.documents
+                assert documents == entry.meta.counts.documents
             assert label_values(samples, "tool") <= {
                 "search_documents",
                 "list_libraries",

@@ -150,7 +150,8 @@ async def test_a_bundle_without_a_routing_record_still_serves_and_routes(root: P
     assert not (golden / ROUTING_FILE).exists()
     async with serve(root, k=2) as (client, catalog):
         entry = catalog.resolve("oldgolden")
-        assert entry.manifest is not None and read_record(golden, entry.manifest) is None
+        manifest = entry.read_manifest()
+        assert manifest is not None and read_record(golden, manifest) is None
         single, _ = await search(client, query="sap.m.Table rows", libraryId="oldgolden")
         assert single["hits"]
         data, _ = await search(client, query="sap.m.Table column header template")

@@ -113,6 +113,13 @@ def obtained_mix(documents: list[SourceDocument]) -> dict[str, int]:
     return {kind: n for kind, n in counts.items() if n}
 
 
+def in_obtained_order(counts: dict[str, int]) -> dict[str, int]:
+    """``counts`` (an ``obtained_mix``) in ``OBTAINED`` order again, others after by name: a JSON copy
+    written with sorted keys (the catalogue summary) loses that order."""
+    order = [*OBTAINED, *sorted(set(counts) - set(OBTAINED))]
+    return {kind: counts[kind] for kind in order if counts.get(kind)}
+
+
 class Counts(Base, frozen=True, kw_only=True):
     """Totals, so a reader need not walk the document list."""
 

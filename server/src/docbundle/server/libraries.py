@@ -10,6 +10,8 @@ import bisect
 import hashlib
 import json
 
+from docbundle.bundle.manifest import in_obtained_order
+
 from .budget import estimate_tokens
 from .catalog import Catalog, LibraryEntry, VersionEntry
 from .encoder import describe
@@ -50,7 +52,7 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         reason=reason,
         safety_findings=m.safety_findings if m else 0,
         safety_kinds=list(m.safety_kinds) if m else [],
-        obtained=dict(m.obtained) if m else {},
+        obtained=in_obtained_order(m.obtained) if m else {},
         vectors=vectors_summary(catalog, entry),
     )
 

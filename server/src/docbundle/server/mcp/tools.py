@@ -131,10 +131,10 @@ def resolve_library_tool(docs: Docs) -> Tool:
         name: Annotated[str, Field(description="Its name, e.g. 'sapui5' or 'react docs in Korean'")],
         limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="Matches to return")] = DEFAULT_LIMIT,
     ) -> Annotated[CallToolResult, models.LibraryMatches]:
-        """Find a library's libraryId from its name; call this first when you lack the id.
+        """Find a library's libraryId by name; call this first when you lack the id.
 
-        Matches ids, names, descriptions, categories and page languages, allowing prefixes and
-        typos. Each match: id, versions, score (0-1), why it matched.
+        Matches ids, names, descriptions, categories and page languages (prefixes, typos too).
+        Each match: id, versions, score (0-1), why it matched.
         """
         return _on_loop(
             lambda: check_name(name), lambda: answer(docs.resolve_library(name, limit, checked=True))
@@ -147,7 +147,7 @@ def list_library_versions_tool(docs: Docs) -> Tool:
     """The ``list_library_versions`` tool over ``docs``."""
 
     async def list_library_versions(libraryId: LibraryIdArg) -> Annotated[CallToolResult, models.VersionList]:
-        """List the documentation versions of one library.
+        """List one library's documentation versions.
 
         Each: status (active, deprecated, eol), whether latest, LTS or default, buildId and
         availability. Pass a name as `version` to other tools.
