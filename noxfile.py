@@ -219,6 +219,7 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
+    nox -s bench -- build [large-en ...] build throughput: pages/s (wall), CPU s per page, per-library cost
     """
     session.install(*PACKAGES)
     if session.posargs[:1] == ["limits"]:
@@ -251,6 +252,8 @@ def bench(session: nox.Session) -> None:
     if which == "html-candidates":  # measured only, never project dependencies (docs/html.md)
         session.install(*HTML_CANDIDATES)
         session.run("python", "benchmarks/html_candidates.py", "--corpora", str(corpora), *sets)
+    if which == "build":  # not in "all": it rebuilds the corpora the crawl benchmark builds
+        session.run("python", "benchmarks/build_speed.py", "--corpora", str(corpora), *sets)
     if which in ("all", "html"):
         session.run("python", "benchmarks/html_sites.py", "--corpora", str(corpora), *sets)
     if which in ("all", "http"):

@@ -30,12 +30,14 @@ What goes through the door:
   time (whoosh's private ``_read_toc`` returns that copy); TOCs of other whoosh versions are refused
   before whoosh's legacy loader (its own stock unpickler) could see them;
 - **writing** (``SegmentBuilder``): one optimized segment from fields analysed elsewhere, bypassing
-  whoosh's analysis and its per-posting field-length reads (``SegmentWriter._flush_segment``
-  overridden); the segment id comes from a local ``random.Random(seed)`` through the codec (no global
+  whoosh's analysis, its sorting pool (each term's postings are kept together) and its per-posting
+  field-length reads and ``add_posting`` calls (``SegmentWriter._flush_segment`` overridden; the W3
+  postings writer's block buffer is filled a block at a time); the segment id comes from a local ``random.Random(seed)`` through the codec (no global
   ``random.seed``), compound mtimes are 0, so equal inputs give equal bytes; garbage collection is
   paused only while the builder is open (``gc_paused`` restores it on every exit), and no lock file
   stays behind;
-- **posting values** (``positions_items``, ``frequency_items``, ``index_field``): what whoosh's
+- **posting values** (``positions_items``, ``frequency_items``, their ``grouped_`` forms that take
+  each term's positions already grouped, ``index_field``): what whoosh's
   ``Positions``/``Frequency`` formats store for a field, computed straight from the analyzer's terms
   (the indexer's hot loop: whoosh's generator layers and Token objects cost more than the analysis);
   a test checks them equal to whoosh's ``FieldType.index``.
