@@ -236,6 +236,7 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- semantic [ARGS]    with the semantic extras: hybrid latency, server memory, 1% rebuild and
                                        bundle size over bundles with vectors (docs/semantic.md; not in "all":
                                        the first build embeds every section, which takes hours on 2 cores)
+    nox -s bench -- build [large-en ...] build throughput: pages/s (wall), CPU s per page, per-library cost
     """
     if session.posargs[:1] == ["semantic"]:
         session.install(*SEMANTIC_PACKAGES)
@@ -294,6 +295,8 @@ def bench(session: nox.Session) -> None:
     if which == "html-candidates":  # measured only, never project dependencies (docs/html.md)
         session.install(*HTML_CANDIDATES)
         session.run("python", "benchmarks/html_candidates.py", "--corpora", str(corpora), *sets)
+    if which == "build":  # not in "all": it rebuilds the corpora the crawl benchmark builds
+        session.run("python", "benchmarks/build_speed.py", "--corpora", str(corpora), *sets)
     if which in ("all", "html"):
         session.run("python", "benchmarks/html_sites.py", "--corpora", str(corpora), *sets)
     if which in ("all", "http"):

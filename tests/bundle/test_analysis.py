@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pickle
 
-from docbundle.bundle.analysis import DocTokenizer, analyze
+from docbundle.bundle.analysis import DocTokenizer, analyze, iter_terms, term_positions
 from docbundle.bundle.schema import make_schema
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,3 +70,33 @@ def test_analysis_never_raises_and_yields_no_empty_terms(text: str) -> None:
     assert all(terms)
     toks = list(DocTokenizer()(text, positions=True, chars=True))
     assert all(0 <= t.startchar <= t.endchar <= len(text) for t in toks)
+
+
+_WORDS = st.sampled_from(
+    [
+        "useEffect",
+        "sap.m.Table",
+        "the",
+        "Running",
+        "HTTP",
+        "x2",
+        "std::vector",
+        "결제위젯",
+        "中",
+        "ＡＢＣ",
+        "İstanbul",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_WORDS, st.text(max_size=8)), max_size=30))
+def test_term_positions_are_iter_terms_grouped_by_term(words: list[str]) -> None:
+    # The indexer's grouped fast path and the tokenizer the server queries with must agree exactly,
+    # including the order in which terms first appear (it orders a chunk's postings).
+    text = " ".join(words)
+    grouped: dict[str, list[int]] = {}
+    for term, pos, _, _ in iter_terms(text):
+        grouped.setdefault(term, []).append(pos)
+    positions = term_positions(text)
+    assert list(positions.items()) == list(grouped.items())

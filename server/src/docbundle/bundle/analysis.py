@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .whooshio import STOP_WORDS, Token, Tokenizer
@@ -78,57 +78,94 @@ def _identifier_parts(raw: str) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
+def _word_terms(raw: str) -> tuple[str, ...]:
+    """The terms one word-like token is indexed under, all at its position (none for a stop word)."""
+    if raw.isascii() and raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
+        low = raw.lower()
+        return () if low in _STOP else (stem(low),)
+    if not raw.isascii():
+        raw = unicodedata.normalize("NFKC", raw)
+    low = raw.lower()
+    parts = _identifier_parts(raw)
+    if not parts:
+        return () if low in _STOP else (stem(low),)
+    terms = [low]
+    for p in parts:
+        if p not in _STOP:
+            term = stem(p)
+            if term not in terms:
+                terms.append(term)
+    return tuple(terms)
+
+
+# The terms of each distinct token seen (a build meets each word of its vocabulary thousands of times;
+# large-en has about 43,000 distinct tokens). Bounded apart from the stems: the server's highlighting
+# fills it too, and an entry (token, tuple) weighs about 150 bytes.
+_TERMS_CACHE: dict[str, tuple[str, ...]] = {}
+_TERMS_CACHE_MAX = 200_000
+
+
+def _cached_terms(raw: str) -> tuple[str, ...]:
+    if len(_TERMS_CACHE) >= _TERMS_CACHE_MAX:
+        _TERMS_CACHE.clear()
+    terms = _TERMS_CACHE[raw] = _word_terms(raw)
+    return terms
+
+
+def _bigrams(run: str) -> list[str]:
+    """A CJK run's terms, one position each: overlapping bigrams, or the run itself when one character."""
+    return [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+
+
 def iter_terms(text: str) -> Iterator[tuple[str, int, int, int]]:
     """Yield ``(term, position, startchar, endchar)`` for every indexed term of ``text``.
 
     Stop words are skipped but still consume a position, so phrase queries keep their gaps.
     """
-    # The hot loop of every build: plain words take a fast path with no helper calls.
     pos = -1
-    stop = _STOP
-    cache = _STEM_CACHE
+    cache = _TERMS_CACHE
     for m in _TOKEN_RE.finditer(text):
         raw = m.group()
         if m.lastgroup == "cjk":
             start = m.start()
-            n = len(raw)
-            if n == 1:
+            for i, gram in enumerate(_bigrams(raw)):
                 pos += 1
-                yield raw, pos, start, start + 1
-                continue
-            for i in range(n - 1):
-                pos += 1
-                yield raw[i : i + 2], pos, start + i, start + i + 2
+                yield gram, pos, start + i, start + i + len(gram)
             continue
         pos += 1
-        if raw.isascii() and raw.isalpha() and (raw.islower() or raw.isupper() or raw[1:].islower()):
-            low = raw.lower()
-            if low in stop:
-                continue
-            term = cache.get(low)
-            if term is None:
-                term = stem(low)
-            yield term, pos, m.start(), m.end()
-            continue
+        terms = cache.get(raw)
+        if terms is None:
+            terms = _cached_terms(raw)
         start, end = m.span()
-        if not raw.isascii():
-            raw = unicodedata.normalize("NFKC", raw)
-        low = raw.lower()
-        parts = _identifier_parts(raw)
-        if not parts:
-            if low in stop:
-                continue
-            yield stem(low), pos, start, end
-            continue
-        yield low, pos, start, end
-        emitted = {low}
-        for p in parts:
-            if p in stop:
-                continue
-            term = stem(p)
-            if term not in emitted:
-                emitted.add(term)
-                yield term, pos, start, end
+        for term in terms:
+            yield term, pos, start, end
+
+
+def term_positions(text: str) -> dict[str, list[int]]:
+    """Each indexed term of ``text`` with its positions, terms in order of first occurrence: exactly
+    ``iter_terms`` grouped by term, without its character offsets (the indexer's hot loop)."""
+    poses: dict[str, list[int]] = {}
+    get = poses.get
+    cache = _TERMS_CACHE
+    pos = -1
+    for cjk, word in _TOKEN_RE.findall(text):
+        if word:
+            pos += 1
+            terms = cache.get(word)
+            if terms is None:
+                terms = _cached_terms(word)
+            grams: Iterable[str] = terms
+        else:
+            grams = _bigrams(cjk)
+        for term in grams:
+            if not word:
+                pos += 1
+            found = get(term)
+            if found is None:
+                poses[term] = [pos]
+            else:
+                found.append(pos)
+    return poses
 
 
 class DocTokenizer(Tokenizer):  # type: ignore[misc]

@@ -30,12 +30,14 @@ What goes through the door:
   time (whoosh's private ``_read_toc`` returns that copy); TOCs of other whoosh versions are refused
   before whoosh's legacy loader (its own stock unpickler) could see them;
 - **writing** (``SegmentBuilder``): one optimized segment from fields analysed elsewhere, bypassing
-  whoosh's analysis and its per-posting field-length reads (``SegmentWriter._flush_segment``
-  overridden); the segment id comes from a local ``random.Random(seed)`` through the codec (no global
+  whoosh's analysis, its sorting pool (each term's postings are kept together) and its per-posting
+  field-length reads and ``add_posting`` calls (``SegmentWriter._flush_segment`` overridden; the W3
+  postings writer's block buffer is filled a block at a time); the segment id comes from a local ``random.Random(seed)`` through the codec (no global
   ``random.seed``), compound mtimes are 0, so equal inputs give equal bytes; garbage collection is
   paused only while the builder is open (``gc_paused`` restores it on every exit), and no lock file
   stays behind;
-- **posting values** (``positions_items``, ``frequency_items``, ``index_field``): what whoosh's
+- **posting values** (``positions_items``, ``frequency_items``, their ``grouped_`` forms that take
+  each term's positions already grouped, ``index_field``): what whoosh's
   ``Positions``/``Frequency`` formats store for a field, computed straight from the analyzer's terms
   (the indexer's hot loop: whoosh's generator layers and Token objects cost more than the analysis);
   a test checks them equal to whoosh's ``FieldType.index``.
@@ -51,6 +53,7 @@ import abc
 import contextlib
 import contextvars
 import gc
+import itertools
 import pickle
 import random
 import threading
@@ -94,6 +97,8 @@ __all__ = [
     "check_index",
     "frequency_items",
     "gc_paused",
+    "grouped_frequency_items",
+    "grouped_positions_items",
     "index_field",
     "open_held_index",
     "open_index_dir",
@@ -472,16 +477,35 @@ def positions_items(terms: Iterable[tuple[str, int, int, int]]) -> FieldPostings
             poses[term] = [pos]
         else:
             found.append(pos)
+    return grouped_positions_items(poses)
+
+
+# The pickled position list of a term found once, by its position: most terms of a chunk occur once.
+# Each value is a new bytes object (the prefix + the cached pickle): whoosh pickles a block's values
+# together, and pickle would write a shared object once and refer to it after, changing the bytes.
+_ONCE: dict[int, bytes] = {}
+_ONCE_MAX = 100_000
+_ONE = pack_uint(1)
+
+
+def grouped_positions_items(poses: Mapping[str, list[int]]) -> FieldPostings:
+    """``positions_items`` of terms already grouped: each term's positions, terms in first-seen order."""
     items = []
     length = 0
+    once = _ONCE
     for term, poslist in poses.items():
-        deltas = []
-        base = 0
-        for pos in poslist:
-            deltas.append(pos - base)
-            base = pos
         n = len(poslist)
         length += n
+        if n == 1:
+            pos = poslist[0]
+            pickled = once.get(pos)
+            if pickled is None:
+                if len(once) >= _ONCE_MAX:
+                    once.clear()
+                pickled = once[pos] = pickle.dumps([pos], 2)
+            items.append((term.encode("utf-8"), 1, 1.0, _ONE + pickled))
+            continue
+        deltas = [poslist[0], *[b - a for a, b in itertools.pairwise(poslist)]]
         items.append((term.encode("utf-8"), n, float(n), pack_uint(n) + pickle.dumps(deltas, 2)))
     return items, length
 
@@ -493,6 +517,12 @@ def frequency_items(terms: Iterable[tuple[str, int, int, int]]) -> FieldPostings
         freqs[term] = freqs.get(term, 0) + 1
     items = [(term.encode("utf-8"), n, float(n), pack_uint(n)) for term, n in freqs.items()]
     return items, sum(freqs.values())
+
+
+def grouped_frequency_items(poses: Mapping[str, list[int]]) -> FieldPostings:
+    """``frequency_items`` of terms already grouped (their positions are only counted)."""
+    items = [(term.encode("utf-8"), len(p), float(len(p)), pack_uint(len(p))) for term, p in poses.items()]
+    return items, sum(len(p) for p in poses.values())
 
 
 def index_field(schema: Schema, name: str, value: str) -> FieldPostings:
@@ -547,36 +577,78 @@ class _SeededCodec(_w3.W3Codec):  # type: ignore[misc]
         return _w3.W3Segment(codec, indexname, segid=self._segid)
 
 
+#: One posting of a term, as the analysed writer keeps it: ``(docnum, weight, value, field length)``.
+_Posting = tuple[int, float, bytes, int]
+
+
+def _write_term(fieldwriter: Any, btext: bytes, postings: list[_Posting]) -> None:
+    """Write one term's postings (in document order), as whoosh's ``FieldWriter.add_postings`` would.
+
+    The W3 postings writer's block buffer is filled a block at a time, as ``add_posting`` would leave it
+    (its per-posting call and checks were most of a segment's writing time); writing blocks and terms
+    stays whoosh's own, so the bytes are the same (``tests/indexer/test_write.py`` compares them).
+    """
+    fieldwriter.start_term(btext)
+    pw = fieldwriter._postwriter
+    for lo in range(0, len(postings), pw._blocklimit):
+        if lo:  # whoosh writes a full block when the next posting arrives
+            pw._write_block()
+        block = postings[lo : lo + pw._blocklimit]
+        weights = [p[1] for p in block]
+        lengths = [p[3] for p in block if p[3]]
+        top = max(weights)
+        pw._ids = array("I", [p[0] for p in block])
+        pw._weights = array("f", weights)
+        pw._values = [p[2] for p in block if p[2]]
+        pw._maxweight = top if top > 0 else 0
+        pw._minlength = min(lengths) if lengths else None
+        pw._maxlength = max(lengths) if lengths else 0
+    fieldwriter.finish_term()
+
+
 def _analysed_writer_class() -> type:
     from whoosh.writing import SegmentWriter  # the server never writes: not imported when it reads
 
     class _AnalysedSegmentWriter(SegmentWriter):  # type: ignore[misc]
-        """A SegmentWriter fed with fields analysed elsewhere; its flush takes lengths from a dict."""
+        """A SegmentWriter fed with fields analysed elsewhere. It keeps each term's postings together
+        (documents come in order, so each list is sorted) instead of in whoosh's sorting pool, and its
+        flush writes them term by term, with the field lengths it was given."""
 
         def __init__(self, ix: Any, **kwargs: Any) -> None:
             super().__init__(ix, **kwargs)
-            self._lengths: dict[str, dict[int, int]] = {}
+            self._postings: dict[tuple[str, bytes], list[_Posting]] = {}
 
         def add_analysed(self, analysed: Mapping[str, FieldPostings], stored: Mapping[str, object]) -> None:
             self._check_state()
             pdw = self.perdocwriter
             docnum = self.docnum
-            add_post = self.pool.add
+            postings = self._postings
             pdw.start_doc(docnum)
+            added: list[tuple[str, bytes]] = []
             try:
                 for name in sorted([*analysed, *stored]):
                     field = self.schema[name]
                     if name in analysed:
                         items, length = analysed[name]
-                        for tbytes, _freq, weight, vbytes in items:
-                            add_post((name, tbytes, docnum, weight, vbytes))
                         pdw.add_field(name, field, None, length)
-                        if length:
-                            stored_length = byte_to_length(length_to_byte(length))
-                            self._lengths.setdefault(name, {})[docnum] = stored_length
+                        # what whoosh reads back from the length column: the length as its byte encodes it
+                        stored_length = byte_to_length(length_to_byte(length)) if length else 0
+                        for tbytes, _freq, weight, vbytes in items:
+                            key = (name, tbytes)
+                            found = postings.get(key)
+                            if found is None:
+                                postings[key] = [(docnum, weight, vbytes, stored_length)]
+                            else:
+                                found.append((docnum, weight, vbytes, stored_length))
+                            added.append(key)
                     else:
                         pdw.add_field(name, field, stored[name], 0)
             except BaseException:
+                for key in added:  # this document's postings go with it
+                    found = postings[key]
+                    found.pop()
+                    if not found:
+                        del postings[key]
                 pdw.cancel_doc()
                 raise
             pdw.finish_doc()
@@ -584,17 +656,20 @@ def _analysed_writer_class() -> type:
             self.docnum += 1
 
         def _flush_segment(self) -> None:
-            # whoosh reads each posting's field length back from the length columns; ours are in a dict.
             self.perdocwriter.close()
-            lengths = self._lengths
-
-            class _Lengths:
-                @staticmethod
-                def doc_field_length(docnum: int, fieldname: str, default: int = 0) -> int:
-                    return lengths.get(fieldname, {}).get(docnum, default)
-
-            self.fieldwriter.add_postings(self.schema, _Lengths, self.pool.iter_postings())
-            self.fieldwriter.close()
+            fieldwriter = self.fieldwriter
+            postings = self._postings
+            field = None
+            for name, btext in sorted(postings):
+                if name != field:
+                    if field is not None:
+                        fieldwriter.finish_field()
+                    fieldwriter.start_field(name, self.schema[name])
+                    field = name
+                _write_term(fieldwriter, btext, postings[name, btext])
+            if field is not None:
+                fieldwriter.finish_field()
+            fieldwriter.close()
 
     return _AnalysedSegmentWriter
 

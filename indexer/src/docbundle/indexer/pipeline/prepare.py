@@ -44,10 +44,15 @@ from multiprocessing.connection import Connection, wait
 from types import ModuleType
 
 import msgspec
-from docbundle.bundle.analysis import iter_terms
+from docbundle.bundle.analysis import term_positions
 from docbundle.bundle.schema import make_schema
 from docbundle.bundle.store import ChunkRecord
-from docbundle.bundle.whooshio import FieldPostings, frequency_items, index_field, positions_items
+from docbundle.bundle.whooshio import (
+    FieldPostings,
+    grouped_frequency_items,
+    grouped_positions_items,
+    index_field,
+)
 
 from . import html
 from .chunk import chunk_markdown, parse_page
@@ -111,11 +116,11 @@ _schema = None
 
 
 def _positions_items(text: str) -> FieldPostings:
-    return positions_items(iter_terms(text))
+    return grouped_positions_items(term_positions(text))
 
 
 def _frequency_items(text: str) -> FieldPostings:
-    return frequency_items(iter_terms(text))
+    return grouped_frequency_items(term_positions(text))
 
 
 # whoosh runs its analysis through generator layers and Token objects; for the fields that use our
