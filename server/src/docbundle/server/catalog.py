@@ -63,6 +63,18 @@ from .lockfile import LockFile
 from .observe import span
 from .words import NextStep
 
+# The entries (``entries``) are this module's vocabulary too: the other modules import them from here.
+__all__ = [
+    "Catalog",
+    "CatalogChange",
+    "Event",
+    "LibraryEntry",
+    "Listener",
+    "OpenedLibrary",
+    "State",
+    "VersionEntry",
+]
+
 if TYPE_CHECKING:
     pass
 
