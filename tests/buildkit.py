@@ -94,7 +94,11 @@ def _toml(value: object) -> str:
 
 
 def record_worker_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The pids of the page workers ``prepare`` starts from now on (in this test), in start order."""
+    """The pids of the page workers ``prepare`` starts from now on (in this test), in start order.
+
+    The workers of this process that an earlier test started are ended first, so that the test sees its
+    own start (a pytest-xdist worker runs several test files in one process)."""
+    prepare.stop_workers()
     pids: list[int] = []
     start = prepare._Pool._start
 

@@ -171,7 +171,7 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
         looked.set()
         raise OSError("a half-written folder")
 
-    monkeypatch.setattr(catalog_module, "_scan", half_written)
+    monkeypatch.setattr(catalog_module, "scan", half_written)
     caplog.set_level("ERROR", logger="docbundle.server.catalog")
     failed = "reloading the bundles folder failed; still serving the previous catalogue"
     try:
@@ -298,13 +298,13 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
 ) -> None:
     """The catalogue reads beta's CURRENT (build X); before it takes its lease on X, a second build of
     beta publishes Y and its prune (keep = 1) deletes X. That reading describes the race, not beta."""
-    from docbundle.server import catalog as catalog_module
+    from docbundle.server import entries as entries_module
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build_one_page(root, work, "alpha", "aardvarks")
     catalog = Catalog.load(root)
     first = build_one_page(root, work, "beta", "beetles", keep=1)
-    take_lease = catalog_module.take_lease
+    take_lease = entries_module.take_lease
     raced: list[str] = []
 
     def lease_after_a_publish(bundle: Path) -> int | None:
@@ -313,7 +313,7 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
             assert not bundle.exists(), "the prune kept the build the race needs gone"
         return take_lease(bundle)
 
-    monkeypatch.setattr(catalog_module, "take_lease", lease_after_a_publish)
+    monkeypatch.setattr(entries_module, "take_lease", lease_after_a_publish)
     try:
         change = catalog.refresh()
         assert raced, "the catalogue never read beta's first build"
