@@ -79,8 +79,7 @@ def current_bundle(vdir: Path) -> Path:
     return path
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync a directory, so a rename or new entry in it survives a crash."""
+def _fsync_path(path: str | Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -88,17 +87,33 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def fsync_dir(path: Path) -> None:
+    """fsync a directory, so a rename or new entry in it survives a crash."""
+    _fsync_path(path)
+
+
+def write_atomically(path: Path, data: bytes, tmp: Path | None = None) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves the old or the new file, never a part: write a
+    temporary file beside it (``tmp``, default ``.<name>.tmp-<pid>``), fsync, rename, fsync the folder.
+    The temporary file is removed when that fails (OSError on a read-only folder)."""
+    tmp = tmp or path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
 def write_current(vdir: Path, build_id: str) -> None:
     """Point ``CURRENT`` at ``build_id`` atomically: write a temporary file, fsync, rename, fsync the dir."""
     if not BUILD_ID_RE.fullmatch(build_id):
         raise ValueError(f"not a build id: {build_id!r}")
-    pointer = vdir / (CURRENT + ".tmp")
-    with open(pointer, "w", encoding="ascii") as fh:
-        fh.write(build_id + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(pointer, vdir / CURRENT)
-    fsync_dir(vdir)
+    write_atomically(vdir / CURRENT, (build_id + "\n").encode("ascii"), vdir / (CURRENT + ".tmp"))
 
 
 MANIFEST_FILE = "manifest.json"  # same name as manifest.MANIFEST_NAME, without importing msgspec here
@@ -183,14 +198,6 @@ def new_temp_dir(vdir: Path, name: str) -> Path:
 #: Threads that fsync one tree's files at once (fsync releases the GIL; the file system commits
 #: concurrent fsyncs together: ~11 files of a small bundle took 66 ms one by one and 11 ms at once).
 FSYNC_THREADS = 8
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def fsync_tree(root: Path) -> None:

@@ -34,7 +34,6 @@ import heapq
 import itertools
 import logging
 import math
-import os
 import sys
 from array import array
 from bisect import bisect_left
@@ -46,7 +45,7 @@ from pathlib import Path
 import msgspec
 
 from .errors import BundleError, BundleFormatError
-from .layout import current_bundle, fsync_dir
+from .layout import current_bundle, write_atomically
 from .manifest import Manifest
 from .routing import RoutingRecord, decode_versioned, derive_record, read_record
 
@@ -310,17 +309,7 @@ def load_index(root: Path) -> RouteIndex | None:
 def write_index(root: Path, index: RouteIndex) -> None:
     """Write ``routing.idx`` atomically (temporary file, fsync, rename, fsync the folder); OSError when
     the folder is read-only."""
-    tmp = root / f".{ROUTING_INDEX}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(index.encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, root / ROUTING_INDEX)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(root)
+    write_atomically(root / ROUTING_INDEX, index.encode())
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from typing import Literal
 import msgspec
 
 from .errors import BundleError
-from .layout import LIBRARY_ID_RE, VERSION_RE, fsync_dir, read_current
+from .layout import LIBRARY_ID_RE, VERSION_RE, read_current, write_atomically
 from .manifest import (
     Counts,
     LibraryInfo,
@@ -227,13 +227,7 @@ def write_summary(root: Path, entries: Iterable[SummaryEntry]) -> bool:
         )
         path.unlink(missing_ok=True)
         return False
-    tmp = root / f".{SUMMARY_NAME}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(root)
+    write_atomically(path, data)
     return True
 
 
