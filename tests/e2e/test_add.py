@@ -243,11 +243,39 @@ def test_the_id_version_and_description_are_what_users_type(site: Site, tmp_path
     assert (found["libraryId"], found["version"]) == ("django", "3.2")
     assert found["hits"][0]["documentId"].endswith("models.md")
 
-    r = index_cli("add", site.url("/v4/llms.txt"), "--config", str(config))
+
+def test_a_new_release_of_a_listed_library_becomes_one_of_its_versions(site: Site, tmp_path: Path) -> None:
+    """ "Django 4.0 documentation" on the host that serves django 3.2 is version 4.0 of ``django``, not a
+    library ``django-2``; the same title from another host is a namesake, added as a library of its own."""
+    site.add("/llms.txt", DJANGO, content_type="text/plain; charset=utf-8")
+    site.add("/topics/models.md", page_markdown("models", "Models", "A model is the source of your data."))
+    site.add("/v4/llms.txt", DJANGO.replace("3.2", "4.0"), content_type="text/plain; charset=utf-8")
+    site.add("/v4/topics/models.md", page_markdown("models", "Models", "Models in the newer release."))
+    config, out = tmp_path / "libraries.toml", tmp_path / "bundles"
+    config.write_text(
+        CATALOGUE + '\n[[library]]\nid = "django"\n\n'
+        '[[library.version]]\nname = "1.0"\nllms_txt = "https://example.invalid/django/llms.txt"\n',
+        encoding="utf-8",
+    )
+    r = index_cli("add", site.url("/llms.txt"), "--config", str(config))
     assert r.returncode == 0, r.stderr
-    assert "library id 'django-2' ('django' is taken), from the llms.txt's title" in r.stderr
-    assert "choose another with --id ID" in r.stderr
-    assert [v.name for v in load_config(config).get("django-2").version] == ["4.0"]
+    assert "library id 'django-2' ('django' is taken), from the llms.txt's title" in r.stderr  # other host
+    r = index_cli("add", site.url("/v4/llms.txt"), "--config", str(config), "--build", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "is version 4.0 of library 'django-2' (from the title; 'django-2' has 3.2)" in r.stderr
+    assert "added version 4.0 of library 'django-2'" in r.stderr
+    catalogue = load_config(config)
+    assert [lib.id for lib in catalogue.libraries] == ["first", "django", "django-2"]
+    assert [(v.name, v.llms_txt) for v in catalogue.get("django-2").version] == [
+        ("3.2", site.url("/llms.txt")),
+        ("4.0", site.url("/v4/llms.txt")),
+    ]
+    assert config.read_text(encoding="utf-8").startswith(CATALOGUE)  # comments and layout kept
+    r = server_cli("search", "django-2", "newer release", "--version", "4.0", "--json", "--bundles", str(out))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["version"] == "4.0"
+    r = index_cli("add", site.url("/v4/llms.txt"), "--config", str(config))  # listed now: refused
+    assert r.returncode == 2 and "already lists" in r.stderr and "'django-2'" in r.stderr
 
 
 def test_a_site_root_serving_html_points_at_its_llms_txt(site: Site, tmp_path: Path) -> None:

@@ -277,7 +277,9 @@ def test_config_errors_are_all_reported_with_did_you_mean(tmp_path: Path) -> Non
     assert f"{bad}: 4 problems:" in r.stderr, r.stderr
     assert "library 'one': key 'llms_tx': unknown key; did you mean 'llms_txt'?" in r.stderr
     assert "library 'one': key 'max_page': unknown key; did you mean 'max_pages'?" in r.stderr
-    assert "library 'Two': key 'id': must match" in r.stderr
+    assert (
+        "library 'Two': key 'id': 'Two' is not a library id: lower-case letters, digits and '-'" in r.stderr
+    )
     assert "library 'three': crawl.retrys: unknown key; did you mean 'retries'?" in r.stderr
 
 

@@ -8,6 +8,8 @@ at most one more request: ``/llms.txt`` on the same origin, to say whether the s
 ``append_entry`` adds a ``[[library]]`` table to ``libraries.toml`` with tomlkit, so every comment,
 blank line and key order of the file stays as it was; the new file is validated with ``load_config``
 before it replaces the old one (atomically), and a file that would not load is never written.
+``append_version`` adds a ``[[library.version]]`` to a listed library instead, when the llms.txt is a
+new version of it (``version_home``: the title names a version the library lacks, same host).
 ``remove_entry`` puts the file back as it was (``add --build`` when the build fails). The id, version
 and description come from ``naming``.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import tempfile
 from collections.abc import Collection
 from pathlib import Path
@@ -23,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 import tomlkit
-from docbundle.bundle.layout import LIBRARY_ID_RE
+from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE
 from docbundle.server.terminal import printable
 
 from .config import Catalogue, LibraryConfig, load_config
@@ -265,10 +268,7 @@ def append_entry(
                 f"--config {config} --library {listed.id}; to change it, edit that entry"
             )
     if not LIBRARY_ID_RE.fullmatch(library_id):
-        raise ConfigError(
-            f"{library_id[:80]!r} is not a library id: lower-case letters, digits and '-', at most 64, "
-            "starting with a letter or digit"
-        )
+        raise ConfigError(f"{library_id[:80]!r} is not a library id: {LIBRARY_ID_RULE}")
     if catalogue is not None and library_id in {lib.id for lib in catalogue.libraries}:
         raise ConfigError(f"{config} already has a library {library_id!r}; pass --id to choose another")
     original = (
@@ -311,6 +311,72 @@ def append_entry(
     text = tomlkit.dumps(doc)
     if text.startswith(original) and not original.endswith("\n\n") and original.strip():
         text = original + "\n" + text[len(original) :].lstrip("\n")  # a blank line before the new table
+    _check(config, text)
+    if write:
+        _replace(config, text)
+    return Added(text=text, previous=previous, version=version)
+
+
+def version_home(catalogue: Catalogue | None, s: Survey, library_id: str | None) -> LibraryConfig | None:
+    """The listed library that ``s`` is another version of, or None (then it is a library of its own).
+
+    It is when the llms.txt's title names a version (``Django 4.2 documentation``) and a library that title
+    names (its id, or the ``-2``, ``-3`` ... add gave a namesake; or ``--id``) is listed with
+    ``[[library.version]]`` tables, one of them served from the same host and none of them that version:
+    a second release of the same docs, not a namesake.
+    """
+    version = title_version(printable(s.title or "", 200))
+    if catalogue is None or version is None or _listing(catalogue, s.url) or _listing(catalogue, s.final_url):
+        return None  # a listed URL is refused by append_entry, naming its library
+    if library_id is not None:
+        named = [lib for lib in catalogue.libraries if lib.id == library_id]
+    else:  # the title's id, or the "-2", "-3" ... that add gave a namesake of it
+        wanted = derive_id(printable(s.title or "", 200), s.final_url)[0]
+        namesake = re.compile(re.escape(wanted) + r"(?:-[0-9]+)?\Z")
+        named = [lib for lib in catalogue.libraries if namesake.match(lib.id)]
+    host = _host(s.url)
+    for lib in named:
+        if lib.version and any(_host(v.llms_txt) == host for v in lib.version):
+            return None if version in {v.name for v in lib.version} else lib
+    return None
+
+
+def _host(url: str) -> str:
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def append_version(
+    config: Path, s: Survey, library_id: str, *, allow_hosts: list[str] | None = None, write: bool = True
+) -> Added:
+    """Add ``s`` as a ``[[library.version]]`` of the listed library ``library_id`` (see ``version_home``),
+    its version from the title; checked with ``load_config`` and written atomically, like ``append_entry``."""
+    previous = config.read_text(encoding="utf-8")
+    version = title_version(printable(s.title or "", 200))
+    if version is None:
+        raise ConfigError(f"{s.url}: its title names no version, so it cannot be added as one")
+    try:
+        doc = tomlkit.parse(previous)
+    except tomlkit.exceptions.ParseError as exc:
+        raise ConfigError(f"{config}: not valid TOML: {exc}") from exc
+    libraries = doc.get("library")
+    table = next((t for t in libraries or [] if isinstance(t, dict) and t.get("id") == library_id), None)
+    versions = table.get("version") if table is not None else None
+    if table is None or not isinstance(versions, tomlkit.items.AoT):
+        raise ConfigError(f"{config}: library {library_id!r} has no [[library.version]] tables to add to")
+    entry = tomlkit.table()
+    entry.add("name", version)
+    entry.add("llms_txt", s.url)
+    versions.append(entry)
+    if allow_hosts:
+        listed = table.get("allow_hosts")
+        if listed is None:
+            table["allow_hosts"] = list(allow_hosts)
+        else:
+            listed.extend(h for h in allow_hosts if h not in listed)
+    text = tomlkit.dumps(doc)
     _check(config, text)
     if write:
         _replace(config, text)

@@ -252,15 +252,28 @@ def cmd_add(args: argparse.Namespace) -> int:
         print(f"docbundle-index: {add.render_all_failed(found)}", file=sys.stderr)
         return EXIT_FAILED
     choice = None
-    if args.id:
+    catalogue = add.configured(args.config)
+    home = add.version_home(catalogue, found, args.id)
+    if home is not None:  # a new release of a listed library: one more [[library.version]] of it
+        library_id = home.id
+        added = add.append_version(
+            args.config, found, library_id, allow_hosts=args.allow_host, write=not args.dry_run
+        )
+        print(
+            f"docbundle-index: {found.url} is version {added.version} of library {library_id!r} (from the "
+            f"title; {library_id!r} has {', '.join(v.name for v in home.version)}); to make it a library of "
+            "its own instead, pass --id ID",
+            file=sys.stderr,
+        )
+    elif args.id:
         library_id = args.id
     else:
-        catalogue = add.configured(args.config)
         choice = add.choose_id(found, [lib.id for lib in catalogue.libraries] if catalogue else [])
         library_id = choice.id
-    added = add.append_entry(
-        args.config, found, library_id, allow_hosts=args.allow_host, write=not args.dry_run
-    )
+    if home is None:
+        added = add.append_entry(
+            args.config, found, library_id, allow_hosts=args.allow_host, write=not args.dry_run
+        )
     if choice is not None:
         taken = f" ({choice.wanted!r} is taken)" if choice.wanted != choice.id else ""
         origin = {"title": ", from the llms.txt's title", "host name": ", from the host name"}.get(
@@ -278,7 +291,10 @@ def cmd_add(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_OK
-    print(f"docbundle-index: added library {library_id!r}{version} to {args.config}", file=sys.stderr)
+    what = (
+        f"version {added.version} of library {library_id!r}" if home else f"library {library_id!r}{version}"
+    )
+    print(f"docbundle-index: added {what} to {args.config}", file=sys.stderr)
     if not args.build:
         print(
             f"build it with: docbundle-index build --config {args.config} --library {library_id}",

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 import msgspec
-from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
+from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, VERSION_RULE
 from docbundle.bundle.manifest import ChunkingInfo, LibraryInfo, SearchSettings, VersionInfo
 
 from .errors import ConfigError
@@ -269,7 +269,7 @@ def _crawl_options(config: Path, lib: LibraryConfig, raw: dict[str, Any]) -> Cra
 def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> None:
     where = _where(config, i, lib.id)
     if not LIBRARY_ID_RE.match(lib.id):
-        raise ConfigError(f"{where}: key 'id': must match {LIBRARY_ID_RE.pattern} (lowercase, digits, '-')")
+        raise ConfigError(f"{where}: key 'id': {lib.id[:80]!r} is not a library id: {LIBRARY_ID_RULE}")
     if lib.id in seen:
         raise ConfigError(f"{where}: key 'id': duplicate library id")
     seen.add(lib.id)
@@ -292,7 +292,7 @@ def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> 
     names = [v.name for v in lib.version]
     for v in lib.version:
         if not VERSION_RE.match(v.name):
-            raise ConfigError(f"{where}: key 'version.name': {v.name!r} must match {VERSION_RE.pattern}")
+            raise ConfigError(f"{where}: key 'version.name': {v.name[:80]!r} is not a version name: {VERSION_RULE}")
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: key 'version.name': duplicate version names")
     if lib.version and sum(v.latest for v in lib.version) > 1:

@@ -35,6 +35,9 @@ from .errors import BundleFormatError, BundleNotFoundError, VersionLockedError
 # Call sites use ``fullmatch`` as well. Ids and versions are at most 64 characters.
 LIBRARY_ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,63}\Z")
 VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+# The two rules in words, for every error that refuses an id or a version (never the raw pattern).
+LIBRARY_ID_RULE = "lower-case letters, digits and '-', at most 64 characters, starting with a letter or digit"
+VERSION_RULE = "letters, digits, '.', '_' and '-', at most 64 characters, starting with a letter or digit"
 BUILD_ID_RE = re.compile(r"[0-9]{8}-[0-9a-f]{12}\Z")
 CURRENT = "CURRENT"
 LOCK_NAME = ".lock"  # <version>/.lock: held by a build or an install of that version
@@ -49,9 +52,9 @@ def make_build_id(date: str, content_hash: str) -> str:
 def version_dir(root: Path, library_id: str, version: str) -> Path:
     """The directory holding every build of one library version."""
     if not LIBRARY_ID_RE.fullmatch(library_id):
-        raise ValueError(f"invalid libraryId {library_id!r}: use lowercase letters, digits and '-'")
+        raise ValueError(f"invalid libraryId {library_id!r}: use {LIBRARY_ID_RULE}")
     if not VERSION_RE.fullmatch(version):
-        raise ValueError(f"invalid version {version!r}: use letters, digits, '.', '_' and '-'")
+        raise ValueError(f"invalid version {version!r}: use {VERSION_RULE}")
     return root / library_id / version
 
 

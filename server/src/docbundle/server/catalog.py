@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
+from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, VERSION_RULE
 from docbundle.bundle.summary import (
     SUMMARY_NAME,
     entry_from_manifest,
@@ -224,8 +224,8 @@ class Catalog:
         version = version.strip()
         if len(version) > MAX_VERSION_CHARS or not VERSION_RE.fullmatch(version):
             raise InvalidIdError(
-                f"invalid version {echo(version)}: versions are letters, digits, '.', '_' and '-', at most "
-                f"{MAX_VERSION_CHARS} characters. Versions of {lib.id!r}: {', '.join(lib.versions)}"
+                f"invalid version {echo(version)}: versions are {VERSION_RULE}. "
+                f"Versions of {lib.id!r}: {', '.join(lib.versions)}"
             )
         if version in lib.versions:
             return lib.versions[version]
@@ -580,8 +580,7 @@ def normalize_library_id(library_id: str) -> str:
     lib_id = library_id.strip().lower()
     if len(lib_id) > MAX_LIBRARY_ID_CHARS or not LIBRARY_ID_RE.fullmatch(lib_id):
         raise InvalidIdError(
-            f"invalid libraryId {echo(library_id)}: ids are lowercase letters, digits and '-' "
-            f"(pattern ^[a-z0-9][a-z0-9-]*$), at most {MAX_LIBRARY_ID_CHARS} characters.",
+            f"invalid libraryId {echo(library_id)}: ids are {LIBRARY_ID_RULE}.",
             NextStep("valid_ids", "list_libraries"),
         )
     return lib_id

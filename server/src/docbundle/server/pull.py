@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import quote, urljoin, urlsplit
 
 from docbundle.bundle.errors import BundleFormatError
-from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
+from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, VERSION_RULE
 from docbundle.bundle.release import SUMS, read_sums
 from docbundle.bundle.releaseindex import INDEX, MAX_INDEX_BYTES, PackagedBundle, decode_index
 
@@ -92,9 +92,9 @@ def parse_spec(text: str) -> Spec:
         raise PullError(f"{text[:80]!r}: give LIBRARY or LIBRARY@VERSION, e.g. docbundle@latest")
     library, version = m["library"], m["version"]
     if not LIBRARY_ID_RE.fullmatch(library):
-        raise PullError(f"{library[:80]!r} is not a library id (lower-case letters, digits and '-')")
+        raise PullError(f"{library[:80]!r} is not a library id: {LIBRARY_ID_RULE}")
     if version is not None and not VERSION_RE.fullmatch(version):
-        raise PullError(f"{version[:80]!r} is not a version name (letters, digits, '.', '_' and '-')")
+        raise PullError(f"{version[:80]!r} is not a version name: {VERSION_RULE}")
     return Spec(library, version)
 
 
