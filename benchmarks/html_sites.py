@@ -164,20 +164,22 @@ def query_sets(name: str) -> list[str]:
     return sets
 
 
-def search_quality(
-    name: str,
-    folder: Path,
-    bundle: Path,
-    worst: int = 0,
-    split: str = "all",
-    run: dict[str, Any] | None = None,
-) -> None:
+@dataclasses.dataclass
+class Scoring:
+    """How to score search quality: the worst questions to print, the half to run, a run to fill."""
+
+    worst: int = 0
+    split: str = "all"  # dev | test | all
+    run: dict[str, Any] | None = None  # per-query scores are added here (quality.py's --save-run format)
+
+
+def search_quality(name: str, folder: Path, bundle: Path, scoring: Scoring) -> None:
     """nDCG@10, MRR@10 and Recall@10 of each query set judging ``name`` over the bundle, per half.
 
     Hits are mapped to the corpus file their URL names (so ``x``, ``x.html`` and ``x/`` are one
     page, whatever link style the llms.txt used) and reduced to distinct pages, first hit wins.
-    Only the queries of ``split`` are run (``all``: both halves). With ``run``, each query's scores
-    are added to it in ``benchmarks/quality.py --save-run``'s format.
+    Only the queries of ``scoring.split`` are run (``all``: both halves); with ``scoring.run``, each
+    query's scores are added to it.
     """
     from docbundle.bundle.reader import open_bundle
     from docbundle.bundle.search import BundleSearcher
@@ -193,7 +195,7 @@ def search_quality(
         searcher = BundleSearcher(opened)
         pages: dict[int, str] = {}
         for set_name in names:
-            queries = load_queries(QUERIES / f"{set_name}.toml", split)
+            queries = load_queries(QUERIES / f"{set_name}.toml", scoring.split)
             sums: dict[str, list[float]] = {}
             per_query: list[tuple[float, str, str, list[str], dict[str, int]]] = []
             scores: dict[str, dict[str, Any]] = {}
@@ -222,8 +224,8 @@ def search_quality(
                     acc = sums.setdefault(h, [0.0, 0.0, 0.0, 0.0])
                     for j, value in enumerate((*got, 1.0)):
                         acc[j] += value
-            if run is not None:
-                run.setdefault("sets", {})[set_name] = scores
+            if scoring.run is not None:
+                scoring.run.setdefault("sets", {})[set_name] = scores
             label = "" if set_name == name else f" [{set_name}]"
             for half in ("dev", "test", "all"):
                 if half in sums:
@@ -232,7 +234,7 @@ def search_quality(
                         f"  search quality{label} {half:4} ({int(count)} queries): nDCG@10 {n / count:.3f}  "
                         f"MRR@10 {m / count:.3f}  Recall@10 {r / count:.3f}"
                     )
-            for value, half, text, ranked, rel in sorted(per_query, key=lambda x: x[0])[:worst]:
+            for value, half, text, ranked, rel in sorted(per_query, key=lambda x: x[0])[: scoring.worst]:
                 want = ", ".join(f"{d}={g}" for d, g in sorted(rel.items(), key=lambda x: -x[1]))
                 got_pages = " ".join(f"{i + 1}.{d}{'*' * rel.get(d, 0)}" for i, d in enumerate(ranked[:5]))
                 print(f"    worst [{half}] nDCG {value:.2f} {text!r}: want {want}; got {got_pages}")
@@ -240,15 +242,7 @@ def search_quality(
         opened.close()
 
 
-def run_corpus(
-    corpora: Path,
-    name: str,
-    work: Path,
-    worst: int = 0,
-    split: str = "all",
-    run: dict[str, Any] | None = None,
-    reuse: bool = False,
-) -> None:
+def run_corpus(corpora: Path, name: str, work: Path, scoring: Scoring, reuse: bool = False) -> None:
     folder = corpora / name
     serve = corpora.parent / "tools" / "serve_site.py"
     print(f"\n{name}")
@@ -258,7 +252,7 @@ def run_corpus(
         kept = bundle_path(work / "bundles", name)
         if kept is not None:
             print(f"  reusing the bundle built before ({kept.name}); build figures not measured again")
-            search_quality(name, folder, kept, worst, split, run)
+            search_quality(name, folder, kept, scoring)
             return
     if not folder.is_dir() or not serve.is_file():
         print(f"  skipped: {folder} or {serve} not found")
@@ -357,7 +351,7 @@ def run_corpus(
         )
     rate = len(docs) / seconds if seconds else 0.0
     print(f"  build {rate:.1f} pages/s (crawl + index {seconds:.1f} s; wall {wall:.1f} s)")
-    search_quality(name, folder, Path(outcome["bundle"]), worst, split, run)
+    search_quality(name, folder, Path(outcome["bundle"]), scoring)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,14 +376,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--reuse needs --keep")
     corpora = args.corpora.resolve()
     run: dict[str, Any] = {"mode": "balanced", "per_doc": 1, "split": args.split, "sets": {}}
+    scoring = Scoring(args.worst, args.split, run)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.sets:
-            run_corpus(corpora, name, args.keep, args.worst, args.split, run, args.reuse)
+            run_corpus(corpora, name, args.keep, scoring, args.reuse)
     else:
         with tempfile.TemporaryDirectory(prefix="html-sites-") as tmp:
             for name in args.sets:
-                run_corpus(corpora, name, Path(tmp), args.worst, args.split, run)
+                run_corpus(corpora, name, Path(tmp), scoring)
     if args.save_run:
         args.save_run.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"per-query scores written to {args.save_run}", file=sys.stderr)
