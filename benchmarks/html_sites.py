@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/html_sites.py --corpora ../shared/corpora [--sets html-python ...] [--keep DIR]
-                                     [--worst N]
+                                     [--reuse] [--worst N] [--split dev|test|all] [--save-run FILE]
 
 For each corpus (``html-python``, ``html-rustbook``, ``html-postgres``) it serves the folder with the
 corpora's own ``../tools/serve_site.py`` on 127.0.0.1 (a free port; the server is stopped at the
@@ -17,8 +17,13 @@ on it, opens the bundle the build wrote and prints:
   the site served as markdown (its ``.md`` twin), code blocks are checked against that markdown's;
 * pages/s -- documents / (crawl + index seconds) from the crawl report, and the wall time;
 * search quality -- nDCG@10, MRR@10 and Recall@10 of the graded questions in
-  ``benchmarks/queries/<corpus>.toml`` through the server's ``BundleSearcher``, for the dev and
-  test halves (hits are mapped to the corpus file their URL names).
+  ``benchmarks/queries/<corpus>.toml`` and of every set there whose ``corpus`` key names the corpus
+  (``html-python-2.toml``), through the server's ``BundleSearcher``, for the dev and test halves
+  (hits are mapped to the corpus file their URL names). ``--split dev`` runs the dev halves only
+  (tune on those); ``--save-run FILE`` writes each query's scores as ``benchmarks/quality.py
+  --save-run`` does, so ``quality.py``'s saved runs and these can be compared the same way;
+  ``--keep DIR --reuse`` scores a bundle kept by an earlier ``--keep DIR`` run without building
+  (for a ranking change; a chunking change needs a new build).
 
 When the build fails or indexes nothing, it prints what the crawl report says (the build's message
 and its first page failures) and the figures it has; it never makes one up. It asserts nothing.
@@ -37,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -151,63 +155,105 @@ def as_served_markdown(page: Page, twin: Path) -> Page:
     return dataclasses.replace(page, pre_blocks=[b for b in (norm_ws(x) for x in blocks) if b])
 
 
-def search_quality(name: str, folder: Path, bundle: Path, worst: int = 0) -> None:
-    """nDCG@10, MRR@10 and Recall@10 of ``benchmarks/queries/<name>.toml`` over the bundle, per half.
+def query_sets(name: str) -> list[str]:
+    """The query sets that judge corpus ``name``: ``<name>.toml`` and every set whose ``corpus`` key names it."""
+    from quality import set_corpus
+
+    sets = [name] if (QUERIES / f"{name}.toml").is_file() else []
+    sets += sorted(p.stem for p in QUERIES.glob("*.toml") if p.stem != name and set_corpus(p.stem) == name)
+    return sets
+
+
+@dataclasses.dataclass
+class Scoring:
+    """How to score search quality: the worst questions to print, the half to run, a run to fill."""
+
+    worst: int = 0
+    split: str = "all"  # dev | test | all
+    run: dict[str, Any] | None = None  # per-query scores are added here (quality.py's --save-run format)
+
+
+def search_quality(name: str, folder: Path, bundle: Path, scoring: Scoring) -> None:
+    """nDCG@10, MRR@10 and Recall@10 of each query set judging ``name`` over the bundle, per half.
 
     Hits are mapped to the corpus file their URL names (so ``x``, ``x.html`` and ``x/`` are one
     page, whatever link style the llms.txt used) and reduced to distinct pages, first hit wins.
+    Only the queries of ``scoring.split`` are run (``all``: both halves); with ``scoring.run``, each
+    query's scores are added to it.
     """
     from docbundle.bundle.reader import open_bundle
     from docbundle.bundle.search import BundleSearcher
     from docbundle.indexer.release.metrics import mrr, ndcg, recall
+    from quality import load_queries
 
-    path = QUERIES / f"{name}.toml"
-    if not path.is_file():
-        print(f"  search quality: no query set at benchmarks/queries/{name}.toml")
+    names = query_sets(name)
+    if not names:
+        print(f"  search quality: no query set for {name} under benchmarks/queries/")
         return
-    queries = tomllib.loads(path.read_text(encoding="utf-8")).get("query", [])
     opened = open_bundle(bundle)
     try:
         searcher = BundleSearcher(opened)
         pages: dict[int, str] = {}
-        sums: dict[str, list[float]] = {}
-        per_query: list[tuple[float, str, str, list[str], dict[str, int]]] = []
-        for q in queries:
-            outcome = searcher.search(q["text"], limit=K, per_doc=1)
-            ranked: list[str] = []
-            for hit in outcome.hits:
-                if hit.doc not in pages:
-                    url = opened.store.get(hit.doc).url
-                    pages[hit.doc] = canonical(folder, urllib.parse.urlsplit(url).path) or url
-                if pages[hit.doc] not in ranked:
-                    ranked.append(pages[hit.doc])
-            rel = {str(k): int(v) for k, v in q["relevant"].items()}
-            per_query.append((ndcg(ranked, rel, K), str(q.get("split", "all")), q["text"], ranked, rel))
-            for half in (str(q.get("split", "all")), "all"):
-                acc = sums.setdefault(half, [0.0, 0.0, 0.0, 0.0])
-                acc[0] += ndcg(ranked, rel, K)
-                acc[1] += mrr(ranked, rel, K)
-                acc[2] += recall(ranked, rel, K)
-                acc[3] += 1
+        for set_name in names:
+            queries = load_queries(QUERIES / f"{set_name}.toml", scoring.split)
+            sums: dict[str, list[float]] = {}
+            per_query: list[tuple[float, str, str, list[str], dict[str, int]]] = []
+            scores: dict[str, dict[str, Any]] = {}
+            for q in queries:
+                outcome = searcher.search(q.text, limit=K, per_doc=1)
+                ranked: list[str] = []
+                for hit in outcome.hits:
+                    if hit.doc not in pages:
+                        url = opened.store.get(hit.doc).url
+                        pages[hit.doc] = canonical(folder, urllib.parse.urlsplit(url).path) or url
+                    if pages[hit.doc] not in ranked:
+                        ranked.append(pages[hit.doc])
+                rel = q.relevant
+                got = (ndcg(ranked, rel, K), mrr(ranked, rel, K), recall(ranked, rel, K))
+                half = q.split or "all"
+                per_query.append((got[0], half, q.text, ranked, rel))
+                scores[q.id] = {
+                    "ndcg": round(got[0], 6),
+                    "mrr": round(got[1], 6),
+                    "recall": round(got[2], 6),
+                    "kind": q.kind,
+                    "need": q.need,
+                    "split": q.split,
+                }
+                for h in {half, "all"}:
+                    acc = sums.setdefault(h, [0.0, 0.0, 0.0, 0.0])
+                    for j, value in enumerate((*got, 1.0)):
+                        acc[j] += value
+            if scoring.run is not None:
+                scoring.run.setdefault("sets", {})[set_name] = scores
+            label = "" if set_name == name else f" [{set_name}]"
+            for half in ("dev", "test", "all"):
+                if half in sums:
+                    n, m, r, count = sums[half]
+                    print(
+                        f"  search quality{label} {half:4} ({int(count)} queries): nDCG@10 {n / count:.3f}  "
+                        f"MRR@10 {m / count:.3f}  Recall@10 {r / count:.3f}"
+                    )
+            for value, half, text, ranked, rel in sorted(per_query, key=lambda x: x[0])[: scoring.worst]:
+                want = ", ".join(f"{d}={g}" for d, g in sorted(rel.items(), key=lambda x: -x[1]))
+                got_pages = " ".join(f"{i + 1}.{d}{'*' * rel.get(d, 0)}" for i, d in enumerate(ranked[:5]))
+                print(f"    worst [{half}] nDCG {value:.2f} {text!r}: want {want}; got {got_pages}")
     finally:
         opened.close()
-    for half in ("dev", "test", "all"):
-        if half in sums:
-            n, m, r, count = sums[half]
-            print(
-                f"  search quality {half:4} ({int(count)} queries): nDCG@10 {n / count:.3f}  "
-                f"MRR@10 {m / count:.3f}  Recall@10 {r / count:.3f}"
-            )
-    for value, half, text, ranked, rel in sorted(per_query, key=lambda x: x[0])[:worst]:
-        want = ", ".join(f"{d}={g}" for d, g in sorted(rel.items(), key=lambda x: -x[1]))
-        got = " ".join(f"{i + 1}.{d}{'*' * rel.get(d, 0)}" for i, d in enumerate(ranked[:5]))
-        print(f"    worst [{half}] nDCG {value:.2f} {text!r}: want {want}; got {got}")
 
 
-def run_corpus(corpora: Path, name: str, work: Path, worst: int = 0) -> None:
+def run_corpus(corpora: Path, name: str, work: Path, scoring: Scoring, reuse: bool = False) -> None:
     folder = corpora / name
     serve = corpora.parent / "tools" / "serve_site.py"
     print(f"\n{name}")
+    if reuse:
+        from quality import bundle_path
+
+        kept = bundle_path(work / "bundles", name)
+        if kept is not None:
+            print(f"  reusing the bundle built before ({kept.name}); build figures not measured again")
+            search_quality(name, folder, kept, scoring)
+            return
     if not folder.is_dir() or not serve.is_file():
         print(f"  skipped: {folder} or {serve} not found")
         return
@@ -305,7 +351,7 @@ def run_corpus(corpora: Path, name: str, work: Path, worst: int = 0) -> None:
         )
     rate = len(docs) / seconds if seconds else 0.0
     print(f"  build {rate:.1f} pages/s (crawl + index {seconds:.1f} s; wall {wall:.1f} s)")
-    search_quality(name, folder, Path(outcome["bundle"]), worst)
+    search_quality(name, folder, Path(outcome["bundle"]), scoring)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,16 +360,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", nargs="*", default=list(SETS), help="corpora to build")
     ap.add_argument("--worst", type=int, default=0, help="print the N worst questions per corpus")
     ap.add_argument("--keep", type=Path, default=None, help="write configs and bundles here (kept)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --keep: score the bundle kept there, if any, without building",
+    )
+    ap.add_argument(
+        "--split", choices=("dev", "test", "all"), default="all", help="run one half of the questions only"
+    )
+    ap.add_argument(
+        "--save-run", type=Path, metavar="FILE", help="write per-query scores (quality.py's format)"
+    )
     args = ap.parse_args(argv)
+    if args.reuse and args.keep is None:
+        ap.error("--reuse needs --keep")
     corpora = args.corpora.resolve()
+    run: dict[str, Any] = {"mode": "balanced", "per_doc": 1, "split": args.split, "sets": {}}
+    scoring = Scoring(args.worst, args.split, run)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         for name in args.sets:
-            run_corpus(corpora, name, args.keep, args.worst)
-        return 0
-    with tempfile.TemporaryDirectory(prefix="html-sites-") as tmp:
-        for name in args.sets:
-            run_corpus(corpora, name, Path(tmp), args.worst)
+            run_corpus(corpora, name, args.keep, scoring, args.reuse)
+    else:
+        with tempfile.TemporaryDirectory(prefix="html-sites-") as tmp:
+            for name in args.sets:
+                run_corpus(corpora, name, Path(tmp), scoring)
+    if args.save_run:
+        args.save_run.write_text(json.dumps(run, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"per-query scores written to {args.save_run}", file=sys.stderr)
     return 0
 
 

@@ -4,9 +4,15 @@ navigation first (issue 23). Fixtures in the markup of Sphinx (default and Djang
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+from buildkit import build_bundle
+from docbundle.bundle.reader import open_bundle
+from docbundle.bundle.search import BundleSearcher
 from docbundle.indexer.pipeline.chunk import chunk_markdown
 from docbundle.indexer.pipeline.html import convert_html
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SPHINX_URL = "https://docs.example.org/3/library/functools.html"
 _LINK_TARGET = re.compile(r"\]\(([^()\s]*(?:\([^()]*\))?[^()\s]*)(?:\s+\"[^\"]*\")?\)")
@@ -168,3 +174,113 @@ def test_a_short_sphinx_index_page_without_role_main_starts_with_its_content() -
     for chrome in ("Home", "Table of contents", "previous", "Django 3.2 documentation"):
         assert chrome not in out.markdown
     assert "[Model field reference](fields.html)" in out.markdown
+
+
+def _counter_page(lead_sentences: int) -> str:
+    """A Sphinx page: a section whose lead tells what its class is for, then the class and a method."""
+    lead = "A counter tool is provided to tally how often each word occurs in a text. " * lead_sentences
+    return _sphinx(
+        '<section id="collections"><h1>collections</h1><p>Container datatypes for everyday work.</p>'
+        '<section id="counter-objects"><h2>Counter objects</h2>'
+        f"<p>{lead}</p>"
+        + _entry(
+            "class",
+            "collections.Counter",
+            '<span class="sig-prename descclassname">collections.</span>'
+            '<span class="sig-name descname">Counter</span>(iterable)',
+            "A dict subclass for counting hashable objects: elements are keys, their counts are values. " * 3,
+            _entry(
+                "method",
+                "collections.Counter.most_common",
+                '<span class="sig-name descname">most_common</span>(n)',
+                "Return the n most common elements and their counts, from the most common to the least. " * 3,
+            ),
+        )
+        + "</section></section>"
+    )
+
+
+COUNTER_PATH = ("collections", "Counter objects", "class collections.Counter(iterable)")
+
+
+def test_a_sections_lead_joins_its_first_api_entry_and_the_chunk_names_the_entry() -> None:
+    md = convert_html(_counter_page(2), "https://docs.example.org/3/library/collections.html").markdown
+    chunks = chunk_markdown(md)
+    entry = next(c for c in chunks if tuple(c.heading_path) == COUNTER_PATH)
+    assert "tally how often each word occurs" in entry.text  # the lead ...
+    assert "counting hashable objects" in entry.text  # ... and the entry, in one chunk
+    assert not any(tuple(c.heading_path) == COUNTER_PATH[:2] for c in chunks)  # no chunk of the lead alone
+    # An entry never joins another entry: the method keeps its own chunk, named.
+    method = next(c for c in chunks if "most_common" in c.text and "counting hashable" not in c.text)
+    assert tuple(method.heading_path) == (*COUNTER_PATH, "method most_common(n)")
+    # The page's introduction is no lead of an entry (a section, not an entry, follows it).
+    intro = next(c for c in chunks if "Container datatypes" in c.text)
+    assert tuple(intro.heading_path) == ("collections",) and "tally" not in intro.text
+
+
+def test_a_lead_too_long_to_share_a_chunk_with_its_entry_keeps_its_own() -> None:
+    md = convert_html(_counter_page(40), "https://docs.example.org/3/library/collections.html").markdown
+    chunks = chunk_markdown(md, max_words=300)
+    leads = [c for c in chunks if "tally how often" in c.text]
+    assert leads and all("counting hashable objects" not in c.text for c in leads)
+    assert all(COUNTER_PATH[-1] not in c.heading_path for c in leads)
+    entry = next(c for c in chunks if "counting hashable objects" in c.text)
+    assert tuple(entry.heading_path) == COUNTER_PATH and "tally" not in entry.text
+
+
+def test_a_question_worded_like_a_lead_finds_the_entry_it_introduces(tmp_path: Path) -> None:
+    """Built and searched for real: the hit for a question in the lead's words is the entry's chunk."""
+    site = tmp_path / "site"
+    (site / "library").mkdir(parents=True)
+    (site / "library" / "collections.html").write_text(_counter_page(2), encoding="utf-8")
+    (site / "llms.txt").write_text("# Docs\n\n- [collections](library/collections.html)\n", encoding="utf-8")
+    built = build_bundle(
+        tmp_path / "libraries.toml",
+        tmp_path / "bundles",
+        '[[library]]\nid = "py"\nllms_txt = "site/llms.txt"\n',
+    )
+    bundle = open_bundle(built, use_mmap=False)
+    try:
+        hits = BundleSearcher(bundle).search("count how often each word occurs in a text", per_doc=5).hits
+        top = bundle.store.get(hits[0].doc).chunks[hits[0].chunk]
+    finally:
+        bundle.close()
+    assert tuple(top.heading_path) == COUNTER_PATH
+    assert "tally how often" in top.text and "counting hashable objects" in top.text
+
+
+_PROSE_WORDS = st.lists(
+    st.sampled_from(["count", "word", "text", "the", "each", "lead"]), min_size=1, max_size=40
+)
+# A page as the converter writes a Sphinx reference: prose sections (a heading, a lead of any size)
+# holding API entries (a code-span heading, with text), entries nested in entries one level down.
+_SECTIONS = st.lists(
+    st.tuples(st.integers(1, 3), st.booleans(), _PROSE_WORDS, st.integers(0, 2)), min_size=1, max_size=12
+)
+
+
+def _reference_page(sections: list[tuple[int, bool, list[str], int]]) -> tuple[str, list[str]]:
+    lines: list[str] = []
+    names: list[str] = []
+    for i, (level, is_api, words, nested) in enumerate(sections):
+        title = f"`entry_{i}()`" if is_api else f"Section {i}"
+        lines += ["#" * level + " " + title, "", " ".join(words), ""]
+        if is_api:
+            names.append(f"entry_{i}()")
+        for j in range(nested if is_api else 0):
+            lines += ["#" * (level + 1) + f" `member_{i}_{j}()`", "", " ".join(words[: j + 1]), ""]
+            names.append(f"member_{i}_{j}()")
+    return "\n".join(lines), names
+
+
+@settings(max_examples=200, deadline=None)
+@given(_SECTIONS, st.integers(0, 30), st.integers(1, 60))
+def test_every_api_entry_with_text_is_named_by_the_chunk_holding_it(
+    sections: list[tuple[int, bool, list[str], int]], min_words: int, max_words: int
+) -> None:
+    body, names = _reference_page(sections)
+    chunks = chunk_markdown(body, min_words=min_words, max_words=max_words)
+    assert "".join(c.text for c in chunks) == body
+    for name in names:
+        holding = [c for c in chunks if f" `{name}`\n" in c.text]
+        assert len(holding) == 1 and holding[0].heading_path[-1] == name

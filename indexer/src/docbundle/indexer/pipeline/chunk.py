@@ -42,6 +42,12 @@ Japanese do not separate words; Hangul does, so it is counted by whitespace):
    Bare headings join what follows them first. No merge drops an API entry from a path: a small entry
    keeps a chunk of its own, and a small chunk that may not take the entry after it joins the one
    before it when it may.
+3. Before rule 2, a section's lead (the text under a heading that is not an API entry, up to the first
+   entry under it: ``## Counter objects`` and its prose, or a page's introduction) joins that entry's
+   chunk when the two together hold at most ``max_words``, and the chunk keeps the entry's path (the
+   lead's heading is the entry's parent in it). The lead says what the entries are for, in words
+   their own text may lack; on its own, a question in its words found a chunk that named no entry.
+   Only a lead moves: an entry never joins another entry.
 """
 
 from __future__ import annotations
@@ -570,6 +576,34 @@ def _split(
     return pieces
 
 
+def _lead_into_entries(units: list[_Unit], max_words: int) -> list[_Unit]:
+    """A section's lead text joins the API entry that follows it, when both fit in ``max_words``.
+
+    The lead (``## Counter objects`` and its prose, or a page's introduction) says what the entries
+    under it are for, in words their own text may lack; merged, the chunk takes the entry's path (the
+    lead's section is its parent, so the path stays true of the lead as well). Only a lead's text
+    moves: an entry never joins another entry.
+    """
+    out: list[_Unit] = []
+    for unit in units:
+        lead = out[-1] if out else None
+        if (
+            lead is not None
+            and lead.content
+            and lead.keep < len(lead.path)  # a lead, not an entry (nor a lead already merged)
+            and unit.content
+            and unit.keep == len(unit.path) > 0
+            and lead.path == unit.path[:-1]
+            and lead.words + unit.words <= max_words
+        ):
+            lead.path, lead.keep = unit.path, unit.keep
+            lead.hi = unit.hi
+            lead.words += unit.words
+            continue
+        out.append(unit)
+    return out
+
+
 def _merge_small(units: list[_Unit], min_words: int) -> list[_Unit]:
     # Bare headings first join what follows them (a class entry with only its members under it).
     forward: list[_Unit] = []
@@ -617,6 +651,7 @@ def chunk_markdown(
     units: list[_Unit] = []
     for section in _sections(blocks, heads, max_depth):
         units.extend(_split(section, blocks, heads, analysis.cum_words, min_words, max_words))
+    units = _lead_into_entries(units, max_words)
     units = _merge_small(units, min_words)
 
     # Line ranges tile the body: blank lines and anything markdown-it ignores (link reference

@@ -61,7 +61,7 @@ from .chunk import chunk_markdown, parse_page
 Analysed = dict[str, FieldPostings]
 
 #: Identity of the parse + chunk rules; part of the content hash (it is in the chunking settings).
-CHUNKER_ID = f"docbundle-chunker/1 (markdown-it-py {version('markdown-it-py')})"
+CHUNKER_ID = f"docbundle-chunker/2 (markdown-it-py {version('markdown-it-py')})"
 
 # Below this much text, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 1_000_000
