@@ -47,6 +47,34 @@ _INSTRUCTIONS = re.compile(
     r")"
     r"|<\|im_start\|>|<\|im_end\|>|\[/?INST\]|<<SYS>>"
 )
+# Most text holds none of this, and running the two patterns above over every character is the
+# costliest part of the scan (about 1 ms per chunk). So a chunk is checked cheaply first, and only one
+# that may match is scanned: the findings are exactly those of the full scan (a hypothesis test holds
+# it). Hidden characters are all outside ASCII; each alternative of _INSTRUCTIONS needs one of
+# the literals below, which C-speed substring and literal-led searches find on the lowercased text.
+_ANY_HIDDEN = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
+# The only characters that (?i) matches to an ASCII letter but str.lower() does not lower to it alone.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_ALWAYS = ("ignore", "disregard", "forget", "inst]", "<|im_", "<<sys>>")
+_LED = (
+    ("now", re.compile(r"you\s+are\s+now")),
+    ("user", re.compile(r"the\s+user")),
+    ("prompt", re.compile(r"system\s+prompt")),
+)
+_MODAL = ("must", "should", "always", "never")
+_ADDRESSED = re.compile(r"an?\s+(?:ai|llm|language)")
+
+
+def _may_address(text: str) -> bool:
+    """Whether ``text`` may hold a match of ``_INSTRUCTIONS`` (never False when it does)."""
+    low = (text if text.isascii() else text.translate(_FOLD)).lower()
+    if any(word in low for word in _ALWAYS):
+        return True
+    if any(word in low and pattern.search(low) for word, pattern in _LED):
+        return True
+    return any(word in low for word in _MODAL) and _ADDRESSED.search(low) is not None
+
+
 _NAMES = {
     "tag": "Unicode tag characters",
     "bidi": "bidirectional override characters",
@@ -54,14 +82,20 @@ _NAMES = {
 }
 
 
-def scan_text(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, detail, offset)`` for each suspicious span of ``text``."""
+def scan_text(text: str, *, precheck: bool = True) -> list[tuple[str, str, int]]:
+    """``(kind, detail, offset)`` for each suspicious span of ``text``.
+
+    ``precheck=False`` runs both patterns over every character: the same findings, slower (the
+    reference that the pre-check is tested against).
+    """
     out: list[tuple[str, str, int]] = []
-    for m in _HIDDEN.finditer(text):
+    skip_hidden = precheck and (text.isascii() or _ANY_HIDDEN.search(text) is None)
+    for m in () if skip_hidden else _HIDDEN.finditer(text):
         kind = m.lastgroup or "hidden"
         codes = " ".join(f"U+{ord(c):04X}" for c in m.group()[:6])
         out.append(("hidden-unicode", f"{_NAMES[kind]} ({len(m.group())}: {codes})", m.start()))
-    for m in _INSTRUCTIONS.finditer(text):
+    skip_instructions = precheck and not _may_address(text)
+    for m in () if skip_instructions else _INSTRUCTIONS.finditer(text):
         snippet = " ".join(text[max(0, m.start() - 30) : m.end() + 30].split())
         out.append(("instructions", f"text addressed to an AI assistant: ...{snippet}...", m.start()))
     return out
