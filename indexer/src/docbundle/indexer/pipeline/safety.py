@@ -1,6 +1,6 @@
 """Content safety: text in a page that may try to steer an AI assistant, found at build time.
 
-The build scans every document (``scan_document``) and records the findings in the manifest
+The build scans every document (``scan_chunks``, in the page workers) and records the findings in the manifest
 (``safety``), so the server can show them without reading documents; ``docbundle-index audit``
 (``release/audit.py``) reports them again with the rest.
 
@@ -18,9 +18,7 @@ Findings are reports, not verdicts: documentation about prompt injection quotes 
 from __future__ import annotations
 
 import re
-
-from docbundle.bundle.manifest import SafetyFinding
-from docbundle.bundle.store import DocRecord
+from collections.abc import Iterable
 
 MAX_FINDINGS_PER_DOC = 20
 
@@ -101,12 +99,13 @@ def scan_text(text: str, *, precheck: bool = True) -> list[tuple[str, str, int]]
     return out
 
 
-def scan_document(doc: DocRecord) -> list[SafetyFinding]:
-    """Content-safety findings of one document, chunk by chunk (at most MAX_FINDINGS_PER_DOC)."""
-    findings: list[SafetyFinding] = []
-    for ci, chunk in enumerate(doc.chunks):
-        for kind, detail, _ in scan_text(chunk.text):
-            findings.append(SafetyFinding(path=doc.id, kind=kind, detail=detail, chunk=ci))
+def scan_chunks(texts: Iterable[str]) -> list[tuple[int, str, str]]:
+    """``(chunk, kind, detail)`` for the findings in a document's chunk texts (at most
+    MAX_FINDINGS_PER_DOC); the page workers run it, so the scan adds nothing to a build's serial end."""
+    findings: list[tuple[int, str, str]] = []
+    for ci, text in enumerate(texts):
+        for kind, detail, _ in scan_text(text):
+            findings.append((ci, kind, detail))
             if len(findings) >= MAX_FINDINGS_PER_DOC:
                 return findings
     return findings
