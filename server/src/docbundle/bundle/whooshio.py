@@ -719,6 +719,18 @@ class SegmentBuilder(CommitOnExit):
         """Add one document: its analysed text fields and its stored values."""
         self._writer.add_analysed(analysed, stored)
 
+    def doc_frequencies(self, fields: Iterable[str]) -> dict[str, int]:
+        """What ``PostingReader.doc_frequencies`` will read from the committed index, from the postings
+        held in memory (one posting per document), without opening the index again."""
+        wanted = set(fields)
+        out: dict[str, int] = {}
+        for (field, btext), postings in self._writer._postings.items():
+            if field in wanted:
+                term = btext.decode("utf-8")
+                if len(postings) > out.get(term, 0):
+                    out[term] = len(postings)
+        return out
+
     def commit(self) -> None:
         """Write the segment and the TOC, and remove the lock file (closes the builder)."""
         if self._writer.is_closed:
