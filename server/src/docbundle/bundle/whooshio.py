@@ -593,13 +593,13 @@ def _write_term(fieldwriter: Any, btext: bytes, postings: list[_Posting]) -> Non
     for lo in range(0, len(postings), pw._blocklimit):
         if lo:  # whoosh writes a full block when the next posting arrives
             pw._write_block()
-        block = postings[lo : lo + pw._blocklimit]
-        weights = [p[1] for p in block]
-        lengths = [p[3] for p in block if p[3]]
+        # One transposition in C instead of a comprehension per column (a third of this loop's time).
+        ids, weights, values, all_lengths = zip(*postings[lo : lo + pw._blocklimit], strict=True)
+        lengths = list(filter(None, all_lengths))
         top = max(weights)
-        pw._ids = array("I", [p[0] for p in block])
+        pw._ids = array("I", ids)
         pw._weights = array("f", weights)
-        pw._values = [p[2] for p in block if p[2]]
+        pw._values = list(filter(None, values))
         pw._maxweight = top if top > 0 else 0
         pw._minlength = min(lengths) if lengths else None
         pw._maxlength = max(lengths) if lengths else 0
