@@ -1,7 +1,7 @@
 """Content safety: text in a page that may try to steer an AI assistant, found at build time.
 
-The build scans every document (``scan_chunks``, in the page workers) and records the findings in the manifest
-(``safety``), so the server can show them without reading documents; ``docbundle-index audit``
+The build scans every document (``scan_chunks``, in the page workers) and records the findings in the
+manifest (``safety``), so the server can show them without reading documents; ``docbundle-index audit``
 (``release/audit.py``) reports them again with the rest.
 
 What counts as a finding:
