@@ -65,7 +65,7 @@ class IndexWriter(CommitOnExit):
 
 
 def write_routing(directory: Path, record: RoutingRecord) -> RoutingInfo:
-    """Write the bundle's routing record (``routing.bin``, ``IndexWriter.routing_record``) into ``directory``."""
+    """Write the routing record (``routing.bin``; ``IndexWriter.routing_record`` makes it) into ``directory``."""
     write_record(directory, record)
     return RoutingInfo(
         path=ROUTING_FILE, terms=len(record.terms), vocabulary=record.vocabulary, cutoff=record.cutoff
