@@ -65,7 +65,7 @@ class IndexWriter(CommitOnExit):
 
 
 def write_routing(directory: Path, record: RoutingRecord) -> RoutingInfo:
-    """Write the routing record (``routing.bin``; ``IndexWriter.routing_record`` makes it) into ``directory``."""
+    """Write the routing record (``routing.bin``, from ``IndexWriter.routing_record``) into a bundle."""
     write_record(directory, record)
     return RoutingInfo(
         path=ROUTING_FILE, terms=len(record.terms), vocabulary=record.vocabulary, cutoff=record.cutoff
