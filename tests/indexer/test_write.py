@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from buildkit import record_worker_starts
+from buildkit import build_bundle, record_worker_starts
+from docbundle.bundle.reader import verify_bundle
+from docbundle.bundle.routing import read_record, record_of_directory
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
 from docbundle.indexer.pipeline import prepare, write
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
@@ -123,3 +125,25 @@ def test_fast_analysis_equals_whoosh_field_index(text: str, field: str) -> None:
     items = list(schema[field].index(text))
     length = sum(f for _, f, _, _ in items) if schema[field].scorable else 0
     assert prepare._analyse({field: text})[field] == (items, length)
+
+
+def test_routing_record_from_memory_equals_the_one_read_from_the_index(tmp_path: Path) -> None:
+    # The build takes the routing record's document frequencies from the postings still in memory;
+    # it must be exactly what the committed index yields when read back (as derive_record reads it).
+    site = tmp_path / "site"
+    site.mkdir()
+    pages = [
+        *PAGES[:3],
+        "# Both\n\nuseEffect in body, `useEffect` in code; 결제 again.\n\n## Tables\n\nRows.\n",
+    ]
+    for i, text in enumerate(pages):
+        (site / f"p{i}.md").write_text(text, encoding="utf-8")
+    listing = "".join(f"- [Page {i}](p{i}.md)\n" for i in range(len(pages)))
+    (site / "llms.txt").write_text(f"# Site\n\n## Docs\n\n{listing}", encoding="utf-8")
+    bundle = build_bundle(
+        tmp_path / "libraries.toml", tmp_path / "out", '[[library]]\nid = "r"\nllms_txt = "site/llms.txt"\n'
+    )
+    manifest = verify_bundle(bundle)
+    written = read_record(bundle, manifest)
+    assert written is not None and written.terms
+    assert written == record_of_directory(bundle, manifest.counts.chunks)

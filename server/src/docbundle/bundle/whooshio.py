@@ -593,13 +593,13 @@ def _write_term(fieldwriter: Any, btext: bytes, postings: list[_Posting]) -> Non
     for lo in range(0, len(postings), pw._blocklimit):
         if lo:  # whoosh writes a full block when the next posting arrives
             pw._write_block()
-        block = postings[lo : lo + pw._blocklimit]
-        weights = [p[1] for p in block]
-        lengths = [p[3] for p in block if p[3]]
+        # One transposition in C instead of a comprehension per column (a third of this loop's time).
+        ids, weights, values, all_lengths = zip(*postings[lo : lo + pw._blocklimit], strict=True)
+        lengths = list(filter(None, all_lengths))
         top = max(weights)
-        pw._ids = array("I", [p[0] for p in block])
+        pw._ids = array("I", ids)
         pw._weights = array("f", weights)
-        pw._values = [p[2] for p in block if p[2]]
+        pw._values = list(filter(None, values))
         pw._maxweight = top if top > 0 else 0
         pw._minlength = min(lengths) if lengths else None
         pw._maxlength = max(lengths) if lengths else 0
@@ -718,6 +718,18 @@ class SegmentBuilder(CommitOnExit):
     def add(self, analysed: Mapping[str, FieldPostings], stored: Mapping[str, object]) -> None:
         """Add one document: its analysed text fields and its stored values."""
         self._writer.add_analysed(analysed, stored)
+
+    def doc_frequencies(self, fields: Iterable[str]) -> dict[str, int]:
+        """What ``PostingReader.doc_frequencies`` will read from the committed index, from the postings
+        held in memory (one posting per document), without opening the index again."""
+        wanted = set(fields)
+        out: dict[str, int] = {}
+        for (field, btext), postings in self._writer._postings.items():
+            if field in wanted:
+                term = btext.decode("utf-8")
+                if len(postings) > out.get(term, 0):
+                    out[term] = len(postings)
+        return out
 
     def commit(self) -> None:
         """Write the segment and the TOC, and remove the lock file (closes the builder)."""

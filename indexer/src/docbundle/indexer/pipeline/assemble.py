@@ -27,6 +27,7 @@ from docbundle.bundle.manifest import (
     Conformance,
     Counts,
     Manifest,
+    SafetyFinding,
     SourceDocument,
     SourceInfo,
     VectorsInfo,
@@ -40,7 +41,6 @@ from .addresses import display_url, scrub
 from .collect import CrawledPage, obtained
 from .html import CONVERTER_ID
 from .prepare import CHUNKER_ID, FAILURE_KIND, PageJob, Prepared
-from .safety import scan_document
 from .source import Source
 
 __all__ = [
@@ -85,6 +85,7 @@ class Assembled(msgspec.Struct):
     docs: list[DocRecord]
     sources: list[SourceDocument]
     chunks: int
+    safety: list[SafetyFinding] = msgspec.field(default_factory=list)
 
 
 def _page_url(page: CrawledPage, target: Target, base_url: str) -> str:
@@ -183,6 +184,7 @@ def assemble(
             )
         )
         out.docs.append(record)
+        out.safety.extend(SafetyFinding(path=path, kind=k, detail=d, chunk=ci) for ci, k, d in prep.safety)
     return out
 
 
@@ -272,7 +274,7 @@ def make_manifest(
             tools=_tool_versions(),
             converter=CONVERTER_ID if any(s.obtained == "html" for s in asm.sources if s.chunks) else "",
         ),
-        safety=[f for doc in asm.docs for f in scan_document(doc)],
+        safety=asm.safety,
         counts=Counts(
             documents=len(asm.docs),
             chunks=asm.chunks,

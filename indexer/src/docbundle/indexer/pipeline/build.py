@@ -374,7 +374,7 @@ class BuildRun:
                     index.cancel()
                     raise
                 bar.advance(note="search index")
-                routing = write.write_routing(tmp, asm.chunks)
+                routing = write.write_routing(tmp, index.routing_record(asm.chunks))
                 build_id = make_build_id(build_id_date, build_hash(chash, plan.key))
                 (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
                 write_store(tmp, asm.docs)

@@ -56,6 +56,7 @@ from docbundle.bundle.whooshio import (
 
 from . import html
 from .chunk import chunk_markdown, parse_page
+from .safety import scan_chunks
 
 #: Field name -> (whoosh posting items, field length). Items are ``(term bytes, freq, weight, value)``.
 Analysed = dict[str, FieldPostings]
@@ -106,6 +107,8 @@ class Prepared(msgspec.Struct, array_like=True):
     analysed: list[Analysed]
     failure: str | None = None
     """Why the page could not be prepared (over its budget, its worker died); ``None`` when it was."""
+    safety: list[tuple[int, str, str]] = msgspec.field(default_factory=list)
+    """Its content-safety findings, ``(chunk, kind, detail)`` (``safety.scan_chunks``)."""
 
 
 def _failed(reason: str) -> Prepared:
@@ -188,6 +191,7 @@ def prepare_page(job: PageJob) -> Prepared:
         [ChunkRecord(c.text, list(c.heading_path), c.start_line, c.end_line) for c in chunks],
         sum(c.words for c in chunks),
         analysed,
+        safety=scan_chunks(c.text for c in chunks),
     )
 
 

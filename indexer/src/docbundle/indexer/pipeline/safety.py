@@ -1,7 +1,7 @@
 """Content safety: text in a page that may try to steer an AI assistant, found at build time.
 
-The build scans every document (``scan_document``) and records the findings in the manifest
-(``safety``), so the server can show them without reading documents; ``docbundle-index audit``
+The build scans every document (``scan_chunks``, in the page workers) and records the findings in the
+manifest (``safety``), so the server can show them without reading documents; ``docbundle-index audit``
 (``release/audit.py``) reports them again with the rest.
 
 What counts as a finding:
@@ -18,9 +18,7 @@ Findings are reports, not verdicts: documentation about prompt injection quotes 
 from __future__ import annotations
 
 import re
-
-from docbundle.bundle.manifest import SafetyFinding
-from docbundle.bundle.store import DocRecord
+from collections.abc import Iterable
 
 MAX_FINDINGS_PER_DOC = 20
 
@@ -47,6 +45,34 @@ _INSTRUCTIONS = re.compile(
     r")"
     r"|<\|im_start\|>|<\|im_end\|>|\[/?INST\]|<<SYS>>"
 )
+# Most text holds none of this, and running the two patterns above over every character is the
+# costliest part of the scan (about 1 ms per chunk). So a chunk is checked cheaply first, and only one
+# that may match is scanned: the findings are exactly those of the full scan (a hypothesis test holds
+# it). Hidden characters are all outside ASCII; each alternative of _INSTRUCTIONS needs one of
+# the literals below, which C-speed substring and literal-led searches find on the lowercased text.
+_ANY_HIDDEN = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
+# The only characters that (?i) matches to an ASCII letter but str.lower() does not lower to it alone.
+_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+_ALWAYS = ("ignore", "disregard", "forget", "inst]", "<|im_", "<<sys>>")
+_LED = (
+    ("now", re.compile(r"you\s+are\s+now")),
+    ("user", re.compile(r"the\s+user")),
+    ("prompt", re.compile(r"system\s+prompt")),
+)
+_MODAL = ("must", "should", "always", "never")
+_ADDRESSED = re.compile(r"an?\s+(?:ai|llm|language)")
+
+
+def _may_address(text: str) -> bool:
+    """Whether ``text`` may hold a match of ``_INSTRUCTIONS`` (never False when it does)."""
+    low = (text if text.isascii() else text.translate(_FOLD)).lower()
+    if any(word in low for word in _ALWAYS):
+        return True
+    if any(word in low and pattern.search(low) for word, pattern in _LED):
+        return True
+    return any(word in low for word in _MODAL) and _ADDRESSED.search(low) is not None
+
+
 _NAMES = {
     "tag": "Unicode tag characters",
     "bidi": "bidirectional override characters",
@@ -54,25 +80,32 @@ _NAMES = {
 }
 
 
-def scan_text(text: str) -> list[tuple[str, str, int]]:
-    """``(kind, detail, offset)`` for each suspicious span of ``text``."""
+def scan_text(text: str, *, precheck: bool = True) -> list[tuple[str, str, int]]:
+    """``(kind, detail, offset)`` for each suspicious span of ``text``.
+
+    ``precheck=False`` runs both patterns over every character: the same findings, slower (the
+    reference that the pre-check is tested against).
+    """
     out: list[tuple[str, str, int]] = []
-    for m in _HIDDEN.finditer(text):
+    skip_hidden = precheck and (text.isascii() or _ANY_HIDDEN.search(text) is None)
+    for m in () if skip_hidden else _HIDDEN.finditer(text):
         kind = m.lastgroup or "hidden"
         codes = " ".join(f"U+{ord(c):04X}" for c in m.group()[:6])
         out.append(("hidden-unicode", f"{_NAMES[kind]} ({len(m.group())}: {codes})", m.start()))
-    for m in _INSTRUCTIONS.finditer(text):
+    skip_instructions = precheck and not _may_address(text)
+    for m in () if skip_instructions else _INSTRUCTIONS.finditer(text):
         snippet = " ".join(text[max(0, m.start() - 30) : m.end() + 30].split())
         out.append(("instructions", f"text addressed to an AI assistant: ...{snippet}...", m.start()))
     return out
 
 
-def scan_document(doc: DocRecord) -> list[SafetyFinding]:
-    """Content-safety findings of one document, chunk by chunk (at most MAX_FINDINGS_PER_DOC)."""
-    findings: list[SafetyFinding] = []
-    for ci, chunk in enumerate(doc.chunks):
-        for kind, detail, _ in scan_text(chunk.text):
-            findings.append(SafetyFinding(path=doc.id, kind=kind, detail=detail, chunk=ci))
+def scan_chunks(texts: Iterable[str]) -> list[tuple[int, str, str]]:
+    """``(chunk, kind, detail)`` for the findings in a document's chunk texts (at most
+    MAX_FINDINGS_PER_DOC); the page workers run it, so the scan adds nothing to a build's serial end."""
+    findings: list[tuple[int, str, str]] = []
+    for ci, text in enumerate(texts):
+        for kind, detail, _ in scan_text(text):
+            findings.append((ci, kind, detail))
             if len(findings) >= MAX_FINDINGS_PER_DOC:
                 return findings
     return findings

@@ -19,7 +19,7 @@ from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, note_current_moved, read_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, RoutingInfo, encode_manifest
 from docbundle.bundle.reader import read_manifest
-from docbundle.bundle.routing import ROUTING_FILE, record_of_directory, write_record
+from docbundle.bundle.routing import ROUTING_FIELDS, ROUTING_FILE, RoutingRecord, make_record, write_record
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
 from docbundle.bundle.whooshio import CommitOnExit, SegmentBuilder
 
@@ -41,6 +41,7 @@ class IndexWriter(CommitOnExit):
         self._dir.mkdir()
         self._builder = SegmentBuilder(self._dir, make_schema(), INDEX_NAME, seed)
         self.count = 0
+        self._frequencies: dict[str, int] = {}
 
     def add(self, analysed: Analysed, doc: int, chunk: int) -> None:
         """Add one chunk, already analysed, as record ``doc`` / chunk ``chunk``."""
@@ -49,16 +50,22 @@ class IndexWriter(CommitOnExit):
 
     def commit(self) -> None:
         """Write the segment and remove the lock file."""
+        # Taken first: the routing record needs every term's document frequency, and the postings
+        # are still in memory here (reading them back from the index cost a serial half second).
+        self._frequencies = self._builder.doc_frequencies(ROUTING_FIELDS)
         self._builder.commit()
+
+    def routing_record(self, chunks: int) -> RoutingRecord:
+        """The bundle's routing record, from the index just committed (the same as read from the disk)."""
+        return make_record(self._frequencies, chunks)
 
     def cancel(self) -> None:
         """Abandon the index (the caller removes the directory)."""
         self._builder.cancel()
 
 
-def write_routing(directory: Path, chunks: int) -> RoutingInfo:
-    """Write the bundle's routing record (``routing.bin``) from the index just committed in ``directory``."""
-    record = record_of_directory(directory, chunks)
+def write_routing(directory: Path, record: RoutingRecord) -> RoutingInfo:
+    """Write the routing record (``routing.bin``, from ``IndexWriter.routing_record``) into a bundle."""
     write_record(directory, record)
     return RoutingInfo(
         path=ROUTING_FILE, terms=len(record.terms), vocabulary=record.vocabulary, cutoff=record.cutoff
