@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from buildkit import write_site
 from clikit import index_cli, server_cli
-from docbundle.bundle.embed import Embedder, EmbedderIdentity, load_embedder, passage_text
+from docbundle.bundle.embed import PASSAGE_RECIPE, Embedder, EmbedderIdentity, load_embedder, passage_text
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import read_manifest
@@ -226,6 +226,26 @@ def test_another_embedder_rebuilds_unchanged_content_and_reuses_nothing(
     assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
     _, manifest = _current(out)
     assert manifest.vectors is not None and manifest.vectors.embedder.key == other.key()
+
+
+def test_a_new_passage_recipe_rebuilds_unchanged_content_and_reuses_nothing(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Same model, same chunks, but the passages are now made by another recipe: the old rows were
+    # embedded from other texts, so none may be copied, and the unchanged site is not "unchanged".
+    config, out = _site(tmp_path), tmp_path / "out"
+    first = _build(config, out)
+    assert first.status == "built" and _current(out)[1].vectors.passage == PASSAGE_RECIPE  # type: ignore[union-attr]
+    monkeypatch.setattr(semantic, "PASSAGE_RECIPE", PASSAGE_RECIPE + 1)
+    counting.texts.clear()
+    second = _build(config, out)
+    assert second.status == "built" and second.content_hash == first.content_hash
+    assert second.build_id != first.build_id
+    assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
+    _, manifest = _current(out)
+    assert manifest.vectors is not None and manifest.vectors.passage == PASSAGE_RECIPE + 1
+    # Under the new recipe the rebuilt bundle is the cache again.
+    assert _build(config, out).status == "unchanged"
 
 
 def test_vectors_decide_unchanged_and_the_content_hash_stays_the_documents(
