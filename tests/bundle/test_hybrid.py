@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from docbundle.bundle import hybrid
 from docbundle.bundle.hybrid import fuse
 from hypothesis import given
 from hypothesis import strategies as st
@@ -69,3 +70,10 @@ def test_fusion_holds_every_page_of_both_depths_once_sorted_and_deterministic(
     assert all(a[1] >= b[1] for a, b in itertools.pairwise(out))
     assert all(0 < s <= 1 / (k + 1) + 1e-12 for _, s in out)
     assert out == fuse(list(kw), list(sem), alpha, k, depth)
+
+
+def test_a_korean_question_gets_the_korean_alpha() -> None:
+    assert hybrid.alpha_for("배열 state에 항목 추가하기") == hybrid.KOREAN_ALPHA == 0.5
+    assert hybrid.alpha_for("useState 훅") == hybrid.KOREAN_ALPHA
+    for other in ("add an item to an array", "如何向数组添加元素", "配列に追加する", ""):
+        assert hybrid.alpha_for(other) == hybrid.ALPHA

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from buildkit import write_site
 from clikit import index_cli, server_cli
-from docbundle.bundle.embed import Embedder, EmbedderIdentity, load_embedder, passage_text
+from docbundle.bundle.embed import PASSAGE_RECIPE, Embedder, EmbedderIdentity, load_embedder, passage_text
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import read_manifest
@@ -212,20 +212,33 @@ def test_a_previous_vector_file_that_fails_its_check_is_not_reused(
     assert len(counting.texts) == 6
 
 
-def test_another_embedder_rebuilds_unchanged_content_and_reuses_nothing(
-    tmp_path: Path, counting: CountingEmbedder
+@pytest.mark.parametrize("change", ["embedder", "passage recipe"])
+def test_another_embedder_or_passage_recipe_rebuilds_unchanged_content_and_reuses_nothing(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
+    # Another model, or the same model with passages made by another recipe: the old rows were embedded
+    # by another model or from other texts, so none may be copied, and the unchanged site is not "unchanged".
     config, out = _site(tmp_path), tmp_path / "out"
     first = _build(config, out)
+    assert first.status == "built" and _current(out)[1].vectors.passage == PASSAGE_RECIPE  # type: ignore[union-attr]
     other = EmbedderIdentity(**{**counting.identity.__dict__, "version": "0.3.0-other"})
-    counting._identity = other
+    if change == "embedder":
+        counting._identity = other
+    else:
+        monkeypatch.setattr(semantic, "PASSAGE_RECIPE", PASSAGE_RECIPE + 1)
     counting.texts.clear()
     second = _build(config, out)
     assert second.status == "built" and second.content_hash == first.content_hash
     assert second.build_id != first.build_id
     assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
     _, manifest = _current(out)
-    assert manifest.vectors is not None and manifest.vectors.embedder.key == other.key()
+    assert manifest.vectors is not None
+    if change == "embedder":
+        assert manifest.vectors.embedder.key == other.key()
+    else:
+        assert manifest.vectors.passage == PASSAGE_RECIPE + 1
+    # The rebuilt bundle is the cache again.
+    assert _build(config, out).status == "unchanged"
 
 
 def test_vectors_decide_unchanged_and_the_content_hash_stays_the_documents(

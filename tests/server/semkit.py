@@ -21,7 +21,7 @@ from pathlib import Path
 
 import msgspec
 from buildkit import build_config, write_site
-from docbundle.bundle.embed import Embedder, EmbedderIdentity, passage_text
+from docbundle.bundle.embed import PASSAGE_RECIPE, Embedder, EmbedderIdentity, passage_text
 from docbundle.bundle.manifest import (
     MANIFEST_NAME,
     EmbedderInfo,
@@ -108,6 +108,7 @@ def add_vectors(bundle: Path, embedder: Embedder, identity: EmbedderIdentity | N
         rows=len(passages),
         dims=ident.dimensions,
         embedder=EmbedderInfo(**dataclasses.asdict(ident), key=ident.key()),
+        passage=PASSAGE_RECIPE,
         embedded=len(passages),
     )
     entry = FileEntry(path=VECTORS_FILE, size=size, sha256=hashlib.sha256(path.read_bytes()).hexdigest())

@@ -7,8 +7,10 @@ version, dimensions and the sha256 of its weights file); the vector file records
 
 What is embedded for a chunk is fixed by ``passage_text``: the page title, the heading path and the
 chunk's text, cut to the first ``PASSAGE_TOKENS`` tokens of the model (prefix and special tokens
-included). The model's own prefixes (``passage: `` / ``query: ``, the e5 convention) are added by the
-backend, so two backends with other conventions can share the recipe.
+included); a Korean section's are first cleared of markup (``plain_markup``). ``PASSAGE_RECIPE`` numbers
+this recipe: the manifest records it, and a build reuses the vectors of a previous bundle only when it
+was made with the same recipe. The model's own prefixes (``passage: `` / ``query: ``, the e5
+convention) are added by the backend, so two backends with other conventions can share the recipe.
 
 Bounds: this module imports neither numpy nor a model at import time. ``load_embedder`` imports the
 backend (the optional ``semantic`` extra) when it is called, and raises ``EmbedderUnavailableError``
@@ -21,6 +23,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
 PASSAGE_TOKENS = 256  # sections cut to 256 tokens scored the same as 512 and embed twice as fast (issue 21)
 PASSAGE_PREFIX = "passage: "
 QUERY_PREFIX = "query: "
+# The passage recipe (the manifest's ``VectorsInfo.passage``). 1: title, heading path and text as the
+# chunker wrote them. 2: the same, but a Korean section drops its markup first (``plain_markup``).
+PASSAGE_RECIPE = 2
 BATCH = 16  # texts per engine call: both cores share a batch, and progress can be shown between batches
 INSTALL_HINT = "pip install 'docbundle-server[semantic]'"
 
@@ -119,6 +125,28 @@ def cut_to_tokens(text: str, max_tokens: int, count: Callable[[str], int], slack
     return text[:lo]
 
 
+_MDX_ANCHOR = re.compile(r"[ \t]*\{/\*.*?\*/\}")  # a heading's explicit id: ## Title {/*title*/}
+_TAG_LINE = re.compile(r"^[ \t]*</?[A-Z][\w.]*(?:\s[^<>\n]*)?/?>[ \t]*$", re.M)  # <Intro>, </Sandpack>
+_FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n.*?(?:^\1[^\n]*$|\Z)", re.M | re.S)
+_HEADING_MARK = re.compile(r"^#{1,6}[ \t]+", re.M)
+_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")  # [words](target) -> words
+_BLANK_LINES = re.compile(r"\n{3,}")
+_HANGUL = re.compile("[\uac00-\ud7a3]")
+
+
+def plain_markup(text: str) -> str:
+    """``text`` without the markup that says nothing about its meaning: MDX heading ids (``{/*id*/}``),
+    lines holding only a component tag (``<Intro>``, ``</Sandpack>``), fenced code blocks, heading marks
+    and link targets (the link's words stay). Keyword search still indexes all of it; this only frees
+    the passage's 256 tokens for prose."""
+    out = _MDX_ANCHOR.sub("", text)
+    out = _FENCE.sub("", out)
+    out = _TAG_LINE.sub("", out)
+    out = _HEADING_MARK.sub("", out)
+    out = _LINK.sub(r"\1", out)
+    return _BLANK_LINES.sub("\n\n", out).strip()
+
+
 def passage_text(
     title: str,
     heading_path: Sequence[str],
@@ -128,8 +156,16 @@ def passage_text(
 ) -> str:
     """What is embedded for one chunk: title, heading path and text, cut to ``max_tokens`` model tokens.
 
-    ``count`` is the embedder's ``token_count``. The backend adds the ``passage: `` prefix.
+    A Korean section (a Hangul syllable in its title, heading path or text) is embedded without markup
+    (``plain_markup``): on the Korean dev sets its sections' code, component tags and heading ids
+    crowded the prose out of 256 tokens, and such sections came first for unrelated questions. Other
+    scripts keep their text as written until measured (docs/semantic.md). ``count`` is the embedder's
+    ``token_count``. The backend adds the ``passage: `` prefix.
     """
+    if any(_HANGUL.search(part) for part in (title, *heading_path, text)):
+        title = plain_markup(title) or title
+        heading_path = [plain_markup(h) for h in heading_path]
+        text = plain_markup(text)
     head = " > ".join(h for h in heading_path if h)
     whole = f"{title}\n{head}\n{text}" if head else f"{title}\n{text}"
     return cut_to_tokens(whole, max_tokens, count)

@@ -9,13 +9,14 @@ goes before one only a side found at the same rank. Pure functions, no I/O, no n
 scores) are broken by the better keyword rank, then the better semantic rank: for two distinct pages one
 of these always differs, so the order is total and the same for the same inputs.
 
-``ALPHA``, ``K`` and ``DEPTH`` were set on the dev halves of the quality sets with
+``ALPHA`` (``KOREAN_ALPHA`` for a Korean question, ``alpha_for``), ``K`` and ``DEPTH`` were set on the dev halves of the quality sets with
 ``benchmarks/semantic_quality.py tune`` (docs/semantic.md, "Choosing α, K and the depth"); the test
 halves are scored once, with these values.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from typing import TypeVar
 
@@ -29,6 +30,18 @@ T = TypeVar("T", bound=Hashable)
 ALPHA = 0.7
 K = 5
 DEPTH = 10
+# A question in Korean (a Hangul syllable in it) gives the vectors more weight. With Korean sections
+# embedded without their markup (``embed.passage_text``), the Korean dense side scored within 0.03 of
+# keyword search on the Korean dev questions, or above it, where medium-en-real's vectors (0.60 against
+# 0.74) were what held ALPHA at 0.7; on all three Korean dev sets every α from 0.4 to 0.5 with K 5 to 30
+# gained more than 0.7 did (docs/semantic.md, "Korean").
+KOREAN_ALPHA = 0.5
+_HANGUL = re.compile("[\uac00-\ud7a3]")
+
+
+def alpha_for(query: str) -> float:
+    """The keyword weight for ``query``: ``KOREAN_ALPHA`` when it holds a Hangul syllable, else ``ALPHA``."""
+    return KOREAN_ALPHA if _HANGUL.search(query) else ALPHA
 
 
 def fuse(

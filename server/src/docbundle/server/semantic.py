@@ -8,10 +8,11 @@ same embedder key). When one is missing the library is searched by keywords (``b
 reason says which (``vector_problem``, also what ``list_libraries`` shows).
 
 **hybrid** fuses two rankings of pages with ``docbundle.bundle.hybrid.fuse`` (α, K and the depth read
-from there): today's ``balanced`` ranking and the pages ranked by their best section's cosine similarity
-to the query over *every* section of the library (never a pool a keyword search chose), each list
-``hybrid.DEPTH`` pages deep, or ``limit`` when a call asks for more hits than that. A page found by
-keywords shows its keyword hits; a page only the vectors found shows its best sections.
+from there; α by ``hybrid.alpha_for`` the question, lower for a Korean one): today's ``balanced``
+ranking and the pages ranked by their best section's cosine similarity to the query over *every*
+section of the library (never a pool a keyword search chose), each list ``hybrid.DEPTH`` pages deep,
+or ``limit`` when a call asks for more hits than that. A page found by keywords shows its keyword
+hits; a page only the vectors found shows its best sections.
 **semantic** ranks sections by cosine similarity alone (at most ``per_doc`` per page).
 
 Bounds: scoring a query is one pass over the vector file (1 ms for 5,500 sections), ranking pages one
@@ -184,8 +185,9 @@ def rank(
 
     starts = searcher.starts
     semantic_pages = [d for d, _ in rank_documents(scores, starts, depth)]
+    alpha = hybrid.alpha_for(" ".join([query or "", *keywords]))
     hits: list[tuple[float, int, int]] = []
-    for page, fused in hybrid.fuse(keyword_pages, semantic_pages, hybrid.ALPHA, hybrid.K, depth):
+    for page, fused in hybrid.fuse(keyword_pages, semantic_pages, alpha, hybrid.K, depth):
         chunks = by_page.get(page) or _page_sections(scores, starts, searcher.chunk_count, page, per_doc)
         for chunk in chunks:
             hits.append((round(fused, 6), page, chunk))

@@ -15,7 +15,7 @@ A model that does not load although the extra is installed fails the build of th
 message (``BuildError``), its previous bundle untouched; a missing extra is not an error.
 
 Reuse (``make_vectors``): the previous bundle of the library version (the one ``CURRENT`` names) is the
-cache. Its manifest must name the same embedder (``key``), and its ``vectors.bin`` and document store
+cache. Its manifest must name the same embedder (``key``) and passage recipe (``passage``), and its ``vectors.bin`` and document store
 are checked against the sizes and sha256 its manifest lists, through the descriptors that are then read.
 A chunk whose ``text_key`` (embedder identity + passage text) equals one of its rows gets that row's
 stored bytes (int8 values and scale, not recomputed); only the other chunks are embedded. A chunk whose
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from docbundle.bundle.embed import (
+    PASSAGE_RECIPE,
     Embedder,
     EmbedderUnavailableError,
     load_embedder,
@@ -81,20 +82,34 @@ class VectorPlan:
 
     @property
     def key(self) -> str | None:
-        """The embedder's key when the build embeds, else None."""
-        return self.embedder.identity.key() if self.embedder is not None else None
+        """The vectors key (``vectors_key``) of what this build embeds, else None."""
+        return (
+            vectors_key(self.embedder.identity.key(), PASSAGE_RECIPE) if self.embedder is not None else None
+        )
 
     def keeps(self, current: Manifest) -> bool:
         """Whether ``current`` (same content) already has the vectors this plan wants."""
-        have = current.vectors.embedder.key if current.vectors is not None else None
-        return self.mode == "skip" or have == self.key
+        return self.mode == "skip" or _key_of(current) == self.key
 
     def input_keys(self, current: Manifest | None) -> list[str | None]:
         """The vector keys an unchanged input may have been built with (``assemble.input_hash``)."""
         if self.mode != "skip":
             return [self.key]
-        have = current.vectors.embedder.key if current is not None and current.vectors is not None else None
-        return [have] if have is not None else [None]
+        return [_key_of(current) if current is not None else None]
+
+
+def vectors_key(embedder_key: str, passage: int) -> str:
+    """What makes two bundles' vectors the same for a build: the embedder's key and, from recipe 2 on,
+    the passage recipe (recipe 1 gives the bare embedder key, so a bundle built before recipes were
+    numbered keeps its input hash and buildId). It enters the input hash and the buildId, so a new
+    recipe rebuilds an unchanged site as a new model does."""
+    return embedder_key if passage == 1 else f"{embedder_key}/passage-{passage}"
+
+
+def _key_of(manifest: Manifest) -> str | None:
+    """The vectors key of a bundle's vectors, None when it has none."""
+    v = manifest.vectors
+    return vectors_key(v.embedder.key, v.passage) if v is not None else None
 
 
 def embedding_requested(flag: bool | None = None) -> bool:
@@ -142,13 +157,14 @@ def _embedder() -> tuple[Embedder | None, str | None]:
     return embedder, None
 
 
-def build_hash(content_hash: str, vectors_key: str | None) -> str:
+def build_hash(content_hash: str, key: str | None) -> str:
     """What a buildId's hex part is cut from: the content hash for a keyword-only bundle; with vectors,
-    sha256 of the content hash and the embedder key, so adding vectors or changing the model gives a
-    new buildId even on the same day (the content hash itself stays a function of the documents)."""
-    if vectors_key is None:
+    sha256 of the content hash and the vectors key (``vectors_key``), so adding vectors or changing the
+    model or passage recipe gives a new buildId even on the same day (the content hash itself stays a
+    function of the documents)."""
+    if key is None:
         return content_hash
-    return hashlib.sha256(f"docbundle-vectors/1\0{content_hash}\0{vectors_key}".encode()).hexdigest()
+    return hashlib.sha256(f"docbundle-vectors/1\0{content_hash}\0{key}".encode()).hexdigest()
 
 
 def raw_key(embedder_key: str, title: str, heading_path: list[str], text: str) -> str:
@@ -228,6 +244,16 @@ def _previous(bundle: Path | None, key: str) -> Iterator[_Previous | None]:
     try:
         manifest = read_manifest(bundle)
         if manifest.vectors is None or manifest.vectors.embedder.key != key:
+            yield None
+            return
+        if manifest.vectors.passage != PASSAGE_RECIPE:
+            # Rows embedded from another recipe's passage texts: equal chunks would not mean equal vectors.
+            log.info(
+                "not reusing the vectors of %s: passage recipe %d, now %d",
+                bundle.name,
+                manifest.vectors.passage,
+                PASSAGE_RECIPE,
+            )
             yield None
             return
         prev = _Previous(bundle, manifest)
@@ -335,6 +361,7 @@ def make_vectors(
         rows=rows,
         dims=dims,
         embedder=identity.info(),
+        passage=PASSAGE_RECIPE,
         embedded=len(texts),
         reused=len(reuse),
     )
