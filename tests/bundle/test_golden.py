@@ -32,8 +32,17 @@ def test_golden_bundle_exists_and_verifies(version: int) -> None:
     assert m.library.id == "golden" and m.counts.documents == 3
 
 
-def test_golden_v1_answers_searches() -> None:
-    v1 = GOLDEN / "v1"
+def test_an_early_v1_bundle_still_verifies() -> None:
+    """golden/v1-early was built by an earlier chunker, before the optional manifest fields (routing,
+    converter, obtained) existed; it must keep verifying (the server tests serve it)."""
+    m = verify_bundle(GOLDEN / "v1-early")
+    assert m.format_version == 1 and m.library.id == "golden" and m.counts.documents == 3
+    assert m.routing is None and m.build.chunking.chunker.startswith("docbundle-chunker/1 ")
+
+
+@pytest.mark.parametrize("folder", ["v1", "v1-early"])
+def test_golden_v1_answers_searches(folder: str) -> None:
+    v1 = GOLDEN / folder
     assert _search(v1, "useEffect")[0] == "guides/hooks.md"
     assert _search(v1, "effect")[0] == "guides/hooks.md"
     assert _search(v1, "run")[0] == "guides/hooks.md"  # "Running", stemmed

@@ -2,7 +2,7 @@
 
 The tree ``build_tree`` makes::
 
-    <root>/golden/latest/<build>/   the committed golden bundle (tests/bundle/golden/v1)
+    <root>/golden/latest/<build>/   the committed early golden bundle (tests/bundle/golden/v1-early)
     <root>/demo/2.x/<build>/        demo site, version 2.x (latest): identifiers, a long handbook page,
     <root>/demo/1.x/<build>/        an Optional section, a listed page that does not exist; 1.x deprecated, LTS
     <root>/cjk/latest/<build>/      Korean, Chinese and Japanese pages
@@ -34,7 +34,9 @@ from docbundle.server.mcp.server import create_server
 from mcp import Client
 
 HERE = Path(__file__).resolve().parent
-GOLDEN = HERE.parent / "bundle" / "golden" / "v1"
+# A v1 bundle built before optional manifest fields (routing, converter, obtained) existed, so every server
+# test also checks that such a bundle keeps serving.
+GOLDEN = HERE.parent / "bundle" / "golden" / "v1-early"
 GOLDEN_BUILD = "20260101-573833773b18"
 GOLDEN_HASH = "573833773b1832a0e0da030caf02aec1c937e203115dd83bc42a336a74f803b7"
 
