@@ -19,7 +19,7 @@ from docbundle.bundle.routeindex import load_index
 from docbundle.server.errors import InstallError
 from docbundle.server.install import install
 
-GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
+GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1-early"  # predates routing records
 
 
 @pytest.fixture
