@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from buildkit import build_bundle, write_site
 from docbundle.bundle.errors import BundleFormatError
-from docbundle.bundle.routeindex import IndexedLibrary, RouteIndex, hash_record
+from docbundle.bundle.routeindex import IndexedLibrary, RouteIndex, hash_record, term_hash
 from docbundle.bundle.routing import (
     MAX_RECORD_BYTES,
     MAX_ROUTING_TERMS,
@@ -75,6 +75,9 @@ def test_any_bytes_decode_to_a_record_or_a_format_error(data: bytes) -> None:
         RoutingRecord(chunks=3, vocabulary=2, terms=["b", "a"], dfs=[1, 1]),  # not sorted
         RoutingRecord(chunks=3, vocabulary=2, terms=["a", "b"], dfs=[1]),  # lengths disagree
         RoutingRecord(chunks=3, vocabulary=1, terms=["a"], dfs=[9]),  # df over chunks
+        RoutingRecord(chunks=3, vocabulary=1, terms=["a"], dfs=[0]),  # df under 1
+        RoutingRecord(chunks=3, vocabulary=2, terms=["a", "a"], dfs=[1, 1]),  # repeated
+        RoutingRecord(chunks=3, vocabulary=2, terms=["", "a"], dfs=[1, 1]),  # empty
         RoutingRecord(chunks=3, vocabulary=1, terms=["x" * (MAX_TERM_BYTES + 1)], dfs=[1]),
         RoutingRecord(format=2, chunks=3, vocabulary=1, terms=["a"], dfs=[1]),
     ],
@@ -108,7 +111,11 @@ def test_the_routing_index_round_trips_and_finds_each_library_by_its_terms(
     split = index.split()
     for lib_id, freq in records.items():
         _, (hashes, dfs) = split[(lib_id, "latest")]
-        assert len(hashes) == len(dfs) == len(freq)
+        assert list(hashes) == sorted(hashes)
+        assert dict(zip(hashes, dfs, strict=True)) == {term_hash(t): df for t, df in freq.items()}
+    # Built again from what it split into, it is the same index, byte for byte.
+    again = RouteIndex.from_hashed([split[lib.key] for lib in index.libraries])
+    assert again.encode() == index.encode()
 
 
 @given(st.binary(max_size=400))
