@@ -4,6 +4,7 @@ bounds, and their readers refuse anything malformed with a format error (issue 2
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,57 @@ def test_the_routing_index_round_trips_and_finds_each_library_by_its_terms(
     # Built again from what it split into, it is the same index, byte for byte.
     again = RouteIndex.from_hashed([split[lib.key] for lib in index.libraries])
     assert again.encode() == index.encode()
+
+
+_COMMON = ["api", "use", "data", "type", "error"]  # most libraries hold these
+_RARE = [f"rare{i}" for i in range(12)]  # a few each
+_vocabulary = st.builds(
+    lambda common, rare: {**common, **rare},
+    st.dictionaries(st.sampled_from(_COMMON), st.integers(1, 3), min_size=3),
+    st.dictionaries(st.sampled_from(_RARE), st.integers(1, 9), max_size=2),
+)
+
+
+def _cori(index: RouteIndex, query: list[list[str]]) -> list[tuple[str, float, int]]:
+    """CORI as the module docstring states it, posting by posting: (library, score, words held)."""
+    libraries = index.libraries
+    split = index.split()
+    held_dfs = [dict(zip(*split[lib.key][1], strict=True)) for lib in libraries]  # term hash -> df
+    avg = sum(max(lib.vocabulary, 1) for lib in libraries) / len(libraries)
+    scores: dict[int, float] = {}
+    held: dict[int, int] = {}
+    for terms in query:
+        beliefs: dict[int, float] = {}
+        for term in terms:
+            h = term_hash(term)
+            holders = [n for n in range(len(libraries)) if h in held_dfs[n]]
+            if not holders:
+                continue
+            weight = math.log((len(libraries) + 0.5) / len(holders)) / math.log(len(libraries) + 1.0)
+            for n in holders:
+                df = held_dfs[n][h]
+                damp = 50.0 + 150.0 * max(libraries[n].vocabulary, 1) / avg
+                beliefs[n] = beliefs.get(n, 0.0) + df / (df + damp) * (weight * (1.0 / len(terms)))
+        for n, b in beliefs.items():
+            scores[n] = scores.get(n, 0.0) + b
+            held[n] = held.get(n, 0) + 1
+    ranked = sorted(scores, key=lambda n: (-scores[n], libraries[n].key))
+    return [(libraries[n].library_id, scores[n], held[n]) for n in ranked]
+
+
+@given(
+    st.lists(_vocabulary, min_size=2, max_size=30),
+    st.lists(st.lists(st.sampled_from(_COMMON + _RARE), min_size=1, max_size=2), min_size=1, max_size=4),
+    st.integers(1, 5),
+)
+@settings(max_examples=200, deadline=None)
+def test_routing_scores_are_cori_posting_by_posting(
+    vocabularies: list[dict[str, int]], query: list[list[str]], limit: int
+) -> None:
+    index = _index({f"lib{i:02d}": v for i, v in enumerate(vocabularies)})
+    expected = _cori(index, query)
+    assert [(c.library.library_id, c.score, c.matched) for c in index.score(query)] == expected
+    assert [c.library.library_id for c in index.score(query, limit=limit)] == [x[0] for x in expected][:limit]
 
 
 @given(st.binary(max_size=400))
