@@ -1,28 +1,33 @@
 """Routing quality and speed of a search across many libraries (issue 22): recall of the K chosen, latency.
 
-The five shared corpora (zh, ja, ko, large-en, medium-en; built with ``quality.ensure_bundles``) are
-served together with N generated distractor libraries (``generate_distractors``: small libraries cut
-from text that is not from those corpora, the real llms.txt files of ``llms-txt-wild`` and the pages
-of ``html-rustbook``; any function with its signature can stand in, e.g. a catalogue generator
-``generate(root, n, seed)``). Then, through the server's own ``Docs`` (the path of the MCP tool):
+The five shared corpora (zh, ja, ko, large-en, medium-en; built once with ``quality.ensure_bundles``
+into ``<bundles>/corpora`` and hard-linked into each catalogue) are served together with N distractor
+libraries (``generate_distractors``): the first ``--built`` (300) are small libraries built through the
+indexer from text that is not from those corpora (3-8 pages cut from the real llms.txt files of
+``llms-txt-wild`` and the pages of ``html-rustbook``), the others copies of those under new ids, so
+10,000 take about 3 minutes instead of 40 and each vocabulary is shared by N / 300 libraries (see
+``generate_distractors``). Then, through the server's own ``Docs`` (the path of the MCP tool):
 
 - routing recall: for each question of the graded sets whose corpus is served (``benchmarks/queries``;
   each set names its corpus), whether that corpus is among the K libraries the routing index chooses
   (target: at least 95 %), per set and overall;
-- the routing index: its build time from the records, its size;
-- cross-library ``search_documents`` latency on warm libraries (every question asked once first, then
-  timed), p50 / p99 (targets at thousands of libraries: 100 ms / 500 ms), and how many answers were
-  ``stopped``.
+- the routing index: its build time from the records and reusing every entry, its size;
+- cross-library ``search_documents`` latency, p50 / p99 (targets at thousands of libraries: 100 ms /
+  500 ms on warm libraries): every question asked once first, then each timed, and timed again right
+  away (its libraries then open, past ``--max-open``'s least recently used); how many answers were
+  ``stopped``, how many library searches were skipped and why, and the file descriptors held.
 
 It prints figures and asserts nothing. Run niced on a shared machine:
-``nice python benchmarks/routing_recall.py --corpora ../shared/corpora --distractors 300``.
+``nice python benchmarks/routing_recall.py --corpora ../shared/corpora --distractors 1000 10000``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -55,13 +60,56 @@ def _sources(corpora: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
-def generate_distractors(root: Path, n: int, seed: int, corpora: Path | None = None) -> list[str]:
-    """Build ``n`` small libraries into ``root``: each 3-8 pages cut from one source (a contiguous run of
-    its sections), titled and described from its own words; returns their ids."""
+BUILT = 300  # distractors built through the indexer; the others are copies of them under new ids
+
+
+def generate_distractors(
+    root: Path, n: int, seed: int, corpora: Path | None = None, built: int = BUILT
+) -> list[str]:
+    """Write ``n`` small libraries into ``root``; returns their ids.
+
+    The first ``built`` (at most ``n``) are built through the indexer (``build_target``), each 3-8
+    pages cut from one source (a contiguous run of its sections), titled and described from its own
+    words; they are built once per seed into ``root``'s sibling ``distractors-<seed>`` and hard-linked
+    in. The others are copies of those under new identities (``catalog_scale._copy_as``: the manifest's
+    library, content hash and build id made again, the files hard-linked), so each is a valid bundle
+    whose routing record is its template's: ``n / built`` libraries share each vocabulary. That is
+    the harder case for routing (a template that outranks the right corpus does so ``n / built`` times
+    over, enough to fill K) at the cost of fewer distinct vocabularies.
+    """
+    from catalog_scale import _copy_as
+    from docbundle.bundle.layout import current_bundle
+    from docbundle.bundle.summary import update_summary
+
+    assert corpora is not None
+    real = min(n, built)
+    cache = root.parent / f"distractors-{seed}"
+    made = _build_distractors(cache, real, seed, corpora)
+    rng = random.Random(seed + 1)
+    ids = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        lib_id = f"lib{i:05d}"
+        ids.append(lib_id)
+        if (root / lib_id / "latest" / "CURRENT").exists():  # made by an earlier, smaller run
+            continue
+        if i < real:
+            shutil.copytree(cache / lib_id, root / lib_id, copy_function=os.link)
+            continue
+        template = current_bundle(cache / made[rng.randrange(real)] / "latest")
+        name = f"Library {i}"
+        _copy_as(template, root, lib_id, name, f"Documentation of {name}.", rng.choice(CATEGORIES))
+        if (i + 1) % 1000 == 0:
+            print(f"  {i + 1}/{n} distractors ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    update_summary(root)
+    return ids
+
+
+def _build_distractors(out: Path, n: int, seed: int, corpora: Path) -> list[str]:
+    """Build ``n`` distractors through the indexer into ``out`` (those already there are kept)."""
     from docbundle.indexer.config import load_config
     from docbundle.indexer.pipeline.build import build_target
 
-    assert corpora is not None
     sources = _sources(corpora)
     rng = random.Random(seed)
     made: list[str] = []
@@ -97,15 +145,15 @@ def generate_distractors(root: Path, n: int, seed: int, corpora: Path | None = N
         catalogue = load_config(config)
         t0 = time.perf_counter()
         for k, lib in enumerate(catalogue.libraries):
-            if (root / lib.id / "latest" / "CURRENT").exists():  # made by an earlier, smaller run
+            if (out / lib.id / "latest" / "CURRENT").exists():  # made by an earlier, smaller run
                 continue
             (target,) = catalogue.targets(lib)
-            outcome = build_target(target, root)
+            outcome = build_target(target, out)
             if outcome.status not in ("built", "unchanged"):
                 print(f"{lib.id}: {outcome.status}: {outcome.message}", file=sys.stderr)
             if (k + 1) % 100 == 0:
                 print(f"  {k + 1}/{n} distractors built ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    return made
+    return [i for i in made if (out / i / "latest" / "CURRENT").exists()]
 
 
 CATEGORIES = ("web", "data", "devops", "language", "cloud", "security", "ui", "tools")
@@ -116,16 +164,30 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def measure(bundles: Path, sets: list[str], k: int) -> None:
-    """Print routing recall per set, the index's build figures and search latency, over ``bundles``."""
+def _open_files() -> int:
+    """File descriptors this process holds (Linux; -1 elsewhere)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return -1
+
+
+def measure(bundles: Path, sets: list[str], k: int, retire_after: float | None = None) -> None:
+    """Print routing recall per set, the index's build figures and search latency, over ``bundles``.
+
+    ``retire_after``: seconds a bundle past ``--max-open`` stays open (None: the server's default).
+    """
     from docbundle.bundle.routeindex import ROUTING_INDEX, build_index
     from docbundle.bundle.search import query_words
     from docbundle.server.catalog import Catalog
     from docbundle.server.docs import Docs
     from docbundle.server.routing import MAX_ROUTE_WORDS, ROUTE_INDEX_WAIT_SECONDS
 
-    catalog = Catalog.load(bundles)
+    catalog = (
+        Catalog.load(bundles) if retire_after is None else Catalog.load(bundles, retire_after=retire_after)
+    )
     catalog.route_libraries = k
+    idle_fds = _open_files()
     docs = Docs(catalog)
     n = len(catalog.library_ids())
     (bundles / ROUTING_INDEX).unlink(missing_ok=True)
@@ -167,17 +229,28 @@ def measure(bundles: Path, sets: list[str], k: int) -> None:
     for _, _, text in questions:  # warm: every chosen library opened once
         docs.search(text)
     times: list[float] = []
-    stopped = 0
+    again: list[float] = []
+    stopped = skipped = 0
+    reasons: dict[str, int] = {}
     for _, _, text in questions:
-        t0 = time.perf_counter()
-        result = docs.search(text).result
-        times.append(time.perf_counter() - t0)
-        stopped += result.stopped
+        for timed in (times, again):  # the second: the same question right away, its libraries open
+            t0 = time.perf_counter()
+            result = docs.search(text).result
+            timed.append(time.perf_counter() - t0)
+            stopped += result.stopped
+            skipped += len(result.skipped or [])
+            for s in result.skipped or []:
+                why = s.reason.split(":")[0][:60]
+                reasons[why] = reasons.get(why, 0) + 1
+    worst = "; ".join(f"{n} x {r}" for r, n in sorted(reasons.items(), key=lambda x: -x[1])[:3])
     print(
-        f"search_documents without libraryId, warm ({len(times)} questions): "
+        f"search_documents without libraryId ({len(times)} questions, each asked once before): "
         f"p50 {1000 * statistics.median(times):.0f} ms, p99 {1000 * _percentile(times, 99):.0f} ms, "
-        f"max {1000 * max(times):.0f} ms; stopped {stopped}"
+        f"max {1000 * max(times):.0f} ms; asked again right away (its libraries open): "
+        f"p50 {1000 * statistics.median(again):.0f} ms, p99 {1000 * _percentile(again, 99):.0f} ms; "
+        f"stopped {stopped}; library searches skipped {skipped}" + (f" ({worst})" if worst else "")
     )
+    print(f"open files: {idle_fds} after loading the catalogue, {_open_files()} after the searches")
     catalog.close()
 
 
@@ -186,6 +259,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpora", type=Path, required=True, help="the shared corpora folder")
     parser.add_argument("--bundles", type=Path, help="bundles folder (kept; default: a temporary one)")
     parser.add_argument("--distractors", type=int, nargs="+", default=[300], help="N distractors (each run)")
+    parser.add_argument(
+        "--built",
+        type=int,
+        default=BUILT,
+        help="distractors built through the indexer; the others are copies of them under new ids",
+    )
+    parser.add_argument(
+        "--retire-after",
+        type=float,
+        help="seconds a bundle past --max-open stays open before it is closed (default: the server's)",
+    )
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--k", type=int, default=10, help="libraries a search routes to")
     parser.add_argument("--sets", nargs="+", help="query sets (default: those whose corpus is served)")
@@ -193,17 +277,21 @@ def main(argv: list[str] | None = None) -> int:
     sets = args.sets or sorted(p.stem for p in QUERIES_DIR.glob("*.toml") if set_corpus(p.stem) in CORPORA)
     with tempfile.TemporaryDirectory(prefix="docbundle-routing-") as tmp:
         base = args.bundles or Path(tmp)
+        shared = base / "corpora"  # the five corpora, built once, hard-linked into each catalogue
+        ensure_bundles(args.corpora, shared, CORPORA, quiet=True)
         for n in sorted(args.distractors):
             bundles = base / f"n{n}"
             bundles.mkdir(parents=True, exist_ok=True)
-            ensure_bundles(args.corpora, bundles, CORPORA, quiet=True)
+            for name in CORPORA:
+                if (shared / name).is_dir() and not (bundles / name).exists():
+                    shutil.copytree(shared / name, bundles / name, copy_function=os.link)
             have = sum(1 for p in bundles.glob("lib*/latest/CURRENT"))
             if have < n:
                 t0 = time.perf_counter()
-                generate_distractors(bundles, n, args.seed, args.corpora)
+                generate_distractors(bundles, n, args.seed, args.corpora, args.built)
                 print(f"{n} distractors built in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
             print(f"\n== 5 corpora + {n} distractors ==")
-            measure(bundles, sets, args.k)
+            measure(bundles, sets, args.k, args.retire_after)
     return 0
 
 

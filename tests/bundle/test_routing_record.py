@@ -4,12 +4,13 @@ bounds, and their readers refuse anything malformed with a format error (issue 2
 from __future__ import annotations
 
 import contextlib
+import math
 from pathlib import Path
 
 import pytest
 from buildkit import build_bundle, write_site
 from docbundle.bundle.errors import BundleFormatError
-from docbundle.bundle.routeindex import IndexedLibrary, RouteIndex, hash_record
+from docbundle.bundle.routeindex import IndexedLibrary, RouteIndex, hash_record, term_hash
 from docbundle.bundle.routing import (
     MAX_RECORD_BYTES,
     MAX_ROUTING_TERMS,
@@ -75,6 +76,9 @@ def test_any_bytes_decode_to_a_record_or_a_format_error(data: bytes) -> None:
         RoutingRecord(chunks=3, vocabulary=2, terms=["b", "a"], dfs=[1, 1]),  # not sorted
         RoutingRecord(chunks=3, vocabulary=2, terms=["a", "b"], dfs=[1]),  # lengths disagree
         RoutingRecord(chunks=3, vocabulary=1, terms=["a"], dfs=[9]),  # df over chunks
+        RoutingRecord(chunks=3, vocabulary=1, terms=["a"], dfs=[0]),  # df under 1
+        RoutingRecord(chunks=3, vocabulary=2, terms=["a", "a"], dfs=[1, 1]),  # repeated
+        RoutingRecord(chunks=3, vocabulary=2, terms=["", "a"], dfs=[1, 1]),  # empty
         RoutingRecord(chunks=3, vocabulary=1, terms=["x" * (MAX_TERM_BYTES + 1)], dfs=[1]),
         RoutingRecord(format=2, chunks=3, vocabulary=1, terms=["a"], dfs=[1]),
     ],
@@ -108,7 +112,62 @@ def test_the_routing_index_round_trips_and_finds_each_library_by_its_terms(
     split = index.split()
     for lib_id, freq in records.items():
         _, (hashes, dfs) = split[(lib_id, "latest")]
-        assert len(hashes) == len(dfs) == len(freq)
+        assert list(hashes) == sorted(hashes)
+        assert dict(zip(hashes, dfs, strict=True)) == {term_hash(t): df for t, df in freq.items()}
+    # Built again from what it split into, it is the same index, byte for byte.
+    again = RouteIndex.from_hashed([split[lib.key] for lib in index.libraries])
+    assert again.encode() == index.encode()
+
+
+_COMMON = ["api", "use", "data", "type", "error"]  # most libraries hold these
+_RARE = [f"rare{i}" for i in range(12)]  # a few each
+_vocabulary = st.builds(
+    lambda common, rare: {**common, **rare},
+    st.dictionaries(st.sampled_from(_COMMON), st.integers(1, 3), min_size=3),
+    st.dictionaries(st.sampled_from(_RARE), st.integers(1, 9), max_size=2),
+)
+
+
+def _cori(index: RouteIndex, query: list[list[str]]) -> list[tuple[str, float, int]]:
+    """CORI as the module docstring states it, posting by posting: (library, score, words held)."""
+    libraries = index.libraries
+    split = index.split()
+    held_dfs = [dict(zip(*split[lib.key][1], strict=True)) for lib in libraries]  # term hash -> df
+    avg = sum(max(lib.vocabulary, 1) for lib in libraries) / len(libraries)
+    scores: dict[int, float] = {}
+    held: dict[int, int] = {}
+    for terms in query:
+        beliefs: dict[int, float] = {}
+        for term in terms:
+            h = term_hash(term)
+            holders = [n for n in range(len(libraries)) if h in held_dfs[n]]
+            if not holders:
+                continue
+            weight = math.log((len(libraries) + 0.5) / len(holders)) / math.log(len(libraries) + 1.0)
+            for n in holders:
+                df = held_dfs[n][h]
+                damp = 50.0 + 150.0 * max(libraries[n].vocabulary, 1) / avg
+                beliefs[n] = beliefs.get(n, 0.0) + df / (df + damp) * (weight * (1.0 / len(terms)))
+        for n, b in beliefs.items():
+            scores[n] = scores.get(n, 0.0) + b
+            held[n] = held.get(n, 0) + 1
+    ranked = sorted(scores, key=lambda n: (-scores[n], libraries[n].key))
+    return [(libraries[n].library_id, scores[n], held[n]) for n in ranked]
+
+
+@given(
+    st.lists(_vocabulary, min_size=2, max_size=30),
+    st.lists(st.lists(st.sampled_from(_COMMON + _RARE), min_size=1, max_size=2), min_size=1, max_size=4),
+    st.integers(1, 5),
+)
+@settings(max_examples=200, deadline=None)
+def test_routing_scores_are_cori_posting_by_posting(
+    vocabularies: list[dict[str, int]], query: list[list[str]], limit: int
+) -> None:
+    index = _index({f"lib{i:02d}": v for i, v in enumerate(vocabularies)})
+    expected = _cori(index, query)
+    assert [(c.library.library_id, c.score, c.matched) for c in index.score(query)] == expected
+    assert [c.library.library_id for c in index.score(query, limit=limit)] == [x[0] for x in expected][:limit]
 
 
 @given(st.binary(max_size=400))

@@ -16,8 +16,11 @@ from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import SUMS, package
 from docbundle.bundle.routeindex import load_index
+from docbundle.server import install as installing
+from docbundle.server.cli import main as server_main
 from docbundle.server.errors import InstallError
 from docbundle.server.install import install
+from serverkit import install_golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1-early"  # predates routing records
 
@@ -41,6 +44,26 @@ def test_install_brings_the_routing_index_up_to_date(release: tuple[Path, str], 
     # The golden bundle predates routing records: its entry was derived from its search index.
     (entry,) = index.libraries
     assert entry.derived and [c.library.library_id for c in index.score([("useeffect",)])] == ["golden"]
+
+
+def test_installing_several_archives_rebuilds_the_routing_index_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``docbundle install A B C``: one routing index rebuild for the three (seconds each at 10,000)."""
+    built = tmp_path / "built"
+    for lib_id in ("golden", "second", "third"):
+        install_golden(built, lib_id)
+    entries = package(current_bundles(built), tmp_path / "release")
+    assert len(entries) == 3
+    rebuilds = []
+    real = installing.refresh_routing
+    monkeypatch.setattr(installing, "refresh_routing", lambda root: rebuilds.append(root) or real(root))
+    bundles = tmp_path / "bundles"
+    archives = [str(tmp_path / "release" / e.archive) for e in entries]
+    assert server_main(["install", *archives, "--bundles", str(bundles)]) == 0, capsys.readouterr().err
+    assert rebuilds == [bundles]
+    index = load_index(bundles)
+    assert index is not None and {lib for lib, _ in index.builds()} == {"golden", "second", "third"}
 
 
 def _resum(archive: Path) -> None:

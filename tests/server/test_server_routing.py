@@ -5,9 +5,11 @@ Through the MCP SDK client in memory."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -18,6 +20,7 @@ from docbundle.bundle.layout import current_bundle
 from docbundle.bundle.routeindex import ROUTING_INDEX, RouteIndex, load_index, update_index
 from docbundle.bundle.routing import ROUTING_FILE, read_record
 from docbundle.server import docs as docs_module
+from docbundle.server import routing as routing_module
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
 from mcp import Client
@@ -124,6 +127,46 @@ async def test_the_server_writes_the_routing_index_and_rebuilds_a_stale_one(root
     assert rebuilt is not None
     gitflow = current_bundle(root / "gitflow" / "latest").name
     assert rebuilt.builds()[("gitflow", "latest")] == gitflow
+
+
+async def test_while_a_stale_index_is_rebuilt_the_search_routes_by_its_unchanged_entries(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild that outlasts the wait (seconds, at thousands of libraries) does not turn the search
+    into a pass over the catalogue in order: the stale index routes, its changed entries left out."""
+    written, _ = update_index(root)
+    parts = written.split()
+    gitflow_entry, postings = parts.pop(("gitflow", "latest"))
+    liar = msgspec.structs.replace(gitflow_entry, build_id="20200101-000000000000")
+    (root / ROUTING_INDEX).write_bytes(RouteIndex.from_hashed([*parts.values(), (liar, postings)]).encode())
+    release = threading.Event()
+    real = routing_module.build_index
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        release.wait(30)  # bounded: the test releases it after its first search
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(routing_module, "build_index", held)
+    monkeypatch.setattr(routing_module, "ROUTE_INDEX_WAIT_SECONDS", 0.2)
+    try:
+        async with serve(root) as (client, _):
+            data, _ = await search(client, query="autovacuum bloat")
+            assert data["routing"]["method"] == "routed", data["routing"]
+            assert data["routing"]["chosen"][0] == "pgvac"
+            assert "the previous one was used" in data["routing"]["reason"]
+            assert "1 without a current routing record could not be chosen" in data["routing"]["reason"]
+            data, _ = await search(client, query="rebase reflog")
+            assert "gitflow" not in data["routing"]["chosen"]  # its entry names another build
+            release.set()
+            gitflow = current_bundle(root / "gitflow" / "latest").name
+            with anyio.fail_after(30):  # the rebuild writes the fresh index
+                while (got := load_index(root)) is None or got.builds()[("gitflow", "latest")] != gitflow:
+                    await anyio.sleep(0.05)
+            data, _ = await search(client, query="rebase reflog")
+            assert data["routing"]["chosen"][0] == "gitflow"
+            assert "previous one" not in data["routing"]["reason"]
+    finally:
+        release.set()
 
 
 async def test_a_new_build_makes_the_index_stale_and_the_server_follows_it(

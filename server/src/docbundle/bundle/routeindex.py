@@ -34,9 +34,11 @@ import heapq
 import itertools
 import logging
 import math
+import operator
 import sys
 from array import array
 from bisect import bisect_left
+from collections import defaultdict, deque
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -109,14 +111,27 @@ def _le(a: array[int]) -> bytes:
     return a.tobytes()
 
 
+def _each(calls: Iterable[object]) -> None:
+    """Run an iterator of calls to the end (``map`` of an append, at C speed: no Python loop)."""
+    deque(calls, maxlen=0)
+
+
 # One library's postings, hashed: term hashes (sorted) and their document frequencies.
 Hashed = tuple["array[int]", "array[int]"]
 
 
-def hash_record(record: RoutingRecord) -> Hashed:
-    """A record's terms as sorted hashes with their frequencies."""
-    pairs = sorted(zip((term_hash(t) for t in record.terms), record.dfs, strict=True))
-    return _u("Q") + array("Q", (h for h, _ in pairs)), _u("I") + array("I", (df for _, df in pairs))
+def hash_record(record: RoutingRecord, known: dict[str, int] | None = None) -> Hashed:
+    """A record's terms as sorted hashes with their frequencies. ``known``: the hashes of terms met
+    before (filled as it goes), so a term many libraries hold is hashed once per index build."""
+    memo: dict[str, int] = {} if known is None else known
+    new = set(record.terms).difference(memo)
+    memo.update(zip(new, map(term_hash, new), strict=True))
+    hashes = list(map(memo.__getitem__, record.terms))
+    order = sorted(range(len(hashes)), key=hashes.__getitem__)
+    return (
+        _u("Q") + array("Q", map(hashes.__getitem__, order)),
+        _u("I") + array("I", map(record.dfs.__getitem__, order)),
+    )
 
 
 @dataclass(frozen=True)
@@ -152,35 +167,33 @@ class RouteIndex:
     @classmethod
     def from_hashed(cls, entries: Sequence[tuple[IndexedLibrary, Hashed]]) -> RouteIndex:
         """Invert per-library hashed records into one index."""
-        postings: dict[int, list[int]] = {}
+        # One int per posting, library number above the frequency, appended to its term's list; the
+        # lists are then split into the two arrays by map (no Python loop per posting there).
+        postings: defaultdict[int, list[int]] = defaultdict(list)
         for number, (_, (hashes, dfs)) in enumerate(entries):
-            for h, df in zip(hashes, dfs, strict=True):
-                got = postings.get(h)
-                if got is None:
-                    postings[h] = [number, df]
-                else:
-                    got.append(number)
-                    got.append(df)
+            _each(map(list.append, map(postings.__getitem__, hashes), map((number << 32).__or__, dfs)))
         order = sorted(postings)
-        offsets, libs, dfs_out = _u("I"), _u("I"), _u("I")
-        offsets.append(0)
-        for h in order:
-            flat = postings[h]
-            libs.extend(flat[0::2])
-            dfs_out.extend(flat[1::2])
-            offsets.append(len(libs))
+        offsets = _u("I") + array(
+            "I", itertools.accumulate(map(len, map(postings.__getitem__, order)), initial=0)
+        )
+        packed = list(itertools.chain.from_iterable(map(postings.__getitem__, order)))
+        libs = _u("I") + array("I", map((32).__rrshift__, packed))
+        dfs_out = _u("I") + array("I", map(0xFFFFFFFF.__and__, packed))
         return cls([lib for lib, _ in entries], _u("Q") + array("Q", order), offsets, libs, dfs_out)
 
     def split(self) -> dict[tuple[str, str], tuple[IndexedLibrary, Hashed]]:
         """Every library's entry and postings (one pass over the index)."""
-        hashes: list[array[int]] = [_u("Q") for _ in self.libraries]
-        dfs: list[array[int]] = [_u("I") for _ in self.libraries]
-        for i, h in enumerate(self.hashes):
-            for p in range(self.offsets[i], self.offsets[i + 1]):
-                n = self.libs[p]
-                hashes[n].append(h)
-                dfs[n].append(self.dfs[p])
-        return {lib.key: (lib, (hashes[n], dfs[n])) for n, lib in enumerate(self.libraries)}
+        hashes: list[list[int]] = [[] for _ in self.libraries]
+        dfs: list[list[int]] = [[] for _ in self.libraries]
+        # Each posting's term hash, repeated by map over the offsets rather than a loop per term.
+        counts = map(operator.sub, itertools.islice(self.offsets, 1, None), self.offsets)
+        terms = itertools.chain.from_iterable(map(itertools.repeat, self.hashes, counts))
+        _each(map(list.append, map(hashes.__getitem__, self.libs), terms))
+        _each(map(list.append, map(dfs.__getitem__, self.libs), self.dfs))
+        return {
+            lib.key: (lib, (_u("Q") + array("Q", hashes[n]), _u("I") + array("I", dfs[n])))
+            for n, lib in enumerate(self.libraries)
+        }
 
     # -- reading and writing ---------------------------------------------------------------------------
 
@@ -335,6 +348,7 @@ def build_index(
     """
     kept = previous.split() if previous is not None else {}
     entries: list[tuple[IndexedLibrary, Hashed]] = []
+    known: dict[str, int] = {}  # term -> hash, for this build
     problems: list[str] = []
     for s in served:
         build = s.build_id
@@ -360,7 +374,7 @@ def build_index(
         lib = IndexedLibrary(
             s.library_id, s.version, build, record.chunks, record.vocabulary, record.cutoff, derived
         )
-        entries.append((lib, hash_record(record)))
+        entries.append((lib, hash_record(record, known)))
     return RouteIndex.from_hashed(entries), problems
 
 

@@ -177,7 +177,7 @@ def decode_list_cursor(cursor: str, filters: str, what: str = "list_libraries") 
 
 def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int) -> LibraryMatches:
     """The libraries that match ``name``, best first, at most ``limit``; a message when none or more."""
-    found, total = resolver.resolve(name, limit)
+    found, total, exact = resolver.resolve(name, limit)
     matches = [
         LibraryMatch(
             id=m.library.id,
@@ -199,6 +199,8 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
             f"No library matches {echo(name)}. Installed: {shown or '(none)'}. "
             "Call list_libraries to see them all with their descriptions."
         )
+    elif not exact:  # counted among the libraries the query's rarest word reaches
+        message = f"{max(total - limit, 0)} or more match(es) left out: raise limit to see them."
     elif total > limit:
         message = f"{total - limit} more match(es) left out: raise limit to see them."
     return LibraryMatches(query=clip(name, MAX_ECHO_CHARS), matches=matches, message=message)

@@ -17,10 +17,21 @@ library that matches every word of the query ranks above one that matches some. 
 without spaces or dashes is also compared with the id and name the same way ("sap ui5" finds
 "sapui5"). Every match says why in one line.
 
-Cost: the catalogue's words are indexed once per (re)load (each distinct word with the libraries and
-field holding it, a sorted list for prefixes, padded bigrams that find a typo's candidates), so a
-query costs what its words' near words hold, not a comparison with every library. The languages come
-from the catalogue summary, computed from the page titles once per build.
+In a big catalogue a word that reaches more than ``COMMON_SHARE`` of the libraries (and more than
+``COMMON_MATCHES``) is common, like a stop word: the "lib" every generated id holds, "toolkit" in
+every name. While the query has another word, a common one still adds to the score of the libraries
+the others reach, but makes no library a match on its own ("lib-00123" answers lib-00123, not it and
+9,999 libraries holding "lib"). A query of common words alone is ranked from the libraries its rarest
+word reaches when no other library can score above the last of the top ``limit`` (its count is then
+a lower bound, and the answer says "or more"), else from all of them.
+
+Cost: the catalogue's words are indexed once per (re)load (per field, each distinct word with the
+libraries holding it, the words sorted so a word's prefix extensions are one slice, counted by running
+sums without visiting them; padded bigrams per word length that find a typo's candidates), so a query
+costs what its words' near words hold, not a comparison with every library; a word's matches are
+taken best first and stop once every library it can reach has its best; only the scores that can be
+among the top are rounded and sorted. The languages come from the catalogue summary, computed from the
+page titles once per build.
 """
 
 from __future__ import annotations
@@ -85,6 +96,11 @@ LANGUAGES = {
 }
 WEIGHTS = {"id": 1.0, "name": 1.0, "language": 0.9, "category": 0.7, "description": 0.5}
 MIN_SCORE = 0.25  # below this a library is not offered as a match
+# A query word whose matches reach more than this share of the libraries, and more than
+# COMMON_MATCHES of them, is common: like a stop word, it makes no library a match on its own
+# (``_Index.matches``). The floor keeps a catalogue of a few hundred libraries ranked in full.
+COMMON_SHARE = 0.05
+COMMON_MATCHES = 200
 _WORD = re.compile(r"\w+")
 
 
@@ -126,105 +142,197 @@ def _bigrams(token: str) -> set[str]:
     return {padded[i : i + 2] for i in range(len(padded) - 1)}
 
 
+def _prefixed(tokens: list[str], word: str) -> tuple[int, int]:
+    """The range of the sorted ``tokens`` that start with ``word`` (``word`` itself included)."""
+    return bisect.bisect_left(tokens, word), bisect.bisect_left(tokens, word + "\U0010ffff")
+
+
 class _Vocabulary:
     """Every distinct word of the catalogue, with what finds the ones close to a query word without
-    comparing it to each: a sorted list (prefixes) and the words of each padded bigram (typos)."""
+    comparing it to each: a sorted list (prefixes) and, per padded bigram and word length, the words
+    holding it (typos)."""
 
     def __init__(self, tokens: Iterable[str]) -> None:
         self.sorted = sorted(set(tokens))
         self.known = set(self.sorted)
-        grams: dict[str, list[int]] = defaultdict(list)
+        grams: dict[tuple[str, int], list[int]] = defaultdict(list)
         for i, t in enumerate(self.sorted):
             for g in _bigrams(t):
-                grams[g].append(i)
-        self.grams = {g: array("I", ids) for g, ids in grams.items()}
+                grams[g, len(t)].append(i)
+        self.grams = {key: array("I", ids) for key, ids in grams.items()}
+
+    def prefixes(self, word: str) -> list[str]:
+        """The words of at least 3 letters that ``word`` (of at least 3) strictly extends, shortest first."""
+        return [p for k in range(3, len(word)) if (p := word[:k]) in self.known]
+
+    def typos(self, word: str) -> list[tuple[str, float]]:
+        """The words within ``word``'s allowed edits that are neither it nor a prefix or extension of it,
+        with their ``_closeness``; none for a word the catalogue holds as such ("lib-00123" is not also a
+        typo of its 700 neighbours).
+
+        Candidates share at least all but 3 per allowed edit of its padded bigrams (an edit changes at
+        most 3: a swap of neighbours), are within the allowed edits in length, and have letter counts
+        that differ by at most 2 per allowed edit, which every word within the allowed edits does; only
+        those are compared letter by letter.
+        """
+        allowed = len(word) // 4
+        if not allowed or word in self.known:
+            return []
+        grams = _bigrams(word)
+        need = len(grams) - 3 * allowed
+        lengths = range(max(len(word) - allowed, 1), len(word) + allowed + 1)
+        if need > 0:
+            counts = Counter(chain.from_iterable(self.grams.get((g, n), ()) for g in grams for n in lengths))
+            near: Iterable[str] = (self.sorted[i] for i, n in counts.items() if n >= need)
+        else:
+            near = (t for t in self.sorted if len(t) in lengths)
+        letters = dict(Counter(word))
+        out = []
+        for t in near:
+            if len(word) >= 3 and len(t) >= 3 and (t.startswith(word) or word.startswith(t)):
+                continue  # scored as a prefix
+            # an edit changes the letter counts by at most 2 (a swap of neighbours by none)
+            if _letter_distance(letters, t) <= 2 * allowed and (c := _closeness(word, t)) > 0:
+                out.append((t, c))
+        return out
 
     def close(self, word: str) -> list[tuple[str, float]]:
-        """The words ``_closeness`` scores above 0 against ``word``, with that score.
-
-        Candidates: the word itself, the words it prefixes or that prefix it, and for typos (only of a
-        word no library holds as such: "lib-00123" is not also a typo of its 700 neighbours) the words
-        sharing at least all but 3 per allowed edit of its padded bigrams (an edit changes at most 3:
-        a swap of neighbours) and whose letter counts differ by at most 2 per allowed edit, which every
-        word within the allowed edits does; only those are compared letter by letter.
-        """
-        found = {word} & self.known
+        """The words ``_closeness`` scores above 0 against ``word`` (typos only of a word no library
+        holds as such), with that score."""
+        found = [(word, 1.0)] if word in self.known else []
         if len(word) >= 3:
-            at = bisect.bisect_left(self.sorted, word)
-            while at < len(self.sorted) and self.sorted[at].startswith(word):
-                found.add(self.sorted[at])
-                at += 1
-            found.update(p for k in range(3, len(word)) if (p := word[:k]) in self.known)
-        allowed = len(word) // 4
-        if allowed and word not in self.known:  # a word the catalogue holds as such is no typo
-            grams = _bigrams(word)
-            need = len(grams) - 3 * allowed
-            if need > 0:
-                counts = Counter(chain.from_iterable(self.grams.get(g, ()) for g in grams))
-                near: Iterable[str] = (self.sorted[i] for i, n in counts.items() if n >= need)
-            else:
-                near = self.sorted
-            letters = Counter(word)
-            found.update(
-                t
-                for t in near
-                if abs(len(t) - len(word)) <= allowed
-                # an edit changes the letter counts by at most 2 (a swap of neighbours by none)
-                and _letter_distance(letters, Counter(t)) <= 2 * allowed
-            )
-        scored = ((t, _closeness(word, t)) for t in found)
-        return [(t, c) for t, c in scored if c > 0]
+            lo, hi = _prefixed(self.sorted, word)
+            found += [(t, 0.8) for t in self.sorted[lo:hi] if t != word]
+            found += [(p, 0.8) for p in self.prefixes(word)]
+        return found + self.typos(word)
 
 
-def _letter_distance(a: Counter[str], b: Counter[str]) -> int:
-    """How many letters the two words' letter counts differ by (L1 distance of the counts)."""
-    return sum(((a - b) + (b - a)).values())
+def _letter_distance(a: dict[str, int], b: str) -> int:
+    """How many letters the letter counts ``a`` and the letters of ``b`` differ by (L1 distance)."""
+    counts = dict(a)
+    for ch in b:
+        counts[ch] = counts.get(ch, 0) - 1
+    return sum(abs(n) for n in counts.values())
+
+
+# A group of one word's matches (``_Index._groups``): (score, field, the field's tokens scoring it, in
+# order, and how many library matches they hold).
+_Group = tuple[float, int, list[str], int]
 
 
 class _Index:
-    """The catalogue's words and, per word and field, the libraries holding it; built once per catalogue."""
+    """The catalogue's words and, per field and word, the libraries holding it; built once per catalogue.
+
+    Each field keeps its words sorted, so a word's prefix extensions in that field are one slice and
+    the libraries they reach one difference of running counts (``_reach``) without visiting them.
+    """
 
     def __init__(self, libs: list[LibraryEntry]) -> None:
         self.libs = libs
+        self.rank = [0] * len(libs)  # each library's place in id order (ties of a score go by id)
+        for place, i in enumerate(sorted(range(len(libs)), key=lambda i: libs[i].id)):
+            self.rank[i] = place
         self.langs = [library_languages(lib) for lib in libs]
-        postings: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        by_field: list[dict[str, list[int]]] = [defaultdict(list) for _ in FIELDS]
         whole: dict[str, list[int]] = defaultdict(list)
         for i, lib in enumerate(libs):
             for f, tokens in enumerate(_fields(lib, self.langs[i])):
                 for t in dict.fromkeys(tokens):
-                    postings[t][f].append(i)
+                    by_field[f][t].append(i)
             for x in dict.fromkeys(_compact(x) for x in (lib.id, lib.name) if x):
                 whole[x].append(i)
-        self.words = _Vocabulary(postings)
-        self.postings = {t: {f: array("I", ids) for f, ids in by.items()} for t, by in postings.items()}
+        self.words = _Vocabulary(chain.from_iterable(by_field))
+        self.postings = [{t: array("I", ids) for t, ids in field.items()} for field in by_field]
+        self.sorted = [sorted(field) for field in by_field]
+        self.reached: list[array[int]] = []  # per field: libraries reached by its words before each
+        for f, tokens in enumerate(self.sorted):
+            running = array("I", [0])
+            for t in tokens:
+                running.append(running[-1] + len(self.postings[f][t]))
+            self.reached.append(running)
         self.wholes = _Vocabulary(whole)
         self.whole_postings = {t: array("I", v) for t, v in whole.items()}
 
-    def _best(self, word: str) -> dict[int, tuple[float, int, str]]:
-        """Each library's best match of ``word``: (score, field, token); the first field and token on a tie."""
-        hits = sorted(
-            (-c * WEIGHTS[FIELDS[f]], f, token)
-            for token, c in self.words.close(word)
-            for f in self.postings[token]
-        )
+    def _groups(self, word: str) -> list[_Group]:
+        """``word``'s matches, best first: (weighted score, field, the field's tokens scoring that, how
+        many library matches they hold), ties by field; the tokens of a group in order (the first one a
+        library holds is named as its reason). A field's prefix extensions are one slice of its sorted
+        words, counted by the running counts without visiting them."""
+        groups: list[_Group] = []
+        typos = self.words.typos(word)
+        prefixes = self.words.prefixes(word) if len(word) >= 3 else []
+        for f, name in enumerate(FIELDS):
+            weight, postings = WEIGHTS[name], self.postings[f]
+            if word in postings:
+                groups.append((weight, f, [word], len(postings[word])))
+            if len(word) >= 3:
+                tokens = self.sorted[f]
+                lo, hi = _prefixed(tokens, word)
+                lo += lo < hi and tokens[lo] == word
+                shorter = [p for p in prefixes if p in postings]
+                if shorter or lo < hi:
+                    held = sum(len(postings[p]) for p in shorter) + self.reached[f][hi] - self.reached[f][lo]
+                    groups.append((0.8 * weight, f, shorter + tokens[lo:hi], held))
+            groups.extend((c * weight, f, [t], len(postings[t])) for t, c in typos if t in postings)
+        groups.sort(key=lambda g: (-g[0], g[1]))
+        return groups
+
+    def _best(
+        self, groups: list[_Group], within: set[int] | None = None
+    ) -> dict[int, tuple[float, int, str]]:
+        """Each library's best match in ``groups`` (``within`` these libraries only, when given): (score,
+        field, token); the first group and token on a tie. Stops once every library has its best."""
         found: dict[int, tuple[float, int, str]] = {}
-        for q, f, token in hits:
-            new = set(self.postings[token][f]).difference(found)
-            if new:
-                found.update(dict.fromkeys(new, (-q, f, token)))
+        everyone = len(self.libs) if within is None else len(within)
+        for score, f, tokens, _ in groups:
+            if len(found) >= everyone:
+                break
+            postings = self.postings[f]
+            for token in tokens:
+                ids = postings[token]
+                new = (within.intersection(ids) if within is not None else set(ids)).difference(found)
+                if new:
+                    found.update(dict.fromkeys(new, (score, f, token)))
         return found
 
-    def matches(self, wanted: list[str], limit: int | None = None) -> tuple[list[Match], int]:
+    def matches(self, wanted: list[str], limit: int | None = None) -> tuple[list[Match], int, bool]:
         """The libraries scoring at least ``MIN_SCORE`` for ``wanted``, best first (ties by id), at most
-        ``limit`` of them (None: all), and how many there are."""
+        ``limit`` of them (None: all), how many match, and whether that count is exact.
+
+        A word that reaches more than ``COMMON_SHARE`` of a big catalogue (and ``COMMON_MATCHES``) is
+        common: while the query has another word, the common ones add to the score of the libraries
+        the others reach but make no library a match on their own. A query of common words alone is
+        ranked from its rarest word's libraries when that settles the top ``limit`` (no other library
+        can score above the last of them; the count is then a lower bound), else from all of them.
+        """
         if not wanted:
-            return [], 0
-        best = [self._best(w) for w in wanted]
-        if len(best) == 1:
-            scores = {i: hit[0] for i, hit in best[0].items()}
+            return [], 0, True
+        groups = {w: self._groups(w) for w in dict.fromkeys(wanted)}
+        reach = {w: sum(g[3] for g in gs) for w, gs in groups.items()}
+        common_at = max(COMMON_MATCHES, COMMON_SHARE * len(self.libs))
+        rare = [w for w in groups if reach[w] <= common_at]
+        if not rare and len(groups) > 1 and limit is not None:
+            found, total, settled = self._rank(wanted, groups, [min(groups, key=reach.__getitem__)], limit)
+            if settled:
+                return found, total, False
+        found, total, _ = self._rank(wanted, groups, rare or list(groups), limit)
+        return found, total, True
+
+    def _rank(
+        self, wanted: list[str], groups: dict[str, list[_Group]], drivers: list[str], limit: int | None
+    ) -> tuple[list[Match], int, bool]:
+        """``matches`` over the libraries the ``drivers`` words reach (the other words scored on those
+        alone): the top, their count, and whether no other library can rank among the top ``limit``."""
+        best: dict[str, dict[int, tuple[float, int, str]]] = {w: self._best(groups[w]) for w in drivers}
+        if len(drivers) < len(groups):
+            reached = set(chain.from_iterable(best.values()))
+            best.update((w, self._best(g, reached)) for w, g in groups.items() if w not in best)
+        per_word = [best[w] for w in wanted]
+        if len(per_word) == 1:
+            scores = {i: hit[0] for i, hit in per_word[0].items()}
         else:
             totals: Counter[int] = Counter()
-            for b in best:
+            for b in per_word:
                 totals.update({i: hit[0] for i, hit in b.items()})
             scores = {i: q / len(wanted) for i, q in totals.items()}
         joined: dict[int, tuple[float, str]] = {}
@@ -235,10 +343,12 @@ class _Index:
                     if c * 0.95 > max(scores.get(i, 0.0), joined.get(i, (0.0, ""))[0]):
                         joined[i] = (c * 0.95, token)
             scores.update((i, q) for i, (q, _) in joined.items())
-        ranked = [(round(min(q, 1.0), 3), i) for i, q in scores.items()]
-        ranked = [(q, i) for q, i in ranked if q >= MIN_SCORE]
-        key = lambda item: (-item[0], self.libs[item[1]].id)  # noqa: E731 - one sort key, used twice
-        top = sorted(ranked, key=key) if limit is None else heapq.nsmallest(limit, ranked, key=key)
+        top, count = self._top(scores, limit)
+        # A library the drivers do not reach scores at most the other words' best over the query's words.
+        ceiling = sum(groups[w][0][0] for w in wanted if w not in drivers and groups[w]) / len(wanted)
+        settled = len(drivers) == len(groups) or (
+            limit is not None and len(top) == limit and top[-1][0] > round(ceiling, 3)
+        )
         out = []
         for score, i in top:
             lib, langs = self.libs[i], self.langs[i]
@@ -248,11 +358,30 @@ class _Index:
             else:
                 why = "; ".join(
                     _reason(w, FIELDS[b[i][1]], b[i][2], langs)
-                    for w, b in zip(wanted, best, strict=True)
+                    for w, b in zip(wanted, per_word, strict=True)
                     if i in b
                 )
             out.append(Match(lib, score, why, langs))
-        return out, len(ranked)
+        return out, count, settled
+
+    def _top(self, scores: dict[int, float], limit: int | None) -> tuple[list[tuple[float, int]], int]:
+        """The best ``limit`` (None: all) of ``scores`` at least ``MIN_SCORE`` (rounded to 3 places, ties
+        by id) and how many are. Only the scores that can be among them are rounded and sorted."""
+        values = sorted(scores.values())
+        count = len(values) - bisect.bisect_left(values, MIN_SCORE, key=_rounded)
+        if not count:
+            return [], 0
+        floor = MIN_SCORE if limit is None or limit >= count else _rounded(values[-limit])
+        lowest = values[bisect.bisect_left(values, floor, key=_rounded)]
+        rank = self.rank
+        pool = [(-_rounded(q), rank[i], i) for i, q in scores.items() if q >= lowest]
+        best = sorted(pool) if limit is None else heapq.nsmallest(limit, pool)
+        return [(-q, i) for q, _, i in best], count
+
+
+def _rounded(score: float) -> float:
+    """A score as answers show it and ranks use it: at most 1, rounded to 3 places."""
+    return round(min(score, 1.0), 3)
 
 
 def library_languages(lib: LibraryEntry) -> tuple[str, ...]:
@@ -277,9 +406,9 @@ class Resolver:
                 self._index = (generation, _Index(self.catalog.libraries()))
             return self._index[1]
 
-    def resolve(self, query: str, limit: int | None = None) -> tuple[list[Match], int]:
-        """The libraries matching ``query``, best first (ties by id), at most ``limit`` (None: all), and
-        how many match in all."""
+    def resolve(self, query: str, limit: int | None = None) -> tuple[list[Match], int, bool]:
+        """The libraries matching ``query``, best first (ties by id), at most ``limit`` (None: all), how
+        many match in all, and whether that count is exact (else it is a lower bound)."""
         raw = words(query)
         wanted = [w for w in raw if w not in FILLER] or raw
         return self.index().matches(wanted, limit)

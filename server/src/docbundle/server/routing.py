@@ -12,8 +12,10 @@ rebuilt in a background thread, reusing the entries whose build did not change, 
 bundle's routing record (checked against its manifest's sha256) or deriving it from the bundle's search
 index when the bundle has none; then written atomically into the bundles folder (kept in memory when the
 folder is read-only). A search waits for that at most ``ROUTE_INDEX_WAIT_SECONDS`` (cancellable, outside
-its time budget); without an index by then (or with routing off, ``--route-libraries 0``) it searches
-the libraries in catalogue order within its time budget, as before routing, and says why.
+its time budget). Not rebuilt by then (a catalogue of thousands of libraries takes seconds), it routes
+by the stale index when there is one, choosing only among the libraries whose entry still names the
+build they serve, and says so; without any index (or with routing off, ``--route-libraries 0``) it
+searches the libraries in catalogue order within its time budget, as before routing, and says why.
 
 Bounds: the query gives at most ``MAX_ROUTE_WORDS`` words; the answer names at most ``SHOWN`` libraries.
 """
@@ -63,6 +65,9 @@ class Router:
         self.catalog = catalog
         self._lock = threading.Lock()
         self._index: RouteIndex | None = None
+        # The last index that described some of the served builds: routed by (its unchanged entries
+        # only) while a fresh one is built, rather than searching in catalogue order.
+        self._stale: RouteIndex | None = None
         self._generation = -1  # the catalogue generation ``_index`` was checked against
         self._left_out: list[str] = []
         self._thread: threading.Thread | None = None
@@ -83,22 +88,28 @@ class Router:
         ]
 
     def index(self, wait: float, cancel: Deadline | None = None) -> tuple[RouteIndex | None, str]:
-        """The fresh routing index, or None and why not (a rebuild was started, or failed)."""
+        """The routing index and, when it is not the fresh one, why: None (no index: a rebuild was
+        started, or failed), or a stale one while it is rebuilt (its entries whose build changed are
+        not chosen: ``_choosable``)."""
         generation = self.catalog.generation
         with self._lock:
             if self._index is not None and self._generation == generation:
                 return self._index, ""
             current = {(s.library_id, s.version): s.build_id for s in self._served()}
             candidate = self._index
+            stale = candidate
             if self._thread is None and (candidate is None or candidate.stale(current)):
                 on_disk = load_index(self.catalog.root)
                 if on_disk is not None and not on_disk.stale(current):
                     candidate = on_disk
+                stale = stale or on_disk
             if candidate is not None and not candidate.stale(current):
                 self._index, self._generation = candidate, generation
                 return candidate, ""
+            if stale is not None:
+                self._stale = stale
             if self._failed is not None and time.monotonic() - self._failed[0] < RETRY_SECONDS:
-                return None, f"the routing index could not be built ({self._failed[1]})"
+                return self._stale, f"the routing index could not be built ({self._failed[1]})"
             if self._thread is None:
                 self._start_rebuild(candidate)
             done, started = self._done, self._started
@@ -107,7 +118,7 @@ class Router:
             if deadline.cancelled:
                 raise CancelledError()
             if deadline.expired():
-                return None, (
+                return self._stale, (
                     f"the routing index is being built (for {time.monotonic() - started:.1f} s so far)"
                 )
         return self.index(0.0, cancel)
@@ -137,6 +148,7 @@ class Router:
                 log.warning("left out of the routing index: %s", problem)
             with self._lock:
                 self._index, self._left_out, self._failed = index, left_out, None
+                self._stale = None
                 self._generation = -1  # checked against the catalogue at the next search
             log.info(
                 "routing index built: %d library versions in %.2f s",
@@ -166,6 +178,8 @@ class Router:
         index, why = self.index(ROUTE_INDEX_WAIT_SECONDS, cancel)
         if index is None:
             return Route(defaults, "unrouted", total, why)
+        if why:
+            why = f"{why}: the previous one was used"
         if not words:
             # Each library then says there is nothing to search for (stop words and question words only).
             return Route(
@@ -181,7 +195,9 @@ class Router:
         if len(ranked) < k:
             reason += f"; {len(ranked)} hold any of them"
         if missing:
-            reason += f"; {missing} without a routing record could not be chosen"
+            reason += f"; {missing} without a current routing record could not be chosen"
+        if why:
+            reason += f"; {why}"
         return Route(chosen, "routed", total, reason)
 
     def _defaults(self) -> list[VersionEntry]:
