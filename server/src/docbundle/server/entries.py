@@ -342,6 +342,8 @@ def _pick_default(versions: dict[str, VersionEntry]) -> str:
 
 def library_entry(library_id: str, versions: dict[str, VersionEntry]) -> LibraryEntry:
     """A library of these versions: its default picked, the default first, then the newest builds."""
+    if len(versions) == 1:  # most libraries (and a start over 10,000 of them builds one each)
+        return LibraryEntry(library_id, versions, next(iter(versions)))
     default = _pick_default(versions)
     rest = sorted((v for v in versions.values() if v.version != default), key=_built_at, reverse=True)
     return LibraryEntry(library_id, {default: versions[default], **{v.version: v for v in rest}}, default)
@@ -444,15 +446,15 @@ def _from_summary(
         versions: dict[str, VersionEntry] = {}
         for name, e in named[lib_id].items():
             was = served.versions.get(name) if served is not None else None
-            vdir = root / lib_id / name
             if was is not None and was.checked:
-                current = _current_text(vdir)
+                current = _current_text(root / lib_id / name)
                 same = was.build_id is not None and current == was.build_id
                 versions[name] = was if same else reading.load_version(lib_id, name, current)
             elif was is not None and was.build_id == e.build_id:
                 versions[name] = was
             else:
-                versions[name] = VersionEntry(lib_id, name, vdir / e.build_id, e, checked=False)
+                bundle = root.joinpath(lib_id, name, e.build_id)  # one path made, not three
+                versions[name] = VersionEntry(lib_id, name, bundle, e, checked=False)
         libraries[lib_id] = library_entry(lib_id, versions)
     return libraries, reading
 
