@@ -518,7 +518,7 @@ class Catalog:
                 versions: dict[str, VersionEntry] = {}
                 for name, entry in lib.versions.items():
                     before = old[lib_id].versions.get(name) if lib_id in old else None
-                    if before is not None and _same(before, entry):
+                    if before is not None and (before is entry or _same(before, entry)):
                         versions[name] = before
                     else:
                         versions[name] = entry
@@ -535,7 +535,8 @@ class Catalog:
                     extra.append(fd)  # already leased since an earlier (re)load
                 else:
                     self._leases[path] = fd
-            held = {e.bundle_path for lib in libraries.values() for e in lib.versions.values()}
+            # Only a checked version holds a lease.
+            held = {e.bundle_path for lib in libraries.values() for e in lib.versions.values() if e.checked}
             for path in [p for p in self._leases if p not in held]:
                 self._expiring.append((now + self.retire_after, None, self._leases.pop(path)))
             added = tuple(sorted(set(libraries) - set(old)))

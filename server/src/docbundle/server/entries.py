@@ -22,6 +22,7 @@ import re
 import threading
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -52,7 +53,7 @@ class VersionEntry:
 
     library_id: str
     version: str
-    bundle_path: Path | None
+    bundle: Path | None  # the bundle's folder (None when unknown, or when ``root`` makes it)
     meta: SummaryEntry | None
     problem: str | None = None  # set when the version was refused at start-up
     # No CURRENT yet: a first build or install between taking its lock and publishing (or one that
@@ -63,6 +64,16 @@ class VersionEntry:
     # False for an entry taken from the catalogue summary and not checked yet against its CURRENT (no
     # lease held): ``check_library`` checks it on first use.
     checked: bool = True
+    # The bundles folder of an unchecked entry: its bundle's path is made from it when first asked for
+    # (a start over 10,000 libraries makes no path at all).
+    root: Path | None = None
+
+    @cached_property
+    def bundle_path(self) -> Path | None:
+        """The folder of the bundle (None when unknown)."""
+        if self.bundle is None and self.root is not None and self.meta is not None:
+            return self.root.joinpath(self.library_id, self.version, self.meta.build_id)
+        return self.bundle
 
     @property
     def build_id(self) -> str | None:
@@ -453,8 +464,7 @@ def _from_summary(
             elif was is not None and was.build_id == e.build_id:
                 versions[name] = was
             else:
-                bundle = root.joinpath(lib_id, name, e.build_id)  # one path made, not three
-                versions[name] = VersionEntry(lib_id, name, bundle, e, checked=False)
+                versions[name] = VersionEntry(lib_id, name, None, e, checked=False, root=root)
         libraries[lib_id] = library_entry(lib_id, versions)
     return libraries, reading
 
