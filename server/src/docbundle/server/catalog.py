@@ -25,6 +25,7 @@ and each only with the content hash (and manifest bytes) it names.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -175,7 +176,8 @@ class Catalog:
             raise FileNotFoundError(f"bundles directory {root} does not exist or is not a directory")
         lockfile = LockFile.load(lock) if lock is not None else None
         seen = stamp(root)
-        libraries, reading = scan(root, lockfile)
+        with _collector_paused():
+            libraries, reading = scan(root, lockfile)
         _write_back(reading)
         if lockfile is not None:
             for lib, version in sorted(lockfile.pins):
@@ -606,6 +608,20 @@ class Catalog:
             thread.join(timeout=5)
 
         return cancel
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off meanwhile: reading a summary of 10,000 libraries makes
+    ~120,000 objects, none of them garbage, and the collections they would set off (each walking every
+    object of the process) took longer than the reading itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _warm(opened: OpenedLibrary, terms: int) -> None:
