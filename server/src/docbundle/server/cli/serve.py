@@ -12,7 +12,6 @@ import os
 import re
 import sys
 import threading
-import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -25,7 +24,6 @@ from ..catalog import (
     DEFAULT_RELOAD_SECONDS,
     DEFAULT_ROUTE_LIBRARIES,
     MAX_ROUTE_LIBRARIES,
-    WARM_DELAY_SECONDS,
     WARM_TERMS,
     Catalog,
 )
@@ -151,7 +149,6 @@ def _index_names_soon(server: DocbundleMCP) -> None:
 
     def build() -> None:
         server.answered.wait(NAMES_INDEX_WAIT_SECONDS)
-        time.sleep(WARM_DELAY_SECONDS)
         server.docs.resolver.index()
 
     threading.Thread(target=build, name="docbundle-names", daemon=True).start()
