@@ -504,7 +504,8 @@ class Catalog:
             listed = {(e.library_id, e.version) for e in self.entries()}
             served = dict(self._libraries)
         seen = stamp(self.root)
-        scanned, reading = scan(self.root, self.lock, listed, served)
+        with _collector_paused():
+            scanned, reading = scan(self.root, self.lock, listed, served)
         leases = reading.leases
         _write_back(reading)
         now = time.monotonic()
