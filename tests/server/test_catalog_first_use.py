@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import anyio.to_thread
+import msgspec
 import pytest
 from docbundle.bundle.layout import read_current, write_current
 from docbundle.bundle.summary import SUMMARY_NAME, read_summary, write_summary
@@ -190,8 +191,6 @@ def test_a_summary_entry_whose_names_are_not_folder_names_is_not_followed(tmp_pa
     install_golden(tmp_path / "outside", "lib-a", description="the one outside")
     Catalog.load(root).close()
     (entry,) = read_summary(root) or []
-    import msgspec
-
     escaped = msgspec.structs.replace(
         entry, version=msgspec.structs.replace(entry.version, name="../../outside/lib-a/latest")
     )
