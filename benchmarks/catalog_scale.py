@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/catalog_scale.py [--corpora ../shared/corpora] [--bundles DIR] [--work DIR]
                                        [--sizes 100,1000,10000] [--calls 1000] [--runs 3] [--seed 7]
+                                       [--reuse]
 
 For each N it generates N small libraries (``generate_catalog``: real bundles, each written by the
 indexer's own build in this process from a local three-page site, then copied under new ids with
@@ -19,6 +20,9 @@ into ``--work``/N, links in the five corpora's bundles (built once into ``--bund
    library, list_libraries pages, resolve_library, list_documents, get_document), bar ≤ 250 MB;
 3. the first list_libraries page: milliseconds and characters (text and JSON together), bar ≤ 16 KB;
 4. resolve_library p50/p99 over names of the catalogue (exact ids, names, typos, prefixes), bar 20 ms.
+
+``--reuse`` measures a catalogue already generated under ``--work`` (same N, same corpora) as it is,
+instead of generating it again (at N = 10,000 that takes minutes).
 
 It prints figures and asserts nothing. ``generate_catalog(root, n, seed)`` is importable (the
 cross-library search benchmark generates its distractor libraries with it).
@@ -39,7 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from process import memory
+from process import cpu_seconds, memory
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPORA = ("medium-en", "large-en", "ko", "zh", "ja")
@@ -230,6 +234,7 @@ async def _session(bundles: Path, libs: list[str], calls: int, seed: int) -> dic
             out["start"] = time.perf_counter() - t0
             out["first_error"] = float(first.is_error)
             pid = _server_pid()
+            out["start_cpu"] = cpu_seconds(pid) if pid else float("nan")
             out["rss_idle"] = memory(pid).get("VmRSS", float("nan")) if pid else float("nan")
             t1 = time.perf_counter()
             page = await client.call_tool("list_libraries", {})
@@ -316,6 +321,7 @@ def measure(bundles: Path, libs: list[str], calls: int, runs: int, seed: int) ->
     results = [anyio.run(_session, bundles, libs, calls if r == runs - 1 else 0, seed) for r in range(runs)]
     last = results[-1]
     last["start"] = statistics.median(r["start"] for r in results)
+    last["start_cpu"] = statistics.median(r["start_cpu"] for r in results)
     last.update({f"inproc_{k}": v for k, v in _resolve_in_process(bundles, libs, seed).items()})
     return last
 
@@ -329,6 +335,17 @@ def _link_corpora(bundles: Path, target: Path) -> list[str]:
     return linked
 
 
+def _reusable(root: Path, n: int) -> tuple[list[str], list[str]] | None:
+    """The corpora and generated ids of a catalogue generated earlier under ``root`` for this ``n``
+    (None when there is none, or it holds another number of libraries)."""
+    if not (root / "catalog.json").is_file():
+        return None
+    corpora = [name for name in CORPORA if (root / name).is_dir()]
+    ids = sorted(p.name for p in root.iterdir() if p.name.startswith("lib-") and p.is_dir())
+    wanted = 0 if n == 5 and corpora else n
+    return (corpora, ids) if len(ids) == wanted else None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpora", type=Path, default=ROOT.parent / "shared" / "corpora")
@@ -338,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the catalogues already under --work when they fit"
+    )
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="docbundle-catalog-scale-"))
     corpora_bundles: Path | None = None
@@ -350,14 +370,19 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for n in sizes:
         root = work / f"n{n}"
-        if root.exists():
-            shutil.rmtree(root)
-        root.mkdir(parents=True)
-        corpora = _link_corpora(corpora_bundles, root) if corpora_bundles else []
-        t0 = time.perf_counter()
-        ids = generate_catalog(root, 0 if n == 5 and corpora else n, args.seed)
-        made = time.perf_counter() - t0
-        if corpora:
+        reused = _reusable(root, n) if args.reuse else None
+        if reused is not None:
+            corpora, ids = reused
+            made = 0.0
+        else:
+            if root.exists():
+                shutil.rmtree(root)
+            root.mkdir(parents=True)
+            corpora = _link_corpora(corpora_bundles, root) if corpora_bundles else []
+            t0 = time.perf_counter()
+            ids = generate_catalog(root, 0 if n == 5 and corpora else n, args.seed)
+            made = time.perf_counter() - t0
+        if corpora and reused is None:
             from docbundle.bundle.summary import update_summary
 
             update_summary(root)
@@ -368,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         fig = measure(root, libs, args.calls if n != 5 else 0, args.runs, args.seed)
         rows.append((n, fig))
         print(
-            f"  start → first answer {fig['start']:.2f} s; RSS idle {fig['rss_idle'] / 1:.0f} MB, after "
+            f"  start → first answer {fig['start']:.2f} s (server CPU {fig['start_cpu']:.2f} s); RSS idle {fig['rss_idle'] / 1:.0f} MB, after "
             f"{args.calls if n != 5 else 0} calls {fig.get('rss_after', float('nan')):.0f} MB; list_libraries first page "
             f"{fig['list_ms']:.1f} ms, {fig['list_chars']:.0f} characters (total {fig['total']:.0f}); resolve_library "
             f"p50 {fig['resolve_p50']:.1f} ms, p99 {fig['resolve_p99']:.1f} ms over stdio (first call {fig['resolve_first']:.0f} ms); "
@@ -379,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     base = rows[0][1]["start"]
     for n, fig in rows[1:]:
         print(
-            f"N = {n}: start {fig['start'] / base:.2f}× N = 5 (bar 1.2×); first page {fig['list_chars'] / 1024:.1f} KB "
+            f"N = {n}: start {fig['start'] / base:.2f}× N = 5 (bar 1.2×), server CPU "
+            f"{fig['start_cpu'] / rows[0][1]['start_cpu']:.2f}×; first page {fig['list_chars'] / 1024:.1f} KB "
             f"(bar 16); RSS {fig.get('rss_after', float('nan')):.0f} MB (bar 250); resolve p99 {fig['inproc_p99']:.1f} ms "
             f"in-process, {fig['resolve_p99']:.1f} ms over stdio (bar 20)"
         )

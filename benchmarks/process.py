@@ -1,8 +1,9 @@
 """The servers a benchmark starts as subprocesses: stopping one, bounded (``stop``), and reading its memory
-(``memory``)."""
+(``memory``) and CPU time (``cpu_seconds``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,3 +32,13 @@ def memory(pid: int | str = "self", keys: Iterable[str] = ("VmRSS", "VmHWM")) ->
         if key in wanted:
             out[key] = int(rest.split()[0]) / 1024
     return out
+
+
+def cpu_seconds(pid: int | str = "self") -> float:
+    """The user + system CPU time a process has used so far, in seconds (nan off Linux): a figure that a
+    loaded machine inflates less than wall time."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -1,6 +1,7 @@
 """Issue 9, item 6: a build's pruning never deletes a bundle that a running server holds.
 
-A server leases the bundle ``CURRENT`` names at its start (a shared flock on its manifest). Two
+A server leases the bundle ``CURRENT`` names once it uses a library (lists, resolves or opens it: a
+shared flock on its manifest). Two
 rebuilds with ``keep = 1`` would delete it; the lease keeps it, the server answers from it, and once
 the server has exited the next build prunes it.
 """
@@ -45,8 +46,8 @@ def test_pruning_keeps_what_a_running_server_holds(site: Site, tmp_path: Path) -
         )
         with anyio.fail_after(120):
             async with Client(params) as client:
-                # The server has started (its catalogue holds a lease on the first build) but has not
-                # opened it yet: the two rebuilds below happen before its first search.
+                # The server has listed demo (so it checked demo's CURRENT and holds a lease on the
+                # first build) but has not opened it yet: the two rebuilds happen before its first search.
                 await client.call_tool("list_libraries", {})
                 for revision in (2, 3):
                     publish_site(site, revision=revision)

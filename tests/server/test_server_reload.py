@@ -296,8 +296,9 @@ def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(
 def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The catalogue reads beta's CURRENT (build X); before it takes its lease on X, a second build of
-    beta publishes Y and its prune (keep = 1) deletes X. That reading describes the race, not beta."""
+    """The catalogue reads beta's CURRENT (build X) on beta's first use; before it takes its lease on X,
+    a second build of beta publishes Y and its prune (keep = 1) deletes X. That reading describes the
+    race, not beta."""
     from docbundle.server import entries as entries_module
 
     root, work = tmp_path / "bundles", tmp_path / "work"
@@ -316,9 +317,9 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
     monkeypatch.setattr(entries_module, "take_lease", lease_after_a_publish)
     try:
         change = catalog.refresh()
-        assert raced, "the catalogue never read beta's first build"
         assert change.added == ("beta",) and not change.updated
         assert catalog.state(catalog.resolve("beta")) == ("available", None)
+        assert raced, "the catalogue never read beta's first build"
         assert catalog.resolve("beta").build_id == raced[0]
         assert _titles(catalog, "beta", "bees") == ["Guide to bees"]
         assert not catalog.refresh()

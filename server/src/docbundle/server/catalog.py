@@ -1,8 +1,12 @@
 """The catalogue of served libraries: manifests read at start-up, bundles opened (verified) on first use.
 
-Start-up reads, for every ``<root>/<libraryId>/<version>/``, the ``CURRENT`` pointer and the manifest of
-the bundle it names, nothing else: no hashing and no whoosh, so a server with many large bundles starts
-at once. A library version is opened the first time a request needs it: every file is checked against
+Start-up reads the catalogue summary (``catalog.json``) and lists the bundles folder, nothing else: no
+``CURRENT``, no manifest, no hashing and no whoosh, so a server with many libraries, or large ones,
+starts at once. A library is checked the first time a request needs it (a page of ``list_libraries``
+that shows it, a request that names it, a search that opens it): its versions' ``CURRENT`` read, their
+leases taken, and a version whose ``CURRENT`` names another build than the summary is read from its
+manifest instead (``entries.check_library``). A library version is opened the first time a request
+searches or reads it: every file is checked against
 the manifest's sha256 list (``verify_bundle``) *before* whoosh unpickles anything, then the index is
 opened without mmap and a ``BundleSearcher`` built over it. The result is cached; concurrent first
 requests for the same version wait on a per-version lock, so it is opened once. A version that fails to
@@ -21,6 +25,7 @@ and each only with the content hash (and manifest bytes) it names.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -36,6 +41,7 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, 
 from docbundle.bundle.summary import (
     SUMMARY_NAME,
     entry_from_manifest,
+    update_summary,
     write_summary_locked,
 )
 
@@ -45,10 +51,12 @@ from .entries import (
     LibraryEntry,
     OpenedLibrary,
     Reading,
+    Stamp,
     VersionEntry,
+    check_library,
     relative,
     scan,
-    signature,
+    stamp,
 )
 from .errors import (
     MAX_LIBRARY_ID_CHARS,
@@ -116,7 +124,7 @@ class Catalog:
         leases: dict[Path, int] | None = None,
         *,
         retire_after: float = RETIRE_AFTER_SECONDS,
-        seen: tuple[tuple[str, str, str], ...] | None = None,
+        seen: Stamp | None = None,
     ) -> None:
         self.root = root
         self._leases = dict(leases or {})
@@ -148,9 +156,12 @@ class Catalog:
         self.route_libraries = DEFAULT_ROUTE_LIBRARIES
         self._guard = threading.Lock()
         self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
+        # Held while the folder is read (a reload, the check of a library on its first use), so that a
+        # check and a reload never replace each other's entries.
+        self._reading = threading.Lock()
         self._closed = False
-        # What the bundles folder looked like when read (``signature``): given by ``load``, which read it.
-        self._signature = signature(root) if seen is None else seen
+        # What the bundles folder looked like before it was read (``stamp``): given by ``load``.
+        self._stamp = stamp(root) if seen is None else seen
         # Called (in the thread where it happened) with each event; a serving process's metrics listen.
         self.listeners: list[Listener] = []
 
@@ -158,13 +169,15 @@ class Catalog:
     def load(
         cls, root: Path, *, lock: Path | None = None, retire_after: float = RETIRE_AFTER_SECONDS
     ) -> Catalog:
-        """Read every library version's CURRENT under ``root`` and what its manifest says (from the
-        catalogue summary when it is current, else from the manifest, and then the summary is written
-        back when the folder is writable); nothing is opened."""
+        """The libraries under ``root``: from the catalogue summary, each checked on first use; without a
+        readable summary, or with a lock file, every version's CURRENT and manifest read now (and the
+        summary written back when it was stale and the folder is writable). Nothing is opened."""
         if not root.is_dir():
             raise FileNotFoundError(f"bundles directory {root} does not exist or is not a directory")
         lockfile = LockFile.load(lock) if lock is not None else None
-        libraries, reading = scan(root, lockfile)
+        seen = stamp(root)
+        with _collector_paused():
+            libraries, reading = scan(root, lockfile)
         _write_back(reading)
         if lockfile is not None:
             for lib, version in sorted(lockfile.pins):
@@ -180,7 +193,7 @@ class Catalog:
             lockfile,
             reading.leases,
             retire_after=retire_after,
-            seen=tuple(reading.signature),
+            seen=seen,
         )
 
     # -- lookups ------------------------------------------------------------------------------------
@@ -209,12 +222,58 @@ class Catalog:
         return len(held), sum(f.size for lib in held for f in lib.manifest.files)
 
     def library(self, library_id: str) -> LibraryEntry:
-        """The library with this id; raises InvalidIdError or UnknownLibraryError (listing the ids)."""
+        """The library with this id, checked (``check``); raises InvalidIdError or UnknownLibraryError
+        (listing the ids)."""
         lib_id = normalize_library_id(library_id)
         try:
-            return self._libraries[lib_id]
+            lib = self._libraries[lib_id]
         except KeyError:
             raise UnknownLibraryError(lib_id, self.library_ids()) from None
+        return self.check(lib)
+
+    def check(self, lib: LibraryEntry) -> LibraryEntry:
+        """``lib`` checked against the folder on its first use: each version's CURRENT read and its lease
+        taken; a version whose CURRENT names another build than the summary said is read from its
+        manifest, and the summary is brought up to date. Cheap once checked (nothing is read)."""
+        if lib.checked:
+            return lib
+        with self._reading:
+            now = self._libraries.get(lib.id)
+            if now is None or now.checked:
+                return now or lib  # removed meanwhile (by a reload), or checked by a concurrent request
+            fresh, reading = check_library(self.root, self.lock, now)
+            moved = [
+                (v.library_id, v.version)
+                for v in fresh.versions.values()
+                if not _same(now.versions[v.version], v)
+            ]
+            extra = []
+            with self._guard:
+                if self._closed:
+                    extra = list(reading.leases.values())
+                else:
+                    for path, fd in reading.leases.items():
+                        if path in self._leases:
+                            extra.append(fd)
+                        else:
+                            self._leases[path] = fd
+                    self._libraries[lib.id] = fresh
+                    if moved:
+                        self.generation += 1
+        for fd in extra:
+            os.close(fd)
+        for v in fresh.versions.values():
+            if v.problem and (v.library_id, v.version) in moved:
+                log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
+        if moved and self.lock is None:
+            log.info(
+                "%s named other builds than CURRENT for %s: read from the manifests",
+                SUMMARY_NAME,
+                ", ".join(f"{a}/{b}" for a, b in moved),
+            )
+            for library_id, version in moved:  # best effort, like every write of the summary
+                update_summary(self.root, library_id, version)
+        return fresh
 
     def resolve(self, library_id: str, version: str | None = None) -> VersionEntry:
         """The entry for a library version (``None`` or an absent "latest" mean the default version)."""
@@ -264,7 +323,16 @@ class Catalog:
         return self.open_entry(self.resolve(library_id, version))
 
     def open_entry(self, entry: VersionEntry) -> OpenedLibrary:
-        """Open the bundle of a catalogue entry once, whatever the number of concurrent callers."""
+        """Open the bundle of a catalogue entry once, whatever the number of concurrent callers (an
+        entry not checked yet is checked first, and the build its CURRENT names is the one opened)."""
+        if not entry.checked:
+            lib = self._libraries.get(entry.library_id)
+            checked = self.check(lib).versions.get(entry.version) if lib is not None else None
+            if checked is None:
+                raise LibraryUnavailableError(
+                    entry.library_id, entry.version, "it is no longer in the bundles folder"
+                )
+            entry = checked
         key = _key(entry)
         opened = self._opened.get(key)
         if opened is not None:
@@ -410,8 +478,13 @@ class Catalog:
     # -- live reload --------------------------------------------------------------------------------
 
     def changed(self) -> bool:
-        """Whether a CURRENT file, a library or a version changed since the last (re)load (cheap)."""
-        return signature(self.root) != self._signature
+        """Whether the bundles folder or its catalogue summary changed since the last (re)load: two
+        ``stat`` calls, whatever the number of libraries (``entries.stamp``).
+
+        Every publish, install and prune rewrites the summary, and a library folder added or removed
+        changes the folder. A CURRENT moved by hand, without any of them, is seen at the next change,
+        or when a request first uses that library."""
+        return stamp(self.root) != self._stamp
 
     def reload(self) -> CatalogChange:
         """Serve what the bundles folder holds now: new libraries and versions, new builds, removals.
@@ -423,9 +496,16 @@ class Catalog:
         """
         if self._closed:
             return CatalogChange()
+        with self._reading:
+            return self._reload()
+
+    def _reload(self) -> CatalogChange:
         with self._guard:
             listed = {(e.library_id, e.version) for e in self.entries()}
-        scanned, reading = scan(self.root, self.lock, listed)
+            served = dict(self._libraries)
+        seen = stamp(self.root)
+        with _collector_paused():
+            scanned, reading = scan(self.root, self.lock, listed, served)
         leases = reading.leases
         _write_back(reading)
         now = time.monotonic()
@@ -441,7 +521,7 @@ class Catalog:
                 versions: dict[str, VersionEntry] = {}
                 for name, entry in lib.versions.items():
                     before = old[lib_id].versions.get(name) if lib_id in old else None
-                    if before is not None and _same(before, entry):
+                    if before is not None and (before is entry or _same(before, entry)):
                         versions[name] = before
                     else:
                         versions[name] = entry
@@ -458,14 +538,15 @@ class Catalog:
                     extra.append(fd)  # already leased since an earlier (re)load
                 else:
                     self._leases[path] = fd
-            held = {e.bundle_path for lib in libraries.values() for e in lib.versions.values()}
+            # Only a checked version holds a lease.
+            held = {e.bundle_path for lib in libraries.values() for e in lib.versions.values() if e.checked}
             for path in [p for p in self._leases if p not in held]:
                 self._expiring.append((now + self.retire_after, None, self._leases.pop(path)))
             added = tuple(sorted(set(libraries) - set(old)))
             removed = tuple(sorted(set(old) - set(libraries)))
             self._libraries = libraries
             self.generation += 1
-            self._signature = tuple(reading.signature)
+            self._stamp = seen
         for fd in extra:
             os.close(fd)
         self.expire()
@@ -528,6 +609,20 @@ class Catalog:
             thread.join(timeout=5)
 
         return cancel
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off meanwhile: reading a summary of 10,000 libraries makes
+    ~120,000 objects, none of them garbage, and the collections they would set off (each walking every
+    object of the process) took longer than the reading itself."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _warm(opened: OpenedLibrary, terms: int) -> None:

@@ -33,7 +33,9 @@ MAX_CATEGORIES_SHOWN = 50
 
 
 def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
-    """One library as ``list_libraries`` shows it: its default version's build, counts and status."""
+    """One library as ``list_libraries`` shows it: its default version's build, counts and status
+    (the library checked first, so the build shown is the one its CURRENT names)."""
+    lib = catalog.check(lib)
     entry = lib.default
     state, reason = catalog.state(entry)
     m = entry.meta

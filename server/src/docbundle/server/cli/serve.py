@@ -12,7 +12,6 @@ import os
 import re
 import sys
 import threading
-import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -25,7 +24,6 @@ from ..catalog import (
     DEFAULT_RELOAD_SECONDS,
     DEFAULT_ROUTE_LIBRARIES,
     MAX_ROUTE_LIBRARIES,
-    WARM_DELAY_SECONDS,
     WARM_TERMS,
     Catalog,
 )
@@ -42,11 +40,13 @@ from ..words import plural
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, bundle_args, err, load, ways, where
 
 if TYPE_CHECKING:
-    from ..docs import Docs
     from ..http.app import HttpApp
     from ..keys import KeyStore
+    from ..mcp.server import DocbundleMCP
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+# resolve_library's word index is built once the first tool call has answered, or after this long.
+NAMES_INDEX_WAIT_SECONDS = 10.0
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 # serve options that only mean something over HTTP (argparse dest names, all defaulting to None).
@@ -142,14 +142,14 @@ def _non_negative_seconds(text: str) -> float:
     return value
 
 
-def _index_names_soon(docs: Docs) -> None:
+def _index_names_soon(server: DocbundleMCP) -> None:
     """Build resolve_library's word index in a background thread, once the first answer has gone (a
-    catalogue of thousands of libraries takes a second or more; the first resolve_library then waits
-    for it rather than building it)."""
+    catalogue of thousands of libraries takes a second or more, which the first answer must not wait
+    for; the first resolve_library then waits for it rather than building it)."""
 
     def build() -> None:
-        time.sleep(WARM_DELAY_SECONDS)
-        docs.resolver.index()
+        server.answered.wait(NAMES_INDEX_WAIT_SECONDS)
+        server.docs.resolver.index()
 
     threading.Thread(target=build, name="docbundle-names", daemon=True).start()
 
@@ -301,7 +301,7 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from ..stdio import exit_when_threads_linger, serve_stdio
 
     server = create_server(catalog)
-    _index_names_soon(server.docs)
+    _index_names_soon(server)
     # Semantic search's query encoder loads in a background thread while the client connects (only when
     # a library has vectors and the extra is installed; numpy and the model are not imported otherwise).
     catalog.start_encoder()
@@ -384,7 +384,7 @@ def _listen(
         _no_libraries_warning(catalog, args)
     host: str = args.host
     mcp = create_server(catalog)
-    _index_names_soon(mcp.docs)
+    _index_names_soon(mcp)
     app = HttpApp(mcp, catalog, keys, _http_options(args))
     try:
         sock = bind_socket(host, args.port)

@@ -23,6 +23,7 @@ before it, so a client that never asks sees only answers), from 2026-07-28 with
 
 from __future__ import annotations
 
+import threading
 import time
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
@@ -115,6 +116,8 @@ class DocbundleMCP(MCPServer[Any]):
         self._published: dict[str, MCPTool] = {}
         # Per tool: its parameters and the required ones, as the SDK built them from the function.
         self._params: dict[str, tuple[list[str], list[str]]] = {}
+        # Set once a tool call has answered: work a server defers past its first answer waits for it.
+        self.answered = threading.Event()
 
     def capabilities(self, protocol_version: str | None = None) -> ServerCapabilities:
         """What this server supports: the one answer of ``initialize`` and ``server/discover``.
@@ -188,6 +191,8 @@ class DocbundleMCP(MCPServer[Any]):
             if rctx is not None:
                 await send_client_log(rctx, "error", f"{name} failed: {exc}")
             raise
+        finally:
+            self.answered.set()
         if rctx is not None and isinstance(answer, CallToolResult):
             await _log_call(rctx, name, answer, time.monotonic() - started)
         return answer
