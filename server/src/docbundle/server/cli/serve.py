@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -288,18 +289,24 @@ def _raise_file_limit() -> None:
 
 def _serve_stdio(args: argparse.Namespace) -> int:
     _raise_file_limit()
+    # The SDK first, then the catalogue: importing it creates many objects, and the cyclic collector
+    # passes it sets off would each walk every entry of a big catalogue (0.2 s at 10,000 libraries).
+    import anyio
+
+    from ..mcp.server import create_server
+    from ..stdio import exit_when_threads_linger, serve_stdio
+
     catalog = load(args)
+    # What exists now (modules, the catalogue) lives as long as the server: out of the collector's
+    # sight, so the imports and opens that follow (whoosh at the first search, the query encoder) do
+    # not walk a big catalogue at each pass. Objects frozen are still freed when nothing refers to them.
+    gc.freeze()
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.route_libraries = args.route_libraries
     catalog.max_open = args.max_open
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
-    import anyio
-
-    from ..mcp.server import create_server
-    from ..stdio import exit_when_threads_linger, serve_stdio
-
     server = create_server(catalog)
     _index_names_soon(server)
     # Semantic search's query encoder loads in a background thread while the client connects (only when
