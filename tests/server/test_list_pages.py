@@ -4,6 +4,7 @@ total), resources/list in pages, and item 6's bound on the bundles open at once.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from clikit import server_cli
 from docbundle.server.budget import estimate_tokens
-from docbundle.server.catalog import Catalog
+from docbundle.server.catalog import EVICT_AFTER_SECONDS, RETIRE_AFTER_SECONDS, Catalog
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 from serverkit import call, connect, install_golden
@@ -164,6 +165,23 @@ async def test_past_max_open_the_least_recently_used_bundle_is_closed(many_root:
             "available",
             "ready",
         ]
+    finally:
+        catalog.close()
+
+
+async def test_a_bundle_past_max_open_is_closed_within_seconds_not_a_minute(many_root: Path) -> None:
+    """A search across a big catalogue opens many bundles: one closed past --max-open must not hold its
+    files for the minute a build replaced by a reload is given (thousands of descriptors at scale)."""
+    catalog = Catalog.load(many_root)  # the server's grace times
+    catalog.max_open = 2
+    try:
+        async with connect(catalog) as c:
+            for lib in ("lib-000", "lib-001", "lib-002"):
+                assert (await call(c, "search_documents", query="useEffect cleanup", libraryId=lib))["hits"]
+        assert catalog.open_count() == 3  # lib-000 retired, open for requests still reading it
+        assert catalog.expire(time.monotonic() + EVICT_AFTER_SECONDS + 0.5) == 1
+        assert catalog.open_count() == 2 and EVICT_AFTER_SECONDS < RETIRE_AFTER_SECONDS
+        assert catalog.state(catalog.resolve("lib-000"))[0] == "available"  # opened again when asked
     finally:
         catalog.close()
 
