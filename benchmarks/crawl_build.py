@@ -4,18 +4,22 @@ Usage: python benchmarks/crawl_build.py --corpora ../shared/corpora medium-en la
 
 For each corpus it prints, for a cold run (empty crawl cache, no previous bundle) and a warm run (cache
 filled, bundle present, nothing changed): crawl seconds and pages/s, build (parse + chunk + hash + index
-+ write) seconds and pages/s, and the whole run's seconds. It asserts nothing.
++ write) seconds and pages/s, and the whole run's seconds. It asserts nothing. It measures the build
+without embedding (``DOCBUNDLE_EMBED=0`` unless set): with the semantic extra installed a cold large-en
+would embed 5,500 sections for half an hour; ``benchmarks/semantic_cost.py`` measures that.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("DOCBUNDLE_EMBED", "0")
 sys.path.insert(0, str(ROOT / "tests"))
 
 from docbundle.bundle.reader import verify_bundle  # noqa: E402
