@@ -59,7 +59,9 @@ def test_lookup_errors_say_what_exists(catalog: Catalog) -> None:
         catalog.resolve("nope")
     with pytest.raises(UnknownVersionError, match=r"has no version '3.x'. Versions: 2.x, 1.x"):
         catalog.resolve("demo", "3.x")
-    with pytest.raises(InvalidIdError, match=r"ids are lower-case letters, digits and .-., at most 64 characters"):
+    with pytest.raises(
+        InvalidIdError, match=r"ids are lower-case letters, digits and .-., at most 64 characters"
+    ):
         catalog.resolve("../etc")
     with pytest.raises(InvalidIdError, match="invalid version"):
         catalog.resolve("demo", "../1.x")

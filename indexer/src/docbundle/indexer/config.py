@@ -292,7 +292,9 @@ def _check_library(config: Path, i: int, lib: LibraryConfig, seen: set[str]) -> 
     names = [v.name for v in lib.version]
     for v in lib.version:
         if not VERSION_RE.match(v.name):
-            raise ConfigError(f"{where}: key 'version.name': {v.name[:80]!r} is not a version name: {VERSION_RULE}")
+            raise ConfigError(
+                f"{where}: key 'version.name': {v.name[:80]!r} is not a version name: {VERSION_RULE}"
+            )
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: key 'version.name': duplicate version names")
     if lib.version and sum(v.latest for v in lib.version) > 1:
