@@ -66,7 +66,7 @@ from .collect import CrawledPage, candidates, inline_pages, listed_links, page_i
 from .fetched import FetchResult, Guard
 from .follow import FOLLOWED_SECTION, FollowScope, fetch_robots, origin
 from .llmstxt import LlmsLink, LlmsTxt
-from .prepare import FAILURE_KIND, PageJob, Prepared, prepare_all, start_workers
+from .prepare import FAILURE_KIND, Ahead, PageJob, Prepared, prepare_all, start_workers
 from .progress import Progress, ProgressFactory, QuietProgress
 from .scope import CrawlScope
 from .semantic import VectorPlan, build_hash, embedding_requested, make_vectors, plan_vectors
@@ -108,6 +108,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     pruned: list[str] = []
     crawl_seconds: float = 0.0
     build_seconds: float = 0.0
+    prepared_ahead: int = 0  # pages the workers prepared while the crawl ran (``prepare.Ahead``)
     embedded: int = 0  # chunks embedded by this build (semantic vectors)
     reused: int = 0  # chunks whose vector was copied from the previous bundle
     embed_seconds: float = 0.0  # reuse and embedding, within build_seconds
@@ -153,6 +154,8 @@ class BuildRun:
         self.scope = CrawlScope.for_source(target.source, lib.allow_hosts, target.local_root)
         self.outcome = Outcome(library=lib.id, version=version.name, status="failed", source=target.source)
         self.label = f"{lib.id}@{version.name}"
+        self.ahead: Ahead | None = None  # pages prepared while the crawl runs (``_offer``)
+        self._source: Source | None = None
 
     def run(self) -> Outcome:
         """Build under the version lock; a library-level failure is recorded in the outcome, not raised."""
@@ -192,18 +195,29 @@ class BuildRun:
 
     def _build_locked(self) -> None:
         """Under the version lock: crawl, and publish a bundle unless nothing changed."""
-        target, outcome = self.target, self.outcome
+        target = self.target
         plan = plan_vectors(target.library.semantic, embedding_requested(self.embed))
         t0 = time.perf_counter()
         started = now()
         start_workers()  # a worker starts while the crawl runs (the process keeps it for later builds)
+        current = write.current_manifest(self.vdir)
+        self.ahead = Ahead()
+        try:
+            self._crawl_and_write(current, plan, t0, started)
+        finally:
+            self.ahead.close()
+
+    def _crawl_and_write(
+        self, current: Manifest | None, plan: VectorPlan, t0: float, started: datetime
+    ) -> None:
+        """The crawl, then the bundle unless nothing changed (``_build_locked``'s body)."""
+        target, outcome = self.target, self.outcome
         src, pages = asyncio.run(self._crawl())
         outcome.crawl_seconds = round(time.perf_counter() - t0, 3)
 
         t1 = time.perf_counter()
         kind = "directory" if src.result is None and not is_url(target.source) else src.llms.kind
         ihash = input_hash(target, kind, pages, plan.key)
-        current = write.current_manifest(self.vdir)
         if current is not None and current.build.input_hash in {
             input_hash(target, kind, pages, key) for key in plan.input_keys(current)
         }:
@@ -237,6 +251,7 @@ class BuildRun:
         """Fetch the llms.txt and every page of the build through one crawl session."""
         async with CrawlSession(self.scope, self.target.crawl, self.cache) as session:
             src = await fetch_source(self.target, session)
+            self._source = src
             self.outcome.conformance = [
                 f"line {i.line}: {i.code}: {i.message}" for i in src.llms.issues if i.deviation
             ]
@@ -248,11 +263,35 @@ class BuildRun:
         return src, pages
 
     async def _crawl_level(
-        self, session: CrawlSession, urls: list[str], label: str, guard: Guard | None = None
+        self, session: CrawlSession, links: list[LlmsLink], label: str, guard: Guard | None = None
     ) -> list[FetchResult]:
-        """Crawl ``urls`` (results in input order) with a progress display."""
-        with self._display(len(urls), label) as bar:
-            return await session.crawl(urls, on_result=bar.update, guard=guard)
+        """Crawl the pages of ``links`` (results in input order) with a progress display, handing each
+        page to the workers as it arrives (``_offer``)."""
+        by_url = {link.url: link for link in links}
+
+        def arrived(res: FetchResult) -> None:
+            bar.update(res)
+            link = by_url.get(res.url)
+            if link is not None:
+                self._offer(link, res)
+
+        with self._display(len(links), label) as bar:
+            return await session.crawl([link.url for link in links], on_result=arrived, guard=guard)
+
+    def _offer(self, link: LlmsLink, res: FetchResult) -> None:
+        """Give a fetched page to the workers now, with the job it will most likely have (its document
+        id before any collision is numbered): the crawl leaves them idle. Not a page revalidated from
+        the crawl cache (304): a build in which nothing changed then prepares nothing ahead. A site
+        without validators sends every page again, so its pages are prepared ahead and, when nothing
+        changed, dropped (``Ahead.close``): CPU that the crawl would have left idle."""
+        src = self._source
+        if self.ahead is None or src is None or not res.ok or res.text is None or res.not_modified:
+            return
+        page = CrawledPage(link, res, res.text)
+        (job,) = make_jobs(
+            [page], [doc_path(link.url, src.base_url)], self.target, src.result is None, src.base_url
+        )
+        self.ahead.offer(link.url, job)
 
     async def _crawl_listed(self, session: CrawlSession, llms: LlmsTxt) -> list[CrawledPage]:
         """Crawl the pages the llms.txt links (selected, deduplicated, capped), recording what failed."""
@@ -265,7 +304,7 @@ class BuildRun:
             raise FetchError(
                 target.source, "the llms.txt lists no documents (no links and no inline docs)", kind="empty"
             )
-        results = await self._crawl_level(session, [link.url for link in links], self.label)
+        results = await self._crawl_level(session, links, self.label)
         landed: set[str] = set()
         pages = self._record(links, results, landed)
         if lib.follow is not None:
@@ -326,8 +365,8 @@ class BuildRun:
             budget -= len(urls)
             outcome.pages_followed += len(urls)
             guard = reach.refusal if reach is not None else None
-            results = await self._crawl_level(session, urls, f"{self.label} followed", guard)
             links = [LlmsLink(title="", url=u, section=FOLLOWED_SECTION) for u in urls]
+            results = await self._crawl_level(session, links, f"{self.label} followed", guard)
             recorded = self._record(links, results, landed)
             out += recorded
             level = [p for p in recorded if p.text is not None]
@@ -400,8 +439,11 @@ class BuildRun:
         """Prepare every page into ``index`` (not yet committed) and hash the content into the outcome."""
         target, outcome = self.target, self.outcome
         lib = target.library
+        keys = [page.link.url for page in pages if page.text is not None]  # make_jobs's pages
+        prepared = self.ahead.results(list(zip(keys, jobs, strict=True))) if self.ahead else prepare_all(jobs)
         with self._display(len(jobs), self.label, verb="indexed") as bar:
-            asm = assemble(pages, ids, _counted(prepare_all(jobs), bar), target, base_url, index)
+            asm = assemble(pages, ids, _counted(prepared, bar), target, base_url, index)
+        outcome.prepared_ahead = self.ahead.taken if self.ahead else 0
         outcome.obtained = obtained_mix(asm.sources)
         for s in asm.sources:
             if s.error_kind == FAILURE_KIND:

@@ -37,7 +37,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from multiprocessing.connection import Connection, wait
@@ -305,7 +305,7 @@ def page_deadline(budget: float) -> float:
     return 4 * budget + 10
 
 
-def prepare_all(jobs: list[PageJob], workers: int | None = None) -> Iterator[Prepared]:
+def prepare_all(jobs: list[PageJob], workers: int | None = None) -> Generator[Prepared, None, None]:
     """Prepare every job, in order, in worker processes with a per-page budget (see the module docstring).
 
     Small jobs use one worker (parallelism would not repay starting more); ``workers=0`` (or
@@ -332,6 +332,166 @@ def prepare_all(jobs: list[PageJob], workers: int | None = None) -> Iterator[Pre
             yield from pool.run(jobs, n, page_budget())
         finally:
             pool.close()
+
+
+#: Page text (characters) a build may prepare while its crawl still runs (``Ahead``); past it, the rest
+#: waits for the crawl's end, so what is held ahead of the index stays bounded (the prepared pages of
+#: large-en's 17 MB of text hold about X MB).
+AHEAD_MAX_CHARS = 64_000_000
+
+
+class Ahead:
+    """Pages prepared by the workers while the crawl still fetches the others.
+
+    The crawl is network- and event-loop-bound: it leaves the workers idle. ``offer`` hands them a page
+    as soon as it is fetched (its job computed from what is known then: ``build`` guesses the document
+    id before the crawl's end numbers colliding ids), and ``results`` yields the build's final jobs in
+    order: a page prepared ahead with exactly its final job is taken as it is (a page's output depends
+    only on its job), any other is prepared then. So the output is the same as without it.
+
+    A thread drives the workers (the crawl runs on an event loop in the calling thread); it prepares
+    what was offered in batches, at most ``AHEAD_MAX_CHARS`` of page text in all. ``close`` abandons
+    what is not needed (a build that stops early, or keeps its current bundle).
+    """
+
+    def __init__(self, limit: int = AHEAD_MAX_CHARS) -> None:
+        self._cond = threading.Condition()
+        self._queue: list[tuple[str, PageJob]] = []
+        self._offered: dict[str, PageJob] = {}
+        self._done: dict[str, Prepared] = {}
+        self._chars = 0
+        self._limit = limit
+        self._closed = False  # nothing more will be offered
+        self._abandoned = False  # results are not wanted any more: stop after the page in hand
+        self._error: BaseException | None = None
+        self._pool: _Pool | None = None
+        self._own_pool = False
+        self._thread: threading.Thread | None = None
+        self.taken = 0
+        """How many pages ``results`` gave as prepared ahead."""
+        if worker_count() >= 1:
+            self._thread = threading.Thread(target=self._loop, daemon=True, name="docbundle-prepare-ahead")
+            self._thread.start()
+
+    @property
+    def active(self) -> bool:
+        """Whether pages are prepared ahead at all (not with ``DOCBUNDLE_WORKERS=0``)."""
+        return self._thread is not None
+
+    def offer(self, key: str, job: PageJob) -> None:
+        """Prepare ``job`` (the page ``key``) in the background, unless over the limit or offered before."""
+        with self._cond:
+            if self._thread is None or self._closed or key in self._offered:
+                return
+            if self._chars + len(job.text) > self._limit:
+                return
+            self._chars += len(job.text)
+            self._offered[key] = job
+            self._queue.append((key, job))
+            self._cond.notify_all()
+
+    def _acquire(self) -> _Pool:
+        warming = _shared.warming
+        if warming is not None:
+            warming.join(WORKER_START_SECONDS)
+        if _shared.lock.acquire(blocking=False):
+            return _shared.pool
+        self._own_pool = True  # another thread prepares with the shared pool now
+        return _Pool()
+
+    def _loop(self) -> None:
+        pool = self._pool = self._acquire()
+        try:
+            while True:
+                with self._cond:
+                    while not self._queue and not self._closed:
+                        self._cond.wait()
+                    if self._abandoned or not self._queue:
+                        return
+                    batch, self._queue = self._queue, []
+                    n = worker_count() if self._chars >= PARALLEL_MIN_BYTES else 1
+                jobs = [job for _, job in batch]
+                results = pool.run(jobs, n, page_budget())
+                try:
+                    for (key, _), result in zip(batch, results, strict=False):
+                        with self._cond:
+                            self._done[key] = result
+                            self._cond.notify_all()
+                            if self._abandoned:
+                                return
+                finally:
+                    results.close()  # an abandoned batch ends its busy workers (``_Pool.run``)
+        except BaseException as exc:  # told to the consumer, which raises it in the build's thread
+            with self._cond:
+                self._error = exc
+                self._cond.notify_all()
+        finally:
+            if self._own_pool:
+                pool.close()
+            else:
+                _shared.lock.release()
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+
+    def _finish(self) -> None:
+        """No more offers: the thread prepares what was offered, then ends (and frees the pool)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _wait_for(self, key: str) -> Prepared | None:
+        with self._cond:
+            while key not in self._done:
+                if self._error is not None:
+                    raise self._error
+                if self._thread is None or not self._thread.is_alive():
+                    return None
+                self._cond.wait()
+            return self._done.pop(key)
+
+    def results(self, final: list[tuple[str, PageJob]], workers: int | None = None) -> Iterator[Prepared]:
+        """The prepared pages of ``final`` (``(key, job)``, in the build's order), as ``prepare_all`` would
+        give them: each one prepared ahead with this very job, the others prepared now."""
+        self._finish()
+        # Which pages it did not prepare (or prepared from another job: a document id that a collision
+        # numbered, say): prepared now, in order, by ``prepare_all`` once the thread has freed the pool.
+        missing = [job for key, job in final if self._offered.get(key) != job]
+        rest: Generator[Prepared, None, None] | None = None
+        try:
+            for key, job in final:
+                if self._offered.get(key) == job:
+                    got = self._wait_for(key)
+                    if got is None:  # not prepared after all (cut short): prepared on its own now
+                        self._join()
+                        got = next(prepare_all([job], workers))
+                    else:
+                        self.taken += 1
+                    yield got
+                    continue
+                if rest is None:
+                    self._join()  # the shared pool is free once the thread has ended
+                    rest = prepare_all(missing, workers)
+                yield next(rest)
+        finally:
+            if rest is not None:
+                rest.close()
+            self.close()
+
+    def _join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        """Stop preparing ahead (after the page in hand) and free the workers; idempotent."""
+        with self._cond:
+            self._abandoned = self._closed = True
+            self._queue.clear()
+            self._cond.notify_all()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 def start_workers() -> None:
@@ -477,7 +637,7 @@ class _Pool:
             worker.stop()
         self.workers.clear()
 
-    def run(self, jobs: list[PageJob], n: int, budget: float) -> Iterator[Prepared]:
+    def run(self, jobs: list[PageJob], n: int, budget: float) -> Generator[Prepared, None, None]:
         """Prepare ``jobs`` on at most ``n`` workers at once, each page within ``budget`` CPU seconds."""
         self.budget = budget
         done: dict[int, Prepared] = {}

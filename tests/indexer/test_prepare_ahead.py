@@ -1,0 +1,84 @@
+"""Pages prepared while the crawl runs (``prepare.Ahead``, issue 22): what the build gets is what
+``prepare_all`` would have given for its final jobs, whatever was prepared ahead, with real workers."""
+
+from __future__ import annotations
+
+import pytest
+from docbundle.indexer.pipeline import prepare
+from docbundle.indexer.pipeline.prepare import Ahead, PageJob, prepare_all, prepare_page
+
+
+def _job(text: str, fallback: str = "x.md", link_title: str = "") -> PageJob:
+    return PageJob(text, False, link_title, fallback, "", False, 3, 5, 500)
+
+
+PAGES = [_job(f"# Page {i}\n\nSome words about the widget number {i}, enough to index.\n") for i in range(6)]
+
+
+def _not_in_this_process(values: dict[str, str]) -> prepare.Analysed:
+    raise AssertionError("a page was prepared in the test process, not in a worker")
+
+
+def test_pages_prepared_ahead_are_taken_when_their_job_is_final(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = [prepare_page(j) for j in PAGES]
+    monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)  # workers only (see test_write)
+    ahead = Ahead()
+    for i, job in enumerate(PAGES):
+        ahead.offer(f"p{i}", job)
+    got = list(ahead.results([(f"p{i}", job) for i, job in enumerate(PAGES)]))
+    assert got == expected
+    assert ahead.taken == len(PAGES)
+
+
+def test_a_page_whose_final_job_differs_is_prepared_from_the_final_job() -> None:
+    # No title on the page and none on its link: the document id is the title, and the id guessed
+    # during the crawl ("a.md") was numbered at its end ("a.md~2").
+    untitled = "Only a paragraph of words here, and no heading at all on this page.\n"
+    ahead = Ahead()
+    ahead.offer("a", _job(untitled, fallback="a.md"))
+    ahead.offer("b", PAGES[0])
+    final = [("a", _job(untitled, fallback="a.md~2")), ("b", PAGES[0])]
+    got = list(ahead.results(final))
+    assert got[0].title == "a.md~2"
+    assert got == [prepare_page(job) for _, job in final]
+    assert ahead.taken == 1
+
+
+def test_pages_past_the_limit_are_prepared_after_the_crawl() -> None:
+    ahead = Ahead(limit=2 * len(PAGES[0].text) + 1)
+    for i, job in enumerate(PAGES):
+        ahead.offer(f"p{i}", job)
+    got = list(ahead.results([(f"p{i}", job) for i, job in enumerate(PAGES)]))
+    assert got == [prepare_page(j) for j in PAGES]
+    assert ahead.taken == 2
+
+
+def test_a_page_over_its_budget_ahead_fails_as_it_would_after(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCBUNDLE_PAGE_SECONDS", "1")
+    slow = _job("[" * 400_000)  # several seconds of markdown-it (test_page_budget.py)
+    jobs = [PAGES[0], slow, PAGES[1]]
+    ahead = Ahead()
+    for i, job in enumerate(jobs):
+        ahead.offer(f"p{i}", job)
+    got = list(ahead.results([(f"p{i}", job) for i, job in enumerate(jobs)]))
+    assert got[1].failure == "over its CPU budget of 1 s (its worker process was ended)"
+    assert [got[0], got[2]] == [prepare_page(PAGES[0]), prepare_page(PAGES[1])]
+
+
+def test_a_build_that_stops_early_frees_the_workers_for_the_next() -> None:
+    ahead = Ahead()
+    for i, job in enumerate(PAGES * 10):
+        ahead.offer(f"p{i}", job)
+    ahead.close()  # the build kept its current bundle, or failed: nothing offered is wanted
+    assert prepare._shared.lock.acquire(blocking=False)  # the shared pool is free again
+    prepare._shared.lock.release()
+    assert list(prepare_all(PAGES[:2], workers=1)) == [prepare_page(j) for j in PAGES[:2]]
+
+
+def test_without_workers_nothing_is_prepared_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCBUNDLE_WORKERS", "0")
+    ahead = Ahead()
+    assert not ahead.active
+    ahead.offer("p0", PAGES[0])
+    assert list(ahead.results([("p0", PAGES[0])])) == [prepare_page(PAGES[0])]
+    assert ahead.taken == 0
