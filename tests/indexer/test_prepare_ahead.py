@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import signal
+import time
+
 import pytest
 from docbundle.indexer.pipeline import prepare
 from docbundle.indexer.pipeline.prepare import Ahead, PageJob, prepare_all, prepare_page
@@ -82,3 +85,18 @@ def test_without_workers_nothing_is_prepared_ahead(monkeypatch: pytest.MonkeyPat
     ahead.offer("p0", PAGES[0])
     assert list(ahead.results([("p0", PAGES[0])])) == [prepare_page(PAGES[0])]
     assert ahead.taken == 0
+
+
+def test_an_interrupted_build_does_not_wait_for_a_slow_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCBUNDLE_PAGE_SECONDS", "600")
+    ahead = Ahead()
+    ahead.offer("slow", _job("[" * 4_000_000))  # over a minute of markdown-it
+    deadline = time.monotonic() + 60
+    while not (ahead._pool and [w for w in ahead._pool.workers if w.job >= 0]):  # a worker has it
+        assert time.monotonic() < deadline, "no worker took the page"
+        time.sleep(0.01)
+    (busy,) = [w for w in ahead._pool.workers if w.job >= 0]
+    ahead.close(now=True)
+    # Ended, not left to finish its page (it would be idle and alive again, a minute later).
+    assert not busy.process.is_alive() and busy.process.exitcode == -signal.SIGKILL
+    assert list(prepare_all(PAGES[:1], workers=1)) == [prepare_page(PAGES[0])]

@@ -204,8 +204,13 @@ class BuildRun:
         self.ahead = Ahead()
         try:
             self._crawl_and_write(current, plan, t0, started)
-        finally:
+        except Exception:
             self.ahead.close()
+            raise
+        except BaseException:  # interrupted: no waiting for a page in hand
+            self.ahead.close(now=True)
+            raise
+        self.ahead.close()
 
     def _crawl_and_write(
         self, current: Manifest | None, plan: VectorPlan, t0: float, started: datetime

@@ -485,12 +485,18 @@ class Ahead:
         if self._error is not None:
             raise self._error
 
-    def close(self) -> None:
-        """Stop preparing ahead (after the page in hand) and free the workers; idempotent."""
+    def close(self, *, now: bool = False) -> None:
+        """Stop preparing ahead and free the workers; idempotent. The page in hand is finished first
+        (milliseconds, as a rule), or, with ``now`` (the build is interrupted), its worker is ended: a
+        hostile page may take its whole budget."""
         with self._cond:
             self._abandoned = self._closed = True
             self._queue.clear()
             self._cond.notify_all()
+        if now and self._pool is not None:
+            for worker in list(self._pool.workers):
+                if worker.job >= 0:
+                    worker.process.kill()  # the thread reads its death as the page's end
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
