@@ -13,6 +13,7 @@ import os
 import pickle
 import random
 import shutil
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ import whoosh.columns
 import whoosh.filedb.structfile
 import whoosh.index
 import whoosh.legacy
+from buildkit import build_bundle, write_site
 from docbundle.bundle import whooshio
 from docbundle.bundle.analysis import iter_terms
 from docbundle.bundle.errors import BundleFormatError, UnsafePickleError
@@ -116,7 +118,8 @@ def test_postings_positions_lengths_and_frequencies_equal_whoosh_public_api(gold
                 assert found is not None
                 assert list(zip(*found, strict=True)) == expected
                 if field != "code":
-                    assert reader.positions(field, term) == positions
+                    found_positions = reader.positions(field, term)
+                    assert {d: set(found_positions.of(d)) for d in found_positions.docs} == positions
                 assert reader.doc_frequency(field, term) == ref.doc_frequency(field, bterm)
                 checked += 1
             assert checked > 50
@@ -126,10 +129,45 @@ def test_postings_positions_lengths_and_frequencies_equal_whoosh_public_api(gold
             top = [t.decode("utf-8") for _, t in ref.most_frequent_terms("body", 5)]
             assert reader.most_frequent_terms("body", 5) == top
         assert reader.postings("body", "zzznotaterm") is None
-        assert reader.positions("body", "zzznotaterm") == {}
+        assert not reader.positions("body", "zzznotaterm").docs
         assert reader.doc_frequency("body", "zzznotaterm") == 0
     finally:
         reader.close()
+
+
+def _deep_size(value: object) -> int:
+    """Bytes of ``value`` and of everything it holds (containers, arrays, numbers)."""
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        size += sum(_deep_size(k) + _deep_size(v) for k, v in value.items())
+    elif isinstance(value, tuple | list | set | frozenset):
+        size += sum(_deep_size(v) for v in value)
+    return size
+
+
+def test_positions_take_a_few_bytes_each_and_the_cache_counts_them_all(tmp_path: Path) -> None:
+    """Phrase queries cache their words' positions (16 MiB a bundle): held as a dict of sets, large-en's
+    cache kept 81 entries and warm phrase queries read their positions from the index again."""
+    pages = {f"p{i}.md": f"# Page {i}\n\n" + "The widget turns. " * 40 + "\n" for i in range(60)}
+    write_site(
+        tmp_path / "site",
+        pages,
+        "# Site\n\n## Pages\n\n" + "".join(f"- [P{i}](p{i}.md)\n" for i in range(60)),
+    )
+    config = tmp_path / "libraries.toml"
+    config.write_text('[[library]]\nid = "pos"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    bundle = open_bundle(build_bundle(config, tmp_path / "out"))
+    try:
+        searcher = BundleSearcher(bundle)
+        held = searcher._positions("body", "widget")
+        used = _deep_size(held)
+        count = len(held.docs) + len(held.flat)
+        assert count >= 60 * 41
+        assert used <= 6 * count + 1024  # a dict of sets: about 130 bytes a document and 40 a position
+        assert searcher._pos_cache.bytes >= used  # the budget counts what the cache holds
+        assert searcher.search('"widget turns"').hits  # and phrases still match
+    finally:
+        bundle.close()
 
 
 def test_a_bundle_index_refuses_whoosh_readers_outside_the_door(golden: Any) -> None:

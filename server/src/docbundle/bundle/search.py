@@ -60,7 +60,7 @@ from typing import Generic, Literal, TypeVar
 from .analysis import iter_terms
 from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime, WordMatch
 from .reader import Bundle
-from .whooshio import PostingReader
+from .whooshio import PositionLists, PostingReader
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -87,15 +87,12 @@ MAX_PHRASES = 4  # quoted phrases searched per query; the others are reported as
 # Terms of one query word: an identifier's parts, a CJK run's bigrams (a longer run is split in words).
 MAX_WORD_TERMS = 32
 # Cache bounds per bundle. Sizes are estimates: 8 bytes a posting plus _ENTRY_BYTES per entry; for
-# positions (held as sets, so a phrase step is one lookup), _POS_DOC_BYTES per chunk plus _POS_BYTES
-# a position.
+# positions (``PositionLists``: flat arrays), their arrays' bytes plus _ENTRY_BYTES.
 POSTINGS_CACHE_MAX_ENTRIES = 20_000
 POSTINGS_CACHE_MAX_BYTES = 8 * 1024 * 1024
 POSITIONS_CACHE_MAX_ENTRIES = 2_000
 POSITIONS_CACHE_MAX_BYTES = 16 * 1024 * 1024
 _ENTRY_BYTES = 400
-_POS_DOC_BYTES = 300
-_POS_BYTES = 40
 DEFAULT_SECTION_WEIGHTS = {"optional": 0.5}
 # Words that frame a question rather than say what it is about (stemmed, as the analyzer emits them).
 QUESTION_WORDS = frozenset(
@@ -371,7 +368,7 @@ class BundleSearcher:
         self._cache: _BoundedCache[str, Postings] = _BoundedCache(
             POSTINGS_CACHE_MAX_ENTRIES, POSTINGS_CACHE_MAX_BYTES
         )
-        self._pos_cache: _BoundedCache[tuple[str, str], dict[int, set[int]]] = _BoundedCache(
+        self._pos_cache: _BoundedCache[tuple[str, str], PositionLists] = _BoundedCache(
             POSITIONS_CACHE_MAX_ENTRIES, POSITIONS_CACHE_MAX_BYTES
         )
         self._deadline = threading.local()
@@ -581,7 +578,7 @@ class BundleSearcher:
             self._score_all(word.terms[1:], _PART_BOOST, out)
         return out
 
-    def _positions(self, field: str, term: str) -> dict[int, set[int]]:
+    def _positions(self, field: str, term: str) -> PositionLists:
         """Positions of ``term`` in each chunk holding it in ``field`` (read on demand, cached)."""
         key = (field, term)
         found = self._pos_cache.get(key)
@@ -590,8 +587,7 @@ class BundleSearcher:
         self._check()
         with self._lock:
             out = self._reader().positions(field, term, self._check)
-            size = _ENTRY_BYTES + sum(_POS_DOC_BYTES + _POS_BYTES * len(p) for p in out.values())
-            self._pos_cache.put(key, out, size)
+            self._pos_cache.put(key, out, _ENTRY_BYTES + out.nbytes())
         return out
 
     def _phrase_scores(self, text: str) -> dict[int, float]:
@@ -608,19 +604,19 @@ class BundleSearcher:
         gaps = [b - a for a, b in itertools.pairwise(positions)]
         matched: set[int] = set()
         for field in PHRASE_FIELDS:
-            pos_lists = [self._positions(field, t) for t in terms]
-            if any(not p for p in pos_lists):
+            lists = [self._positions(field, t) for t in terms]
+            if any(not p.docs for p in lists):
                 continue
-            rest = pos_lists[1:]
+            # The chunks holding every word, by a set intersection in C, before any position is read.
+            both = set(lists[0].docs).intersection(*(p.docs for p in lists[1:]))
             tried = 0
-            for docnum in min(pos_lists, key=len):
-                if docnum in matched or any(docnum not in p for p in pos_lists):
-                    continue
-                for start in pos_lists[0][docnum]:
+            for docnum in sorted(both - matched):
+                rest = [p.of(docnum) for p in lists[1:]]
+                for start in lists[0].of(docnum):
                     tried += 1
                     if tried % 256 == 0:  # a start can cost a step per phrase word
                         self._check()
-                    if _follows(start, docnum, rest, gaps):
+                    if _follows(start, rest, gaps):
                         matched.add(docnum)
                         break
         if not matched:
@@ -784,11 +780,12 @@ def _is_question_word(w: _Word) -> bool:
     return w.kind == "plain" and w.terms[0] in QUESTION_WORDS
 
 
-def _follows(start: int, docnum: int, rest: list[dict[int, set[int]]], gaps: list[int]) -> bool:
-    """Whether each next phrase word sits exactly ``gap`` positions after the previous one."""
+def _follows(start: int, rest: list[array[int]], gaps: list[int]) -> bool:
+    """Whether each next phrase word sits exactly ``gap`` positions after the previous one (``rest``:
+    the positions of each next word in the chunk)."""
     at = start
     for positions, gap in zip(rest, gaps, strict=True):
         at += gap
-        if at not in positions.get(docnum, ()):
+        if at not in positions:  # a scan in C: a chunk holds a word a few times, as a rule
             return False
     return True
