@@ -11,7 +11,8 @@ subprocess, so its CPU is not counted), runs ``docbundle-index build --no-cache 
 one-library config (cold: no cache, no previous bundle) and prints:
 
 * documents and chunks built;
-* crawl and index seconds (the build report's) and the index rate in pages/s;
+* crawl and index seconds (the build report's: pages are prepared while the crawl runs, and the line
+  says how many, so "index" is what is left after the crawl) and the index rate in pages/s;
 * the whole run's wall seconds and pages/s;
 * the indexer's CPU seconds (user + sys of the process and all its descendants, the page workers
   included: it runs under a subreaper that waits for them all) and CPU milliseconds per page.
@@ -156,7 +157,8 @@ def corpus(corpora: Path, name: str, work: Path, workers: int | None, profile: P
     crawl, build = float(o["crawl_seconds"]), float(o["build_seconds"])
     print(
         f"{name:<14} {o['status']:<7} docs={o['documents']:5d} chunks={o['chunks']:6d} | "
-        f"crawl {crawl:6.2f} s, index {build:6.2f} s = {docs / max(build, 1e-9):6.1f} pages/s | "
+        f"crawl {crawl:6.2f} s ({o.get('prepared_ahead', 0)} pages prepared meanwhile), "
+        f"index {build:6.2f} s = {docs / max(build, 1e-9):6.1f} pages/s | "
         f"run {wall:6.2f} s wall = {docs / wall:6.1f} pages/s | "
         f"CPU {cpu:6.2f} s = {1000 * cpu / docs:5.2f} ms/page"
         + (f" | {o['message']}" if o["status"] != "built" else "")

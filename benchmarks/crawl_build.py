@@ -6,7 +6,9 @@ For each corpus it prints, for a cold run (empty crawl cache, no previous bundle
 filled, bundle present, nothing changed): crawl seconds and pages/s, build (parse + chunk + hash + index
 + write) seconds and pages/s, and the whole run's seconds. It asserts nothing. It measures the build
 without embedding (``DOCBUNDLE_EMBED=0`` unless set): with the semantic extra installed a cold large-en
-would embed 5,500 sections for half an hour; ``benchmarks/semantic_cost.py`` measures that.
+would embed 5,500 sections for half an hour; ``benchmarks/semantic_cost.py`` measures that. Pages are
+prepared while the crawl runs (``prepare.Ahead``; the line says how many), so "build" is what is left
+after the crawl, and "total" the whole run.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _line(label: str, o: Outcome, total: float) -> str:
     return (
         f"  {label:<5} {o.status:<9} pages={pages:5d} (304: {o.pages_not_modified:5d}, failed: {o.pages_failed}) "
         f"crawl {o.crawl_seconds:6.2f} s = {crawl_rate:7.1f} pages/s | {build} | total {total:6.2f} s | "
-        f"docs={o.documents} chunks={o.chunks}"
+        f"docs={o.documents} chunks={o.chunks} prepared during the crawl={o.prepared_ahead}"
     )
 
 
