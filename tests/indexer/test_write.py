@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import itertools
 import os
+import pickle
 import random
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from buildkit import build_bundle, record_worker_starts
+from docbundle.bundle import whooshio
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.routing import read_record, record_of_directory
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -17,7 +24,11 @@ from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from whoosh import formats
+from whoosh.codec.whoosh3 import W3Codec, W3TermInfo
 from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.structfile import StructFile
+from whoosh.system import pack_int, pack_long
 
 PAGES = [
     "# Hooks\n\nRunning effects with `useEffect`.\n\n## Cleanup\n\n```js\nreturn () => off();\n```\n",
@@ -44,24 +55,35 @@ def _files(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((d / INDEX_DIR).iterdir())}
 
 
-def test_analysed_writer_is_byte_identical_to_whoosh_add_document(tmp_path: Path) -> None:
-    prepared = [prepare_page(j) for j in _jobs()]
-    fast = tmp_path / "fast"
-    fast.mkdir()
-    w = write.IndexWriter(fast, seed="s")
+def _many_jobs() -> list[PageJob]:
+    """Pages enough for terms of several 128-posting blocks and for the forked encoder to have work."""
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(300)]
+    jobs = []
+    for i in range(300):
+        paras = [
+            " ".join(rng.choices(words, weights=[1 / (k + 1) for k in range(300)], k=40)) for _ in range(3)
+        ]
+        text = f"# Page {i}\n\n{paras[0]}\n\n## Part\n\n{paras[1]}\n\n```py\n{paras[2]}\n```\n"
+        jobs.append(PageJob(text, False, f"Page {i}", f"p{i}.md", f"S{i % 3}", False, 3, 5, 500))
+    return jobs
+
+
+def _add_all(w: write.IndexWriter, prepared: list[prepare.Prepared]) -> None:
     for docnum, p in enumerate(p for p in prepared if p.chunks):
         for ci, analysed in enumerate(p.analysed):
             w.add(analysed, docnum, ci)
-    w.commit()
 
-    slow = tmp_path / "slow"
+
+def _whoosh_reference(slow: Path, jobs: list[PageJob], prepared: list[prepare.Prepared]) -> dict[str, bytes]:
+    """The index whoosh's own ``add_document`` writes for these pages, file by file."""
     (slow / INDEX_DIR).mkdir(parents=True)
     state = random.getstate()
     random.seed("s")
     try:
         ix = _StableStorage(str(slow / INDEX_DIR)).create_index(make_schema(), indexname=INDEX_NAME)
         writer = ix.writer(limitmb=256)
-        indexed = [(job, p) for job, p in zip(_jobs(), prepared, strict=True) if p.chunks]
+        indexed = [(job, p) for job, p in zip(jobs, prepared, strict=True) if p.chunks]
         for docnum, (job, p) in enumerate(indexed):
             chunks = chunk_markdown(parse_page(job.text).body, min_words=job.min_words)
             assert [c.text for c in chunks] == [c.text for c in p.chunks]
@@ -81,8 +103,121 @@ def test_analysed_writer_is_byte_identical_to_whoosh_add_document(tmp_path: Path
         random.setstate(state)
     for lock in (slow / INDEX_DIR).glob("*LOCK"):
         lock.unlink()
-    assert _files(fast) == _files(slow)
+    return _files(slow)
+
+
+@pytest.mark.parametrize("jobs", [_jobs, _many_jobs], ids=["small", "multi-block"])
+def test_analysed_writer_is_byte_identical_to_whoosh_add_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: Callable[[], list[PageJob]]
+) -> None:
+    monkeypatch.setattr(whooshio, "PARALLEL_MIN_POSTINGS", 10**12)  # this process alone
+    prepared = [prepare_page(j) for j in jobs()]
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    w = write.IndexWriter(fast, seed="s")
+    _add_all(w, prepared)
+    w.commit()
+    assert _files(fast) == _whoosh_reference(tmp_path / "slow", jobs(), prepared)
     assert w.count == sum(len(p.chunks) for p in prepared)
+
+
+# Run in a fresh interpreter, which has one thread (the forked encoder needs one): build the index of
+# the pickled pages with the forked encoder on, print how many children it forked.
+_FORKED_BUILD = """
+import os, pickle, sys
+from pathlib import Path
+from docbundle.bundle import whooshio
+from docbundle.indexer.pipeline import write
+
+whooshio.PARALLEL_MIN_POSTINGS = 1
+parent = os.getpid()
+forks = []
+real_fork = os.fork
+
+
+def fork():
+    pid = real_fork()
+    if pid:
+        forks.append(pid)
+    return pid
+
+
+os.fork = fork
+if sys.argv[3] == "child-fails":
+    real_encode = whooshio._encode_terms
+
+    def encode(*args):
+        if os.getpid() != parent:
+            raise RuntimeError("the child fails")
+        return real_encode(*args)
+
+    whooshio._encode_terms = encode
+prepared = pickle.loads(Path(sys.argv[1]).read_bytes())
+w = write.IndexWriter(Path(sys.argv[2]), seed="s")
+for docnum, p in enumerate(p for p in prepared if p.chunks):
+    for ci, analysed in enumerate(p.analysed):
+        w.add(analysed, docnum, ci)
+w.commit()
+print(len(forks))
+"""
+
+
+@pytest.mark.parametrize("mode", ["child-works", "child-fails"])
+def test_forked_block_encoding_is_byte_identical_to_whoosh(tmp_path: Path, mode: str) -> None:
+    # Half the terms are encoded in a forked child; a child that fails is replaced by this process.
+    # Either way the bytes are whoosh's own.
+    jobs = _many_jobs()
+    prepared = [prepare_page(j) for j in jobs]
+    pages = tmp_path / "prepared.pickle"
+    pages.write_bytes(pickle.dumps(prepared))
+    fast = tmp_path / "fast"
+    fast.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED_BUILD, str(pages), str(fast), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
+    assert ("forked block encoder failed" in done.stderr) == (mode == "child-fails")
+    assert _files(fast) == _whoosh_reference(tmp_path / "slow", jobs, prepared)
+
+
+_FORMATS = [formats.Positions(), formats.Frequency(), formats.Existence()]
+
+
+@st.composite
+def _term_postings(draw: st.DrawFn) -> tuple[formats.Format, list[tuple[int, float, bytes, int]]]:
+    fmt = draw(st.sampled_from(_FORMATS))
+    n = draw(st.integers(1, 400))
+    gaps = draw(st.lists(st.integers(1, 5000), min_size=n, max_size=n))
+    docnums = list(itertools.accumulate(gaps, initial=draw(st.integers(0, 1000))))[1:]
+    weight = st.one_of(st.integers(1, 20).map(float), st.floats(0.0, 1e6, allow_nan=False))
+    weights = draw(st.lists(weight, min_size=n, max_size=n))
+    value = st.binary(max_size=12) if fmt.fixed_value_size() is None else st.binary(min_size=4, max_size=4)
+    values = draw(st.lists(value, min_size=n, max_size=n))
+    # whoosh's term info cannot mix blocks with and without field lengths; a field has them or not
+    length = st.integers(1, 200_000) if draw(st.booleans()) else st.just(0)
+    lengths = draw(st.lists(length, min_size=n, max_size=n))
+    return fmt, list(zip(docnums, weights, values, lengths, strict=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(_term_postings())
+def test_block_encoding_equals_whoosh_postings_writer(term: tuple[Any, list[Any]]) -> None:
+    fmt, postings = term
+    stream = io.BytesIO()
+    writer = W3Codec().postings_writer(StructFile(stream))
+    writer.start_postings(fmt, W3TermInfo())
+    for docnum, weight, value, length in postings:
+        writer.add_posting(docnum, weight, value, length)
+    terminfo = writer.finish_postings()
+    block, [(start, length, info)] = whooshio._encode_terms([(fmt.fixed_value_size(), postings)], 128, 3)
+    assert block == stream.getvalue()
+    assert (start, length) == terminfo.extent() == (0, len(block))
+    assert info + pack_long(start) + pack_int(length) == terminfo.to_bytes()
 
 
 T = TypeVar("T")
