@@ -742,6 +742,9 @@ def _encode_terms(
 def _single_threaded() -> bool:
     """True when this process runs one thread (forking a threaded process can deadlock its child)."""
     if threading.active_count() != 1:
+        log.debug(
+            "the segment is encoded in one process: threads %s", [t.name for t in threading.enumerate()]
+        )
         return False
     try:
         return len(os.listdir("/proc/self/task")) == 1  # threads Python did not start count too

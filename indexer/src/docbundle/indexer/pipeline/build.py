@@ -448,7 +448,9 @@ class BuildRun:
         prepared = self.ahead.results(list(zip(keys, jobs, strict=True))) if self.ahead else prepare_all(jobs)
         with self._display(len(jobs), self.label, verb="indexed") as bar:
             asm = assemble(pages, ids, _counted(prepared, bar), target, base_url, index)
-        outcome.prepared_ahead = self.ahead.taken if self.ahead else 0
+        if self.ahead is not None:
+            outcome.prepared_ahead = self.ahead.taken
+            self.ahead.close()  # its thread ends: the segment write may fork only a one-thread process
         outcome.obtained = obtained_mix(asm.sources)
         for s in asm.sources:
             if s.error_kind == FAILURE_KIND:
