@@ -1,5 +1,5 @@
-"""``bound_nesting`` reads plain leaves whole and writes its common steps out (issue 22): it must bound
-every page exactly as the pass that reads one tag at a time through ``_Stack`` (the pass of issue 19).
+"""``bound_nesting`` reads leaves whole and writes its common steps out (issue 22): it must bound every
+page exactly as the pass that reads one tag at a time through ``_Stack`` (the pass of issue 19).
 
 The reference below is that pass; the property compares the two on generated nested HTML, with small
 bounds so that pages nest past them, drops happen inside and around leaves, and leaves meet foreign
@@ -75,6 +75,14 @@ PIECES = (
     "<em>a < b</em>",
     "<path d='m0'></path>",
     "<span title='a>b'>t</span>",
+    "<p>t <em>x</em> <code><span>y</span></code></p>",
+    "<div class=d><b>t</b></div>",
+    "<li>t</li>",
+    "<dt>t</dt><dd>u</dd>",
+    "<pre>t</pre>",
+    "<h2>t</h2>",
+    "<ul>",
+    "<dl>",
     "<ſpan>t</span>",
     "<div>",
     "</div>",
@@ -116,6 +124,10 @@ PIECES = (
 @example([("<svg>", 1), ("<path d='m0'></path>", 1), ("<section>", 30)], 12)  # stays in SVG: no-op
 @example([("<table><colgroup>", 1), ("<span>t</span>", 1), ("<template>", 1), ("<section>", 30)], 12)
 @example([("<a>", 1), ("<a href=x><code><span>t</span></code></a>", 1), ("<div>", 30)], 12)  # ends the <a>
+@example([("<p>", 1), ("<b>", 1), ("<h2>t</h2>", 1), ("<section>", 30)], 12)  # ends the <p>
+@example([("<li>", 1), ("<b>", 1), ("<li>t</li>", 1), ("<section>", 30)], 12)  # ends the <li>
+@example([("<ul>", 1), ("<li>t</li>", 2), ("<section>", 30)], 12)  # in a list: a no-op
+@example([("<div>", 10), ("<b>", 1), ("</div>", 5), ("<div class=d><b>t</b></div>", 1)], 12)  # </b> dropped
 def test_bound_nesting_bounds_a_page_as_the_tag_by_tag_pass_does(
     pieces: list[tuple[str, int]], max_depth: int
 ) -> None:

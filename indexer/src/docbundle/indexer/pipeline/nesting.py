@@ -52,12 +52,13 @@ MAX_DEPTH = 512
 # hold ">"), the start of a comment or bogus comment, or a "<" + letter that does not close (the rest of
 # the page is inside that tag). Possessive quantifiers: no backtracking, so each token costs its length.
 _ATTRIBUTES = r"""[^>=]*+(?:=[\t\n\f\r ]*+(?:"[^"]*+"|'[^']*+'|(?!["']))[^>=]*+)*+"""
-_TAG = (
-    rf"<(/?)([A-Za-z][^\t\n\f\r />]*+)({_ATTRIBUTES})>"
-    r"|<(!--|[!?]|/(?![A-Za-z]))"
-    r"|<(?=/?[A-Za-z])"
+# (After the "<", written once: the regex engine then looks for "<" alone between tokens.)
+_AFTER_LT = (
+    rf"(/?)([A-Za-z][^\t\n\f\r />]*+)({_ATTRIBUTES})>"
+    r"|(!--|[!?]|/(?![A-Za-z]))"
+    r"|(?=/?[A-Za-z])"
 )
-_TOKEN = re.compile(_TAG)
+_TOKEN = re.compile(f"<(?:{_AFTER_LT})")
 _RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes"})
 _RAW_END = {name: re.compile(f"</{name}", re.IGNORECASE) for name in _RAW_TEXT}
 _VOID = frozenset(
@@ -228,11 +229,12 @@ _BREAK_OUT = frozenset(
 _IMPLIED_REACH = 8
 
 # Phrasing elements whose start tag does nothing but open them, wherever they stand (outside SVG and
-# MathML, where most of them break out). A leaf of them, ``<code class="x"><span>text</span></code>``
-# (tags of plain elements only, at most three deep, no "/>", each end tag right after its content),
-# opens and closes again: a no-op on the stack, unless it would nest too deep, break out of foreign
-# content or end a column group. An ``<a>`` may be the outermost one when no ``<a>`` is open (it would
-# close that one).
+# MathML, where most of them break out); and the blocks that may hold them, whose start tag does nothing
+# more unless a ``<p>`` (an ``<li>``, a ``<dt>`` or ``<dd>``) is open. A leaf, ``<p>Call <code class="x">
+# <span>len</span></code> first.</p>``, is a block, a link or a plain element holding text and plain
+# elements only, at most ``_LEAF_LEVELS`` deep, with no "/>" and each end tag right after its content: it
+# opens and closes again, a no-op on the stack, unless it would nest too deep, break out of foreign
+# content, end a column group or an element the parser closes before it (``_leaf_is_no_op``).
 _PLAIN = frozenset(
     [
         *_ORDINARY,
@@ -240,6 +242,14 @@ _PLAIN = frozenset(
         "acronym",
         "button",
         "path",
+    ]
+)
+_LEAF_BLOCKS = frozenset(
+    [
+        *(name for name in _CLOSES_P if name not in ("form", "hr", "table", "listing")),
+        "li",
+        "dt",
+        "dd",
     ]
 )
 _LEAF_LEVELS = 3
@@ -252,15 +262,12 @@ def _leaf_pattern() -> str:
     exactly the tokens ``_TOKEN`` would find there.
     """
     plain = "|".join(sorted(_PLAIN))
+    outer = "|".join(sorted(_PLAIN | _LEAF_BLOCKS | {"a"}))
 
     def element(name: str, inner: str) -> str:
-        group = f"(?P<{name}>{'a|' if name == 'l1' else ''}{plain})"
-        return (
-            rf"<(?ai:{group})(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>"
-            rf"(?:[^<]*+{inner})*+[^<]*+</(?ai:(?P={name}))>"
-            if inner
-            else rf"<(?ai:{group})(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>[^<]*+</(?ai:(?P={name}))>"
-        )
+        group = f"(?P<{name}>{outer if name == 'l1' else plain})"
+        content = rf"(?:[^<]*+{inner})*+[^<]*+" if inner else r"[^<]*+"
+        return rf"<{group}(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>{content}</(?P={name})>"
 
     inner = ""
     for level in range(_LEAF_LEVELS, 0, -1):
@@ -270,10 +277,14 @@ def _leaf_pattern() -> str:
 
 # A leaf as one token (group 1, its outermost name), else one token as ``_TOKEN`` reads it (the last
 # four groups); ``_NO_LEAF`` has the same groups and reads every tag on its own.
-_LEAF_OR_TOKEN = re.compile(f"{_leaf_pattern()}|{_TAG}")
+_LEAF_OR_TOKEN = re.compile(f"<(?:{_leaf_pattern().removeprefix('<')}|{_AFTER_LT})")
 _LEAF_GROUPS = _LEAF_OR_TOKEN.groups - 4
+# An element the leaf's outermost one closes when it opens: name -> (what it closes, what stops the search).
+_LEAF_CLOSES = {name: (_P, _NOTHING) for name in _CLOSES_P} | {
+    name: _IMPLIED[name] for name in ("li", "dt", "dd", "a")
+}
 _START_NAME = re.compile(r"<([A-Za-z][^\t\n\f\r />]*+)")
-_NO_LEAF = re.compile(f"(?!){'()' * _LEAF_GROUPS}|{_TAG}")
+_NO_LEAF = re.compile(f"<(?:(?!){'()' * _LEAF_GROUPS}|{_AFTER_LT})")
 
 
 class _Stack:
@@ -459,24 +470,13 @@ _RULED = _TABLE_PARTS | _CLOSES_P | _VOID | {"table", "select", *_IMPLIED}
 
 
 def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
-    """``html`` with the start tags that would nest deeper than ``max_depth`` dropped (see the module)."""
+    """``html`` with the start tags that would nest deeper than ``max_depth`` dropped (see the module).
+
+    The common steps (a plain start tag pushed, an end tag closing the innermost element, a leaf
+    skipped) are written out here rather than called on ``_Stack``: they run for every tag of every page.
+    """
     if html.count("<") <= max_depth:
         return html  # too few tags to nest that deep
-    bounded = _scan(html, max_depth, _LEAF_OR_TOKEN)
-    if bounded is None:  # a leaf that is no no-op where it stands: every tag read on its own
-        bounded = _scan(html, max_depth, _NO_LEAF)
-    assert bounded is not None  # _NO_LEAF reads no leaf
-    return bounded
-
-
-def _scan(html: str, max_depth: int, tokens: re.Pattern[str]) -> str | None:
-    """``bound_nesting``'s pass, reading the tag stream with ``tokens`` (``_LEAF_OR_TOKEN`` or ``_NO_LEAF``).
-
-    A plain leaf is skipped as a whole where that is a no-op; ``None`` when one is met where it is not
-    (the caller reads the page again with ``_NO_LEAF``). The common steps (a plain start tag pushed, an
-    end tag closing the innermost element) are written out here rather than called on ``_Stack``: they
-    run for every tag of every page.
-    """
     stack = _Stack()
     names = stack.names
     depths = stack.depths
@@ -488,25 +488,37 @@ def _scan(html: str, max_depth: int, tokens: re.Pattern[str]) -> str | None:
     kept_to = 0  # html[:kept_to] is decided
     pos = 0
     n = len(html)
+    slow_until = 0  # html[:slow_until] ends with a leaf that is no no-op: read tag by tag up to there
     while pos < n:
         jump = n  # where the scan goes on when a token below leaves the tag stream
-        for match in tokens.finditer(html, pos):
+        slow = pos < slow_until
+        for match in (_NO_LEAF if slow else _LEAF_OR_TOKEN).finditer(html, pos):
+            if slow and match.start() >= slow_until:
+                jump = match.start()  # past that leaf: leaves are read whole again
+                break
             leaf = match.group(1)
             if leaf is not None:
+                rule = _LEAF_CLOSES.get(leaf.lower())
                 if (
-                    dropped
-                    or (depths[-1] if depths else 0) > max_depth - _LEAF_LEVELS
-                    or (names and names[-1] == "colgroup")
-                    or (where.get("a") and leaf.lower() == "a")
-                    or (
+                    not dropped
+                    and (depths[-1] if depths else 0) <= max_depth - _LEAF_LEVELS
+                    and not (names and names[-1] == "colgroup")
+                    and (
+                        rule is None
+                        or (names and names[-1] in rule[1])
+                        or not any(where.get(closed) for closed in rule[0])
+                    )
+                    and not (
                         foreign_of
                         and foreign_of[-1]
                         and names[-1] not in _INTEGRATION
                         and any(name.lower() in _BREAK_OUT for name in _START_NAME.findall(match.group(0)))
                     )
                 ):
-                    return None
-                continue  # pushed, then popped by its end tags: nothing changes
+                    continue  # pushed, then popped by its end tags: nothing changes
+                slow_until = match.end()
+                jump = match.start()
+                break
             slash, raw_name, attributes, other = match.groups()[_LEAF_GROUPS:]
             if raw_name is None:
                 if other is not None:
