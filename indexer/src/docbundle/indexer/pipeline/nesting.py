@@ -30,13 +30,15 @@ tag such as ``<div>`` breaks out and closes them.
 Each step costs O(1) (amortised: an element is popped at most once per push), so the pass is linear in
 the page's length.
 
-Most tags of a real page are leaves: ``<span class="n">len</span>``, ``<code><span>x</span></code>``,
-a link around them. The pass reads such a leaf of plain phrasing elements (``_PLAIN``, at most
-``_LEAF_LEVELS`` deep) as one token and skips it, as pushing and popping it would change nothing; where
-that is not so (it would nest past the bound, break out of SVG, end a column group or an open ``<a>``)
-the page is read again one tag at a time, so the result is always that of the tag-by-tag pass (issue 22:
-this, and the common steps written out, made the pass about twice as fast on Sphinx pages). At most two
-passes, each linear: a leaf's pattern is possessive and reads at most ``_LEAF_LEVELS`` tags ahead.
+Most tags of a real page are leaves: ``<p>Call <a href="f.html"><code><span>len</span></code></a>.</p>``,
+elements holding text and phrasing elements only (issue 22). The pass reads such a leaf (``_PLAIN``,
+``_LEAF_BLOCKS``, at most ``_LEAF_LEVELS`` deep) as one token and skips it, as pushing and popping it
+changes nothing; where that is not so (it would nest past the bound, break out of SVG, end a column
+group, or close an open ``<p>``, ``<li>``, ``<dt>``/``<dd>`` or ``<a>``) it reads the leaf tag by tag, and
+goes on so while the stack stays too deep for a leaf. The result is always that of the tag-by-tag pass.
+This and the common steps written out made the pass 2.7 times as fast on Sphinx pages. It stays
+linear: a leaf's pattern is atomic and reads at most ``_LEAF_LEVELS`` tags ahead (a page nested of
+plain elements, which no leaf ends, costs it about twice as much as the tag-by-tag pass).
 """
 
 from __future__ import annotations
@@ -230,11 +232,9 @@ _IMPLIED_REACH = 8
 
 # Phrasing elements whose start tag does nothing but open them, wherever they stand (outside SVG and
 # MathML, where most of them break out); and the blocks that may hold them, whose start tag does nothing
-# more unless a ``<p>`` (an ``<li>``, a ``<dt>`` or ``<dd>``) is open. A leaf, ``<p>Call <code class="x">
-# <span>len</span></code> first.</p>``, is a block, a link or a plain element holding text and plain
-# elements only, at most ``_LEAF_LEVELS`` deep, with no "/>" and each end tag right after its content: it
-# opens and closes again, a no-op on the stack, unless it would nest too deep, break out of foreign
-# content, end a column group or an element the parser closes before it (``_leaf_is_no_op``).
+# more unless a ``<p>`` (for ``<li>``, ``<dt>``, ``<dd>``: one of these) is open (``_LEAF_CLOSES``). A
+# leaf is a block, a link or a plain element holding text, plain elements and links (no link in a link),
+# at most ``_LEAF_LEVELS`` deep, with no "/>" and each end tag right after its content, in lower case.
 _PLAIN = frozenset(
     [
         *_ORDINARY,
@@ -252,36 +252,47 @@ _LEAF_BLOCKS = frozenset(
         "dd",
     ]
 )
-_LEAF_LEVELS = 3
+_LEAF_LEVELS = 4
 
 
-def _leaf_pattern() -> str:
-    """A leaf (see ``_PLAIN``) as a regex: group 1 names its outermost element.
+def _leaf_pattern() -> tuple[str, str]:
+    """A leaf (see ``_PLAIN``) as a regex without its first "<", and the group naming its outermost
+    element unless that is an ``<a>`` (then group 1 does).
 
     Each tag is read as ``_TOKEN`` reads it, and no "<" stands between them but their own: a leaf is
-    exactly the tokens ``_TOKEN`` would find there.
+    exactly the tokens ``_TOKEN`` would find there. An ``<a>`` holds plain elements only (one inside
+    would close it); elsewhere a link may stand among them.
     """
-    plain = "|".join(sorted(_PLAIN))
-    outer = "|".join(sorted(_PLAIN | _LEAF_BLOCKS | {"a"}))
+    plain = sorted(_PLAIN)
+    groups = iter(range(1, 1000))
 
-    def element(name: str, inner: str) -> str:
-        group = f"(?P<{name}>{outer if name == 'l1' else plain})"
-        content = rf"(?:[^<]*+{inner})*+[^<]*+" if inner else r"[^<]*+"
-        return rf"<{group}(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>{content}</(?P={name})>"
+    def element(names: list[str], level: int, links: bool, lt: str = "<") -> str:
+        group = f"e{next(groups)}"
+        tag = rf"{lt}(?P<{group}>{'|'.join(names)})(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>"
+        if level == _LEAF_LEVELS:
+            return rf"{tag}[^<]*+</(?P={group})>"
+        return rf"{tag}(?>(?:[^<]*+(?:{children(level + 1, links)}))*)[^<]*+</(?P={group})>"
 
-    inner = ""
-    for level in range(_LEAF_LEVELS, 0, -1):
-        inner = element(f"l{level}", inner)
-    return inner
+    def children(level: int, links: bool) -> str:
+        if not links:
+            return element(plain, level, False)
+        return f"{element(['a'], level, False)}|{element(plain, level, True)}"
+
+    outer = sorted(_PLAIN | _LEAF_BLOCKS)
+    link = element(["a"], 1, False, lt="")
+    other = element(outer, 1, True, lt="")
+    return f"{link}|{other}", other[len("(?P<") : other.index(">")]
 
 
 # A leaf as one token (group 1, its outermost name), else one token as ``_TOKEN`` reads it (the last
 # four groups); ``_NO_LEAF`` has the same groups and reads every tag on its own.
-_LEAF_OR_TOKEN = re.compile(f"<(?:{_leaf_pattern().removeprefix('<')}|{_AFTER_LT})")
+_LEAF, _OUTER_GROUP = _leaf_pattern()
+_LEAF_OR_TOKEN = re.compile(f"<(?:{_LEAF}|{_AFTER_LT})")
 _LEAF_GROUPS = _LEAF_OR_TOKEN.groups - 4
+_OUTER = _LEAF_OR_TOKEN.groupindex[_OUTER_GROUP] - 1  # its index in ``match.groups()``
 # An element the leaf's outermost one closes when it opens: name -> (what it closes, what stops the search).
 _LEAF_CLOSES = {name: (_P, _NOTHING) for name in _CLOSES_P} | {
-    name: _IMPLIED[name] for name in ("li", "dt", "dd", "a")
+    name: _IMPLIED[name] for name in ("li", "dt", "dd")
 }
 _START_NAME = re.compile(r"<([A-Za-z][^\t\n\f\r />]*+)")
 _NO_LEAF = re.compile(f"<(?:(?!){'()' * _LEAF_GROUPS}|{_AFTER_LT})")
@@ -489,19 +500,22 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
     pos = 0
     n = len(html)
     slow_until = 0  # html[:slow_until] ends with a leaf that is no no-op: read tag by tag up to there
+    leaf_depth = max_depth - _LEAF_LEVELS  # the deepest current node under which any leaf fits
     while pos < n:
         jump = n  # where the scan goes on when a token below leaves the tag stream
         slow = pos < slow_until
         for match in (_NO_LEAF if slow else _LEAF_OR_TOKEN).finditer(html, pos):
-            if slow and match.start() >= slow_until:
-                jump = match.start()  # past that leaf: leaves are read whole again
+            if slow and match.start() >= slow_until and (depths[-1] if depths else 0) <= leaf_depth:
+                jump = match.start()  # past that leaf, and leaves fit again: they are read whole again
                 break
-            leaf = match.group(1)
+            groups = match.groups()
+            leaf = groups[0] or groups[_OUTER]
             if leaf is not None:
                 rule = _LEAF_CLOSES.get(leaf.lower())
                 if (
                     not dropped
-                    and (depths[-1] if depths else 0) <= max_depth - _LEAF_LEVELS
+                    and not (where.get("a") and "<a" in match.group(0))  # an <a> closes the open one
+                    and (depths[-1] if depths else 0) <= leaf_depth
                     and not (names and names[-1] == "colgroup")
                     and (
                         rule is None
@@ -519,7 +533,7 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
                 slow_until = match.end()
                 jump = match.start()
                 break
-            slash, raw_name, attributes, other = match.groups()[_LEAF_GROUPS:]
+            slash, raw_name, attributes, other = groups[_LEAF_GROUPS:]
             if raw_name is None:
                 if other is not None:
                     jump = after_markup(html, other, match.end())
