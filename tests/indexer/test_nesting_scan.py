@@ -76,8 +76,11 @@ PIECES = (
     "<path d='m0'></path>",
     "<span title='a>b'>t</span>",
     "<p>t <em>x</em> <code><span>y</span></code></p>",
+    "<p>t <a href=1><code><span>x</span></code></a> and <a>y</a>.</p>",
+    "<a href=1><a>t</a></a>",
     "<div class=d><b>t</b></div>",
     "<li>t</li>",
+    "<li>t <a>x</a></li>",
     "<dt>t</dt><dd>u</dd>",
     "<pre>t</pre>",
     "<h2>t</h2>",
@@ -125,6 +128,7 @@ PIECES = (
 @example([("<table><colgroup>", 1), ("<span>t</span>", 1), ("<template>", 1), ("<section>", 30)], 12)
 @example([("<a>", 1), ("<a href=x><code><span>t</span></code></a>", 1), ("<div>", 30)], 12)  # ends the <a>
 @example([("<p>", 1), ("<b>", 1), ("<h2>t</h2>", 1), ("<section>", 30)], 12)  # ends the <p>
+@example([("<a>", 1), ("<b>", 1), ("<li>t <a>x</a></li>", 1), ("<section>", 30)], 12)  # ends the <a>
 @example([("<li>", 1), ("<b>", 1), ("<li>t</li>", 1), ("<section>", 30)], 12)  # ends the <li>
 @example([("<ul>", 1), ("<li>t</li>", 2), ("<section>", 30)], 12)  # in a list: a no-op
 @example([("<div>", 10), ("<b>", 1), ("</div>", 5), ("<div class=d><b>t</b></div>", 1)], 12)  # </b> dropped
