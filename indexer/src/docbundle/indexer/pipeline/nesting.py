@@ -35,10 +35,10 @@ elements holding text and phrasing elements only (issue 22). The pass reads such
 ``_LEAF_BLOCKS``, at most ``_LEAF_LEVELS`` deep) as one token and skips it, as pushing and popping it
 changes nothing; where that is not so (it would nest past the bound, break out of SVG, end a column
 group, or close an open ``<p>``, ``<li>``, ``<dt>``/``<dd>`` or ``<a>``) it reads the leaf tag by tag, and
-goes on so while the stack stays too deep for a leaf. The result is always that of the tag-by-tag pass.
-This and the common steps written out made the pass 2.7 times as fast on Sphinx pages. It stays
-linear: a leaf's pattern is atomic and reads at most ``_LEAF_LEVELS`` tags ahead (a page nested of
-plain elements, which no leaf ends, costs it about twice as much as the tag-by-tag pass).
+reads tag by tag while the stack is too deep for any leaf. The result is always that of the tag-by-tag
+pass. This and the common steps written out made the pass 2.7 times as fast on Sphinx pages. It stays
+linear: a leaf's pattern is atomic and reads at most ``_LEAF_LEVELS`` tags ahead; on the hostile
+shapes of ``benchmarks/hostile.py`` it takes 0.7 to 1.4 times as long as the tag-by-tag pass.
 """
 
 from __future__ import annotations
@@ -255,6 +255,15 @@ _LEAF_BLOCKS = frozenset(
 _LEAF_LEVELS = 4
 
 
+def _alternation(names: list[str]) -> str:
+    """``names`` as a regex alternation grouped by first letter: the engine tries a branch only when
+    the next character is its letter, so a tag of another name fails in a few steps."""
+    by_letter: dict[str, list[str]] = {}
+    for name in sorted(names):
+        by_letter.setdefault(name[0], []).append(name[1:])
+    return "|".join(f"{letter}(?:{'|'.join(rests)})" for letter, rests in by_letter.items())
+
+
 def _leaf_pattern() -> tuple[str, str]:
     """A leaf (see ``_PLAIN``) as a regex without its first "<", and the group naming its outermost
     element unless that is an ``<a>`` (then group 1 does).
@@ -268,7 +277,7 @@ def _leaf_pattern() -> tuple[str, str]:
 
     def element(names: list[str], level: int, links: bool, lt: str = "<") -> str:
         group = f"e{next(groups)}"
-        tag = rf"{lt}(?P<{group}>{'|'.join(names)})(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>"
+        tag = rf"{lt}(?P<{group}>{_alternation(names)})(?=[\t\n\f\r />]){_ATTRIBUTES}(?<!/)>"
         if level == _LEAF_LEVELS:
             return rf"{tag}[^<]*+</(?P={group})>"
         return rf"{tag}(?>(?:[^<]*+(?:{children(level + 1, links)}))*)[^<]*+</(?P={group})>"
@@ -281,11 +290,11 @@ def _leaf_pattern() -> tuple[str, str]:
     outer = sorted(_PLAIN | _LEAF_BLOCKS)
     link = element(["a"], 1, False, lt="")
     other = element(outer, 1, True, lt="")
-    return f"{link}|{other}", other[len("(?P<") : other.index(">")]
+    return f"(?=[a-z])(?:{link}|{other})", other[len("(?P<") : other.index(">")]
 
 
-# A leaf as one token (group 1, its outermost name), else one token as ``_TOKEN`` reads it (the last
-# four groups); ``_NO_LEAF`` has the same groups and reads every tag on its own.
+# A leaf as one token (group 1 or ``_OUTER`` names its outermost element), else one token as ``_TOKEN``
+# reads it (the last four groups).
 _LEAF, _OUTER_GROUP = _leaf_pattern()
 _LEAF_OR_TOKEN = re.compile(f"<(?:{_LEAF}|{_AFTER_LT})")
 _LEAF_GROUPS = _LEAF_OR_TOKEN.groups - 4
@@ -295,7 +304,6 @@ _LEAF_CLOSES = {name: (_P, _NOTHING) for name in _CLOSES_P} | {
     name: _IMPLIED[name] for name in ("li", "dt", "dd")
 }
 _START_NAME = re.compile(r"<([A-Za-z][^\t\n\f\r />]*+)")
-_NO_LEAF = re.compile(f"<(?:(?!){'()' * _LEAF_GROUPS}|{_AFTER_LT})")
 
 
 class _Stack:
@@ -499,41 +507,50 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
     kept_to = 0  # html[:kept_to] is decided
     pos = 0
     n = len(html)
-    slow_until = 0  # html[:slow_until] ends with a leaf that is no no-op: read tag by tag up to there
+    # Tag by tag (``_TOKEN``) up to ``slow_until`` (a leaf that is no no-op ends there) and while the
+    # stack is too deep for any leaf; else leaves whole (``_LEAF_OR_TOKEN``).
+    slow = False
+    slow_until = 0
     leaf_depth = max_depth - _LEAF_LEVELS  # the deepest current node under which any leaf fits
     while pos < n:
         jump = n  # where the scan goes on when a token below leaves the tag stream
-        slow = pos < slow_until
-        for match in (_NO_LEAF if slow else _LEAF_OR_TOKEN).finditer(html, pos):
-            if slow and match.start() >= slow_until and (depths[-1] if depths else 0) <= leaf_depth:
-                jump = match.start()  # past that leaf, and leaves fit again: they are read whole again
-                break
-            groups = match.groups()
-            leaf = groups[0] or groups[_OUTER]
-            if leaf is not None:
-                rule = _LEAF_CLOSES.get(leaf.lower())
-                if (
-                    not dropped
-                    and not (where.get("a") and "<a" in match.group(0))  # an <a> closes the open one
-                    and (depths[-1] if depths else 0) <= leaf_depth
-                    and not (names and names[-1] == "colgroup")
-                    and (
-                        rule is None
-                        or (names and names[-1] in rule[1])
-                        or not any(where.get(closed) for closed in rule[0])
-                    )
-                    and not (
-                        foreign_of
-                        and foreign_of[-1]
-                        and names[-1] not in _INTEGRATION
-                        and any(name.lower() in _BREAK_OUT for name in _START_NAME.findall(match.group(0)))
-                    )
-                ):
-                    continue  # pushed, then popped by its end tags: nothing changes
-                slow_until = match.end()
-                jump = match.start()
-                break
-            slash, raw_name, attributes, other = groups[_LEAF_GROUPS:]
+        for match in (_TOKEN if slow else _LEAF_OR_TOKEN).finditer(html, pos):
+            if slow:
+                if match.start() >= slow_until and (depths[-1] if depths else 0) <= leaf_depth:
+                    slow = False  # past that leaf, and leaves fit again: they are read whole again
+                    jump = match.start()
+                    break
+                slash, raw_name, attributes, other = match.groups()
+            else:
+                groups = match.groups()
+                leaf = groups[0] or groups[_OUTER]
+                if leaf is not None:
+                    rule = _LEAF_CLOSES.get(leaf.lower())
+                    if (
+                        not dropped
+                        and not (where.get("a") and "<a" in match.group(0))  # an <a> closes the open one
+                        and (depths[-1] if depths else 0) <= leaf_depth
+                        and not (names and names[-1] == "colgroup")
+                        and (
+                            rule is None
+                            or (names and names[-1] in rule[1])
+                            or not any(where.get(closed) for closed in rule[0])
+                        )
+                        and not (
+                            foreign_of
+                            and foreign_of[-1]
+                            and names[-1] not in _INTEGRATION
+                            and any(
+                                name.lower() in _BREAK_OUT for name in _START_NAME.findall(match.group(0))
+                            )
+                        )
+                    ):
+                        continue  # pushed, then popped by its end tags: nothing changes
+                    slow = True
+                    slow_until = match.end()
+                    jump = match.start()
+                    break
+                slash, raw_name, attributes, other = groups[_LEAF_GROUPS:]
             if raw_name is None:
                 if other is not None:
                     jump = after_markup(html, other, match.end())
@@ -594,6 +611,10 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
             if name in _RAW_TEXT:
                 end_match = _RAW_END[name].search(html, match.end())
                 jump = n if end_match is None else end_match.start()
+                break
+            if depth > leaf_depth and not slow:
+                slow = True  # too deep for any leaf here: reading tag by tag is cheaper
+                jump = match.end()
                 break
         pos = jump
     if not keep:
