@@ -52,14 +52,10 @@ def reference(html: str, max_depth: int) -> str:
             if not foreign and name == "plaintext":
                 break
             if not foreign and name in nesting._RAW_TEXT:
-                found = nesting._RAW_END[name].search(html, match.end())
-                jump = len(html) if found is None else found.start()
+                jump = nesting.raw_text_end(html, name, match.end())
                 break
         pos = jump
-    if not keep:
-        return html
-    keep.append(html[kept_to:])
-    return "".join(keep)
+    return nesting.kept(html, keep, kept_to)
 
 
 # Leaves (plain, nested, with attributes, upper case, "/>", mismatched ends, a "<" in the text) and the

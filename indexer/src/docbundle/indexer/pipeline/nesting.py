@@ -484,6 +484,20 @@ def after_markup(html: str, other: str, end: int) -> int:
     return len(html) if found == -1 else found + 1
 
 
+def raw_text_end(html: str, name: str, end: int) -> int:
+    """Where the raw text of ``name`` (``<script>``, ``<style>``...) opened at ``end`` ends: its end tag."""
+    found = _RAW_END[name].search(html, end)
+    return len(html) if found is None else found.start()
+
+
+def kept(html: str, keep: list[str], kept_to: int) -> str:
+    """The page with the dropped tags left out: ``keep``, then ``html[kept_to:]`` (``html`` if none was)."""
+    if not keep:
+        return html
+    keep.append(html[kept_to:])
+    return "".join(keep)
+
+
 # Start tags that do more than open their element (outside foreign content and column groups).
 _RULED = _TABLE_PARTS | _CLOSES_P | _VOID | {"table", "select", *_IMPLIED}
 
@@ -609,15 +623,11 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
             if name == "plaintext":
                 break  # the rest of the page is text
             if name in _RAW_TEXT:
-                end_match = _RAW_END[name].search(html, match.end())
-                jump = n if end_match is None else end_match.start()
+                jump = raw_text_end(html, name, match.end())
                 break
             if depth > leaf_depth and not slow:
                 slow = True  # too deep for any leaf here: reading tag by tag is cheaper
                 jump = match.end()
                 break
         pos = jump
-    if not keep:
-        return html
-    keep.append(html[kept_to:])
-    return "".join(keep)
+    return kept(html, keep, kept_to)
