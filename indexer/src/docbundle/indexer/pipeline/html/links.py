@@ -18,12 +18,21 @@ in place and reads nothing else.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 from selectolax.lexbor import LexborNode
 
 __all__ = ["compact_links"]
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(base: str, href: str) -> tuple[str, SplitResult]:
+    """``href`` resolved against ``base``, and split (``urljoin`` is a third of this module's time; the
+    same link recurs on a page and across a site's pages). Raises ``ValueError`` as ``urljoin`` does."""
+    target = urljoin(base, href)
+    return target, urlsplit(target)
 
 
 def _without_fragment(parts: SplitResult) -> str:
@@ -64,8 +73,7 @@ def compact_links(main: LexborNode, page_url: str, base: str) -> None:
         keep = ""
         if href and not href.startswith("#"):
             try:
-                target = urljoin(base, href)
-                parts = urlsplit(target)
+                target, parts = _resolved(base, href)
             except ValueError:  # not a URL (an unclosed IPv6 host...): its text is what is left
                 target = ""
                 parts = urlsplit("")
