@@ -66,6 +66,7 @@ _API_TYPES = frozenset(
 # Definition lists that are prose, not API entries.
 _PROSE = frozenset({"simple", "field-list", "glossary", "footnote", "citation", "option-list", "docutils"})
 _HEADING_RE = re.compile(r"^h([1-6])$")
+_HEADINGS_AND_LISTS = "h1, h2, h3, h4, h5, h6, dl"
 _SPACE_RE = re.compile(r"\s+")
 
 
@@ -94,7 +95,9 @@ def normalise_api_entries(main: LexborNode, tree: LexborHTMLParser) -> None:
     """Every definition-list API entry as a section headed by its signature (see the module)."""
     found: list[tuple[LexborNode, int]] = []
     last_heading = 1
-    for node in main.traverse():
+    # The headings and lists only (lexbor gives them in document order, ``main`` first if it is one),
+    # not every node of the page.
+    for node in main.css(_HEADINGS_AND_LISTS):
         tag = node.tag or ""
         match = _HEADING_RE.match(tag)
         if match:

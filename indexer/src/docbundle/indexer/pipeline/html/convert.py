@@ -81,6 +81,8 @@ _SPACE_RE = re.compile(r"\s+")
 # Anchor glyphs left at the end of a heading's text ("C#" keeps its "#": only a detached one goes).
 _TRAILING_GLYPH_RE = re.compile(r"(?:\s*[¶§🔗⚓]|\s+#)+$")
 _BLANK_LINES_RE = re.compile(r"\n{3,}")
+# The white space at the end of each line (``str.rstrip``'s: ``\s`` is the same ``isspace``), in one pass.
+_TRAILING_SPACE_RE = re.compile(r"[^\S\n]+$", re.MULTILINE)
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 
@@ -194,7 +196,7 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
             markdown = main.text(deep=True, separator="\n")
         markdown = prefix + markdown
     markdown = plain_spaces(markdown)
-    markdown = "\n".join(line.rstrip() for line in markdown.split("\n"))
+    markdown = _TRAILING_SPACE_RE.sub("", markdown)
     markdown = _separate_quotes(markdown)
     markdown = _BLANK_LINES_RE.sub("\n\n", markdown).strip("\n")
     if markdown:

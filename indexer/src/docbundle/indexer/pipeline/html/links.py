@@ -18,33 +18,39 @@ in place and reads nothing else.
 
 from __future__ import annotations
 
+import functools
 import posixpath
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 from selectolax.lexbor import LexborNode
 
 __all__ = ["compact_links"]
 
 
-def _without_fragment(url: str) -> str:
-    parts = urlsplit(url)
+@functools.lru_cache(maxsize=4096)
+def _resolved(base: str, href: str) -> tuple[str, SplitResult]:
+    """``href`` resolved against ``base``, and split (``urljoin`` is a third of this module's time; the
+    same link recurs on a page and across a site's pages). Raises ``ValueError`` as ``urljoin`` does."""
+    target = urljoin(base, href)
+    return target, urlsplit(target)
+
+
+def _without_fragment(parts: SplitResult) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
 
 
-def _relative(target: str, page: str) -> str:
-    """``target`` (same scheme and host as ``page``) written relative to ``page``."""
-    t, p = urlsplit(target), urlsplit(page)
-    page_dir = p.path.rsplit("/", 1)[0] + "/" if "/" in p.path else "/"
-    path = t.path or "/"
+def _relative(target: SplitResult, page_dir: str) -> str:
+    """``target`` (same scheme and host as the page) written relative to the page's folder ``page_dir``."""
+    path = target.path or "/"
     rel = posixpath.relpath(path, page_dir)
     if rel == ".":
         rel = "./" if path.endswith("/") else "../" + posixpath.basename(path)
     elif path.endswith("/"):
         rel += "/"
-    if t.query:
-        rel += "?" + t.query
-    if t.fragment:
-        rel += "#" + t.fragment
+    if target.query:
+        rel += "?" + target.query
+    if target.fragment:
+        rel += "#" + target.fragment
     return rel
 
 
@@ -53,7 +59,8 @@ def compact_links(main: LexborNode, page_url: str, base: str) -> None:
     page, at = urlsplit(page_url), urlsplit(base)
     # The site is the page's, and the one its <base href> names.
     sites = [(page.scheme.lower(), page.netloc.lower()), (at.scheme.lower(), at.netloc.lower())]
-    page_key = _without_fragment(page_url)
+    page_key = _without_fragment(page)
+    page_dir = page.path.rsplit("/", 1)[0] + "/" if "/" in page.path else "/"
     seen: set[str] = set()
     for image in main.css("img"):
         alt = " ".join((image.attributes.get("alt") or "").split())
@@ -66,8 +73,7 @@ def compact_links(main: LexborNode, page_url: str, base: str) -> None:
         keep = ""
         if href and not href.startswith("#"):
             try:
-                target = urljoin(base, href)
-                parts = urlsplit(target)
+                target, parts = _resolved(base, href)
             except ValueError:  # not a URL (an unclosed IPv6 host...): its text is what is left
                 target = ""
                 parts = urlsplit("")
@@ -76,12 +82,12 @@ def compact_links(main: LexborNode, page_url: str, base: str) -> None:
                 target
                 and origin in sites
                 and parts.scheme.lower() in ("http", "https", "file")
-                and _without_fragment(target) != page_key
                 and target not in seen
+                and _without_fragment(parts) != page_key
             ):
                 seen.add(target)
                 # Relative to the page when on its site; absolute when only the <base href> is there.
-                keep = _relative(target, page_url) if origin == sites[0] else target
+                keep = _relative(parts, page_dir) if origin == sites[0] else target
         if keep and anchor.text(deep=True, strip=True):
             for name in list(anchor.attributes):
                 if name != "href":
