@@ -1,0 +1,209 @@
+"""The plain text of common inline markdown without markdown-it: a fast path for the chunker.
+
+``fast_inline`` reads inline content (a paragraph's, heading's or table cell's text) whose only markup is
+line breaks, backslash escapes, code spans and inline links ``[text](url)`` whose text has no markup but
+line breaks, and returns what the chunker would build from markdown-it-py's tokens for it: the text
+pieces (text, escaped characters, ``"\\n"`` for a line break) with each code span held out as a
+``\\0N\\0`` placeholder, and the code spans. It follows markdown-it-py's rules where they apply:
+
+- a line break drops the spaces before it (only what was written since the last token: markdown-it keeps
+  its unflushed text as ``pending``) and the spaces and tabs after it;
+- a backslash before a line break is a hard break (spaces before it stay); before ASCII punctuation it
+  is that character, before anything else it stays; at the very end it is text;
+- a run of N backticks opens a code span closed by the next run of exactly N, else it is text; the
+  span's line breaks become spaces and one space is stripped from each end when both ends have one and
+  it is not all spaces;
+- ``[`` starts a link when a ``]`` follows with no markup before it, then ``(``, optional whitespace, a
+  destination without spaces, parentheses, backslashes or a leading ``<``, optional whitespace and
+  ``)``; the link's text is its label. Otherwise ``[`` is text (there are no reference definitions).
+
+Anything else it meets outside a code span or link destination (emphasis or strikethrough markers,
+``<``, ``&``, an image, a link title, reference definitions on the page, a label with markup) makes it
+return None, and the caller asks markdown-it. A hypothesis test holds its answers identical to
+markdown-it's (tests/indexer/test_inline_fast.py), and ``benchmarks/chunk_speed.py --check`` the chunks
+of every shared corpus.
+"""
+
+from __future__ import annotations
+
+import re
+
+from markdown_it.common.utils import isMdAsciiPunct, isPunctChar, isWhiteSpace
+from markdown_it.rules_inline.balance_pairs import processDelimiters
+from markdown_it.rules_inline.state_inline import Delimiter
+
+__all__ = ["fast_inline"]
+
+# Where the scan must look: line breaks, escapes, code spans, links, images, and the markup it leaves to
+# markdown-it (emphasis, strikethrough, autolinks / HTML, entities; CR and NUL, which markdown-it's
+# normalisation would have removed).
+_STOP = re.compile(r"[\n\\`\[*_~<&\r\0]|!\[")
+_EMPHASIS = {"*": re.compile(r"\*+"), "_": re.compile(r"_+")}
+# Link text it can copy: no markup but line breaks (and no "[" or "]").
+_LABEL_STOP = re.compile(r"[\[\]\\`*_~<&!\r\0]")
+# A link destination it can copy: no spaces, controls, parentheses, backslashes.
+_DEST = re.compile(r"[^\x00-\x20\x7f()\\]*")
+_BACKTICKS = re.compile(r"`+")
+_SPACE_TAB = re.compile(r"[ \t]*")
+_WHITESPACE = re.compile(r"[ \t\n]*")
+# markdown-it's escapable characters (ASCII punctuation).
+_ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def _code_span(src: str, start: int) -> tuple[int, str | None]:
+    """The end of the backtick run or code span at ``start``, and the span's content (None: no span)."""
+    run = _BACKTICKS.match(src, start)
+    assert run is not None
+    length = run.end() - start
+    for closer in _BACKTICKS.finditer(src, run.end()):
+        if closer.end() - closer.start() == length:
+            content = src[run.end() : closer.start()].replace("\n", " ")
+            if content.startswith(" ") and content.endswith(" ") and content.strip(" "):
+                content = content[1:-1]
+            return closer.end(), content
+    return run.end(), None
+
+
+def _lines(text: str, out: list[str]) -> None:
+    """Text without markup but line breaks, starting after a token: append it as markdown-it would."""
+    if "\n" not in text:
+        out.append(text)
+        return
+    lines = text.split("\n")
+    out.append(lines[0].rstrip(" "))
+    for line in lines[1:-1]:
+        out.append("\n")
+        out.append(line.lstrip(" \t").rstrip(" "))
+    out.append("\n")
+    out.append(lines[-1].lstrip(" \t"))
+
+
+def _link_end(src: str, label_end: int) -> int:
+    """Where an inline link whose label ends at ``label_end`` ends; -1: no link; -2: out of scope."""
+    n = len(src)
+    pos = label_end + 1
+    if pos >= n or src[pos] != "(":
+        return -1
+    pos = _WHITESPACE.match(src, pos + 1).end()  # type: ignore[union-attr]
+    if pos >= n:
+        return -1
+    if src[pos] == "<":
+        return -2
+    dest_end = _DEST.match(src, pos).end()  # type: ignore[union-attr]
+    if dest_end < n and src[dest_end] in "(\\":
+        return -2
+    pos = _WHITESPACE.match(src, dest_end).end()  # type: ignore[union-attr]
+    if pos < n and pos != dest_end and src[pos] in "\"'(":
+        # A title (after whitespace only): "..." or '...' without escapes.
+        close = src.find(src[pos], pos + 1) if src[pos] != "(" else -1
+        if close == -1 or "\\" in src[pos + 1 : close]:
+            return -2
+        pos = _WHITESPACE.match(src, close + 1).end()  # type: ignore[union-attr]
+    if pos < n and src[pos] == ")":
+        return pos + 1
+    return -1
+
+
+def _flanking(last: str, nxt: str, split_word: bool) -> tuple[bool, bool]:
+    """Whether a run of emphasis markers between ``last`` and ``nxt`` can open, and close (``scanDelims``)."""
+    last_punct = isMdAsciiPunct(ord(last)) or isPunctChar(last)
+    next_punct = isMdAsciiPunct(ord(nxt)) or isPunctChar(nxt)
+    last_space = isWhiteSpace(ord(last))
+    next_space = isWhiteSpace(ord(nxt))
+    left = not (next_space or (next_punct and not (last_space or last_punct)))
+    right = not (last_space or (last_punct and not (next_space or next_punct)))
+    return left and (split_word or not right or last_punct), right and (split_word or not left or next_punct)
+
+
+def _drop_matched(out: list[str], marks: list[int], delimiters: list[Delimiter]) -> None:
+    """Pair emphasis markers with markdown-it's own algorithm and blank the ones that pair."""
+    # processDelimiters reads only the delimiter list, never the state.
+    processDelimiters(None, delimiters)  # type: ignore[arg-type]
+    for k, delimiter in enumerate(delimiters):
+        if delimiter.end >= 0:
+            out[marks[k]] = out[marks[delimiter.end]] = ""
+
+
+def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] | None:
+    """Text pieces (code spans as ``\\0N\\0``) and code spans of inline ``src``; None when out of scope."""
+    out: list[str] = []
+    spans: list[str] = []
+    # Emphasis markers: their pieces in ``out`` and their delimiters, numbered like markdown-it's tokens
+    # (only whether two are adjacent matters: a run's markers are, two runs never are).
+    marks: list[int] = []
+    delimiters: list[Delimiter] = []
+    n = len(src)
+    pos = 0
+    # Start of the text markdown-it would hold as pending (written since the last token).
+    pending = 0
+    while True:
+        stop = _STOP.search(src, pos)
+        if stop is None:
+            out.append(src[pending:])
+            if delimiters:
+                _drop_matched(out, marks, delimiters)
+            return out, spans
+        at = stop.start()
+        char = src[at]
+        if char == "\n":
+            out.append(src[pending:at].rstrip(" "))
+            out.append("\n")
+            pos = pending = _SPACE_TAB.match(src, at + 1).end()  # type: ignore[union-attr]
+        elif char == "\\":
+            if at + 1 >= n:
+                # A backslash at the very end is text.
+                pos = n
+                continue
+            out.append(src[pending:at])
+            nxt = src[at + 1]
+            if nxt == "\n":
+                out.append("\n")
+                pos = pending = _SPACE_TAB.match(src, at + 2).end()  # type: ignore[union-attr]
+                continue
+            end = at + 2
+            if "\ud800" <= nxt <= "\udbff" and end < n and "\udc00" <= src[end] <= "\udfff":
+                end += 1
+            out.append(src[at + 1 : end] if nxt in _ESCAPABLE else src[at:end])
+            pos = pending = end
+        elif char == "`":
+            end, content = _code_span(src, at)
+            if content is not None:
+                out.append(src[pending:at])
+                out.append(f"\0{len(spans)}\0")
+                spans.append(content)
+                pending = end
+            pos = end
+        elif char == "*" or char == "_":
+            end = _EMPHASIS[char].match(src, at).end()  # type: ignore[union-attr]
+            can_open, can_close = _flanking(
+                src[at - 1] if at > 0 else " ", src[end] if end < n else " ", char == "*"
+            )
+            out.append(src[pending:at])
+            token = delimiters[-1].token + 2 if delimiters else 0
+            for k in range(end - at):
+                marks.append(len(out))
+                out.append(char)
+                delimiters.append(Delimiter(ord(char), end - at, token + k, -1, can_open, can_close))
+            pos = pending = end
+        elif char == "[" or char == "!":
+            label_start = at + 1 if char == "[" else at + 2
+            label = _LABEL_STOP.search(src, label_start)
+            if label is None:
+                # No "]" after it: text (an image's "!" too).
+                pos = at + 1
+                continue
+            if src[label.start()] != "]":
+                return None
+            label_end = label.start()
+            end = _link_end(src, label_end)
+            if end == -1 and not has_references:
+                # Not a link (nor an image, whose "!" is then text): "[" is text.
+                pos = at + 1
+                continue
+            if end < 0:
+                return None
+            out.append(src[pending:at])
+            _lines(src[label_start:label_end], out)
+            pos = pending = end
+        else:
+            return None
