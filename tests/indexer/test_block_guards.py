@@ -105,3 +105,5 @@ def test_the_chunker_parsers_are_guarded() -> None:
     for md in (chunk._MD, chunk._MDX):
         rule = next(r for r in md.block.ruler.__rules__ if r.name == "fence")
         assert rule.fn.__name__ == "guarded"
+        assert "dispatch" in [fn.__name__ for fn in md.block.ruler.getRules("")]
+        assert "dispatch" in [fn.__name__ for fn in md.block.ruler.getRules("paragraph")]

@@ -15,6 +15,10 @@ prose no longer goes through a dozen Python functions (each with its own debug-l
   (a superset of the underlines it accepts). When it fails after its first check it leaves
   ``state.parentType`` at ``"paragraph"`` (as markdown-it's does), so the guard does too.
 
+Each chain of rules markdown-it tries in turn (at a block's start, and the terminators of a paragraph,
+list, quote or reference) then calls one dispatcher for its run of first-character guards, which
+tries only the rules whose characters match, in their order.
+
 A guard only answers False where the rule itself would, from the same state; anything else goes to
 the rule. A hypothesis test compares the token streams with unguarded parsers
 (tests/indexer/test_block_guards.py).
@@ -85,18 +89,58 @@ def _lheading_guard(rule: BlockRule) -> BlockRule:
     return guarded
 
 
+def _dispatcher(run: list[tuple[frozenset[str], BlockRule]]) -> BlockRule:
+    """One call for a run of first-character-guarded rules: only those whose characters match are tried."""
+    every = tuple(rule for _, rule in run)
+    by_char = {c: tuple(rule for chars, rule in run if c in chars) for chars, _ in run for c in chars}
+
+    def dispatch(state: StateBlock, line: int, end: int, silent: bool) -> bool:
+        pos = state.bMarks[line] + state.tShift[line]
+        rules = by_char.get(state.src[pos], ()) if pos < state.eMarks[line] else every
+        for rule in rules:  # noqa: SIM110 (a generator would cost more than the loop saves)
+            if rule(state, line, end, silent):
+                return True
+        return False
+
+    return dispatch
+
+
 def guard_block_rules(md: MarkdownIt, *, container: str | None = None) -> None:
     """Put the guards in front of ``md``'s block rules (``container``: the ``:::`` rule's name)."""
     first_chars = dict(_FIRST_CHARS)
     if container is not None:
         first_chars[f"container_{container}"] = ":"
     ruler = md.block.ruler
+    # Guard -> (its characters, the rule it guards).
+    guards: dict[BlockRule, tuple[frozenset[str], BlockRule]] = {}
     for rule in ruler.__rules__:
         if rule.name in first_chars:
-            rule.fn = _first_char_guard(rule.fn, first_chars[rule.name])
+            chars = first_chars[rule.name]
+            guard = _first_char_guard(rule.fn, chars)
+            guards[guard] = (frozenset(chars), rule.fn)
+            rule.fn = guard
         elif rule.name == "table":
             rule.fn = _table_guard(rule.fn)
         elif rule.name == "lheading":
             rule.fn = _lheading_guard(rule.fn)
-    # The ruler caches its chains of functions; rebuild them with the guards.
+    # The ruler caches its chains of functions (the main one and each rule's terminators): rebuild them
+    # with the guards, then replace each run of first-character guards by one dispatching call. (If the
+    # ruler is changed later, it rebuilds its chains from the guards alone: slower, still the same.)
     ruler.__cache__ = None
+    ruler.getRules("")
+    assert ruler.__cache__ is not None
+    for chain, fns in ruler.__cache__.items():
+        merged: list[BlockRule] = []
+        run: list[BlockRule] = []
+        for fn in [*fns, None]:
+            if fn is not None and fn in guards:
+                run.append(fn)
+                continue
+            if len(run) > 1:
+                merged.append(_dispatcher([guards[guard] for guard in run]))
+            else:
+                merged.extend(run)
+            run = []
+            if fn is not None:
+                merged.append(fn)
+        ruler.__cache__[chain] = merged
