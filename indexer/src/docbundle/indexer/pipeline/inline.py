@@ -1,27 +1,30 @@
 """The plain text of common inline markdown without markdown-it: a fast path for the chunker.
 
-``fast_inline`` reads inline content (a paragraph's, heading's or table cell's text) whose only markup is
-line breaks, backslash escapes, code spans and inline links ``[text](url)`` whose text has no markup but
-line breaks, and returns what the chunker would build from markdown-it-py's tokens for it: the text
-pieces (text, escaped characters, ``"\\n"`` for a line break) with each code span held out as a
-``\\0N\\0`` placeholder, and the code spans. It follows markdown-it-py's rules where they apply:
+``fast_inline`` reads inline content (a paragraph's, heading's or table cell's text) and returns what
+the chunker would build from markdown-it-py's inline tokens for it: the text pieces (text, escaped
+characters, ``"\\n"`` for a line break) with each code span held out as a ``\\0N\\0`` placeholder,
+and the code spans. It follows markdown-it-py's rules for the markup it reads:
 
-- a line break drops the spaces before it (only what was written since the last token: markdown-it keeps
-  its unflushed text as ``pending``) and the spaces and tabs after it;
+- a line break drops the spaces before it (only those written since the last token: markdown-it holds
+  that text as ``pending``) and the spaces and tabs after it;
 - a backslash before a line break is a hard break (spaces before it stay); before ASCII punctuation it
   is that character, before anything else it stays; at the very end it is text;
 - a run of N backticks opens a code span closed by the next run of exactly N, else it is text; the
   span's line breaks become spaces and one space is stripped from each end when both ends have one and
   it is not all spaces;
-- ``[`` starts a link when a ``]`` follows with no markup before it, then ``(``, optional whitespace, a
-  destination without spaces, parentheses, backslashes or a leading ``<``, optional whitespace and
-  ``)``; the link's text is its label. Otherwise ``[`` is text (there are no reference definitions).
+- ``*`` and ``_`` runs are delimiters, flanking as in markdown-it's ``scanDelims``, paired by
+  markdown-it's own ``processDelimiters``; a paired marker leaves no text, an unpaired one stays;
+- ``[label](dest)`` and ``![label](dest)``, where the label has no markup but line breaks, the
+  destination no spaces, parentheses, backslashes or leading ``<``, and an optional title is in ``"``
+  or ``'`` without backslashes, are a link / image whose text is the label; a ``[`` (or ``![``) that
+  starts neither is text (when the page has no reference definitions);
+- ``<name>`` and ``</name>`` (no attributes) are inline HTML, which has no text.
 
-Anything else it meets outside a code span or link destination (emphasis or strikethrough markers,
-``<``, ``&``, an image, a link title, reference definitions on the page, a label with markup) makes it
-return None, and the caller asks markdown-it. A hypothesis test holds its answers identical to
-markdown-it's (tests/indexer/test_inline_fast.py), and ``benchmarks/chunk_speed.py --check`` the chunks
-of every shared corpus.
+Anything else it meets outside a code span or link destination (strikethrough, entities, other HTML or
+autolinks, a label with markup, a ``[`` that is not an inline link on a page with reference
+definitions) makes it return None, and the caller asks markdown-it. A hypothesis test
+holds its answers identical to markdown-it's (tests/indexer/test_inline_fast.py), and
+``benchmarks/chunk_speed.py --check`` the chunks of every shared corpus.
 """
 
 from __future__ import annotations
@@ -34,17 +37,22 @@ from markdown_it.rules_inline.state_inline import Delimiter
 
 __all__ = ["fast_inline"]
 
-# Where the scan must look: line breaks, escapes, code spans, links, images, and the markup it leaves to
+# Where the scan must look: escapes, code spans, links, images, and the markup it leaves to
 # markdown-it (emphasis, strikethrough, autolinks / HTML, entities; CR and NUL, which markdown-it's
 # normalisation would have removed).
-_STOP = re.compile(r"[\n\\`\[*_~<&\r\0]|!\[")
+_STOP = re.compile(r"[\\`\[*_~<&\r\0]|!\[")
 _EMPHASIS = {"*": re.compile(r"\*+"), "_": re.compile(r"_+")}
 # Link text it can copy: no markup but line breaks (and no "[" or "]").
 _LABEL_STOP = re.compile(r"[\[\]\\`*_~<&!\r\0]")
 # A link destination it can copy: no spaces, controls, parentheses, backslashes.
 _DEST = re.compile(r"[^\x00-\x20\x7f()\\]*")
 _BACKTICKS = re.compile(r"`+")
+# An HTML tag without attributes, <name> or </name>: markdown-it's inline HTML (no autolink: no ":"
+# or "@"), which carries no text.
+_BARE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*>")
 _SPACE_TAB = re.compile(r"[ \t]*")
+# A line break inside text drops the spaces before it and the spaces and tabs after it.
+_BREAK = re.compile(r" *\n[ \t]*")
 _WHITESPACE = re.compile(r"[ \t\n]*")
 # markdown-it's escapable characters (ASCII punctuation).
 _ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -64,18 +72,9 @@ def _code_span(src: str, start: int) -> tuple[int, str | None]:
     return run.end(), None
 
 
-def _lines(text: str, out: list[str]) -> None:
-    """Text without markup but line breaks, starting after a token: append it as markdown-it would."""
-    if "\n" not in text:
-        out.append(text)
-        return
-    lines = text.split("\n")
-    out.append(lines[0].rstrip(" "))
-    for line in lines[1:-1]:
-        out.append("\n")
-        out.append(line.lstrip(" \t").rstrip(" "))
-    out.append("\n")
-    out.append(lines[-1].lstrip(" \t"))
+def _text(text: str) -> str:
+    """Text without markup but line breaks, written since the last token, as markdown-it reads it."""
+    return _BREAK.sub("\n", text) if "\n" in text else text
 
 
 def _link_end(src: str, label_end: int) -> int:
@@ -139,22 +138,18 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
     while True:
         stop = _STOP.search(src, pos)
         if stop is None:
-            out.append(src[pending:])
+            out.append(_text(src[pending:]))
             if delimiters:
                 _drop_matched(out, marks, delimiters)
             return out, spans
         at = stop.start()
         char = src[at]
-        if char == "\n":
-            out.append(src[pending:at].rstrip(" "))
-            out.append("\n")
-            pos = pending = _SPACE_TAB.match(src, at + 1).end()  # type: ignore[union-attr]
-        elif char == "\\":
+        if char == "\\":
             if at + 1 >= n:
                 # A backslash at the very end is text.
                 pos = n
                 continue
-            out.append(src[pending:at])
+            out.append(_text(src[pending:at]))
             nxt = src[at + 1]
             if nxt == "\n":
                 out.append("\n")
@@ -168,7 +163,7 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
         elif char == "`":
             end, content = _code_span(src, at)
             if content is not None:
-                out.append(src[pending:at])
+                out.append(_text(src[pending:at]))
                 out.append(f"\0{len(spans)}\0")
                 spans.append(content)
                 pending = end
@@ -178,7 +173,7 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
             can_open, can_close = _flanking(
                 src[at - 1] if at > 0 else " ", src[end] if end < n else " ", char == "*"
             )
-            out.append(src[pending:at])
+            out.append(_text(src[pending:at]))
             token = delimiters[-1].token + 2 if delimiters else 0
             for k in range(end - at):
                 marks.append(len(out))
@@ -202,8 +197,14 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
                 continue
             if end < 0:
                 return None
-            out.append(src[pending:at])
-            _lines(src[label_start:label_end], out)
+            out.append(_text(src[pending:at]))
+            out.append(_text(src[label_start:label_end]))
             pos = pending = end
+        elif char == "<":
+            tag = _BARE_TAG.match(src, at)
+            if tag is None:
+                return None
+            out.append(_text(src[pending:at]))
+            pos = pending = tag.end()
         else:
             return None
