@@ -16,9 +16,9 @@ compares the current code's output with a saved file and lists the pages that di
 if any does). Save with the old code, change the chunker, then check::
 
     python benchmarks/chunk_speed.py ../shared/corpora/*/pages ../shared/corpora/html-rustbook \\
-        --ext md mdx html --repeat 1 --save /tmp/chunks-before.pickle
+        --ext md mdx html --repeat 1 --save chunks-before.pickle
     python benchmarks/chunk_speed.py ../shared/corpora/*/pages ../shared/corpora/html-rustbook \\
-        --ext md mdx html --repeat 3 --check /tmp/chunks-before.pickle
+        --ext md mdx html --repeat 3 --check chunks-before.pickle
 """
 
 from __future__ import annotations
