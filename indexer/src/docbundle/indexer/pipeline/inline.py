@@ -14,15 +14,17 @@ and the code spans. It follows markdown-it-py's rules for the markup it reads:
   it is not all spaces;
 - ``*`` and ``_`` runs are delimiters, flanking as in markdown-it's ``scanDelims``, paired by
   markdown-it's own ``processDelimiters``; a paired marker leaves no text, an unpaired one stays;
-- ``[label](dest)`` and ``![label](dest)``, where the label has no markup but line breaks, the
-  destination no spaces, parentheses, backslashes or leading ``<``, and an optional title is in ``"``
-  or ``'`` without backslashes, are a link / image whose text is the label; a ``[`` (or ``![``) that
-  starts neither is text (when the page has no reference definitions);
+- ``[label](dest)`` and ``![label](dest)``, where the destination has no spaces, parentheses,
+  backslashes or leading ``<`` and an optional title is in ``"`` or ``'`` without backslashes, are a
+  link / image whose text is the label's. A link's label ends at the first "]" that is not escaped or
+  inside a code span, and is read like the rest (markdown-it seeing the "[" before it); an image's
+  label must be plain text (markdown-it parses it on its own). A ``[`` (or ``![``) that starts
+  neither is text (when the page has no reference definitions);
 - ``<name>`` and ``</name>`` (no attributes) are inline HTML, which has no text.
 
 Anything else it meets outside a code span or link destination (strikethrough, entities, other HTML or
-autolinks, a label with markup, a ``[`` that is not an inline link on a page with reference
-definitions) makes it return None, and the caller asks markdown-it. A hypothesis test
+autolinks, a link inside a label, an image label with markup, a ``[`` that is not an inline link on
+a page with reference definitions) makes it return None, and the caller asks markdown-it. A hypothesis test
 holds its answers identical to markdown-it's (tests/indexer/test_inline_fast.py), and
 ``benchmarks/chunk_speed.py --check`` the chunks of every shared corpus.
 """
@@ -44,6 +46,8 @@ _STOP = re.compile(r"[\\`\[*_~<&\r\0]|!\[")
 _EMPHASIS = {"*": re.compile(r"\*+"), "_": re.compile(r"_+")}
 # Link text it can copy: no markup but line breaks (and no "[" or "]").
 _LABEL_STOP = re.compile(r"[\[\]\\`*_~<&!\r\0]")
+# Where a link label's scan must look (see _label_end).
+_LABEL_SCAN = re.compile(r"[\]\[\\`<*_~&!\r\0]")
 # A link destination it can copy: no spaces, controls, parentheses, backslashes.
 _DEST = re.compile(r"[^\x00-\x20\x7f()\\]*")
 _BACKTICKS = re.compile(r"`+")
@@ -123,10 +127,45 @@ def _drop_matched(out: list[str], marks: list[int], delimiters: list[Delimiter])
             out[marks[k]] = out[marks[delimiter.end]] = ""
 
 
-def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] | None:
-    """Text pieces (code spans as ``\\0N\\0``) and code spans of inline ``src``; None when out of scope."""
+def _label_end(src: str, start: int) -> int:
+    """Where the label of a link starting at ``start`` ends (its "]"); -1: nowhere; -2: out of scope.
+
+    As markdown-it's ``parseLinkLabel`` skips tokens: an escaped "]" or one inside a code span or tag
+    does not end it; a nested "[" (a link or image inside) is out of scope.
+    """
+    pos = start
+    while (stop := _LABEL_SCAN.search(src, pos)) is not None:
+        at = stop.start()
+        char = src[at]
+        if char == "]":
+            return at
+        if char == "\\":
+            pos = at + 2
+        elif char == "`":
+            pos = _code_span(src, at)[0]
+        elif char == "<":
+            tag = _BARE_TAG.match(src, at)
+            if tag is None:
+                return -2
+            pos = tag.end()
+        elif char == "*" or char == "_":
+            pos = at + 1  # emphasis markers are not skipped as tokens: the scan just passes them
+        else:
+            return -2
+    return -1
+
+
+def fast_inline(
+    src: str, has_references: bool, spans: list[str] | None = None, before: str = " "
+) -> tuple[list[str], list[str]] | None:
+    """Text pieces (code spans as ``\\0N\\0``) and code spans of inline ``src``; None when out of scope.
+
+    A link's label is read by a nested call that shares ``spans`` (its code spans are numbered with the
+    rest); ``before`` is the character markdown-it sees before ``src`` (a label's "[").
+    """
     out: list[str] = []
-    spans: list[str] = []
+    if spans is None:
+        spans = []
     # Emphasis markers: their pieces in ``out`` and their delimiters, numbered like markdown-it's tokens
     # (only whether two are adjacent matters: a run's markers are, two runs never are).
     marks: list[int] = []
@@ -171,7 +210,7 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
         elif char == "*" or char == "_":
             end = _EMPHASIS[char].match(src, at).end()  # type: ignore[union-attr]
             can_open, can_close = _flanking(
-                src[at - 1] if at > 0 else " ", src[end] if end < n else " ", char == "*"
+                src[at - 1] if at > 0 else before, src[end] if end < n else " ", char == "*"
             )
             out.append(_text(src[pending:at]))
             token = delimiters[-1].token + 2 if delimiters else 0
@@ -182,14 +221,18 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
             pos = pending = end
         elif char == "[" or char == "!":
             label_start = at + 1 if char == "[" else at + 2
-            label = _LABEL_STOP.search(src, label_start)
-            if label is None:
+            if char == "[":
+                label_end = _label_end(src, label_start)
+            else:
+                # An image's label: plain text only (markdown-it reads it as a separate inline parse).
+                label = _LABEL_STOP.search(src, label_start)
+                label_end = -1 if label is None else label.start() if src[label.start()] == "]" else -2
+            if label_end == -1:
                 # No "]" after it: text (an image's "!" too).
                 pos = at + 1
                 continue
-            if src[label.start()] != "]":
+            if label_end == -2:
                 return None
-            label_end = label.start()
             end = _link_end(src, label_end)
             if end == -1 and not has_references:
                 # Not a link (nor an image, whose "!" is then text): "[" is text.
@@ -198,7 +241,13 @@ def fast_inline(src: str, has_references: bool) -> tuple[list[str], list[str]] |
             if end < 0:
                 return None
             out.append(_text(src[pending:at]))
-            out.append(_text(src[label_start:label_end]))
+            if char == "!":
+                out.append(_text(src[label_start:label_end]))
+            else:
+                label_text = fast_inline(src[label_start:label_end], has_references, spans, "[")
+                if label_text is None:
+                    return None
+                out.extend(label_text[0])
             pos = pending = end
         elif char == "<":
             tag = _BARE_TAG.match(src, at)
