@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from docbundle.indexer.pipeline import chunk
+from docbundle.indexer.pipeline.chunk import chunk_markdown
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -107,3 +108,11 @@ def test_the_chunker_parsers_are_guarded() -> None:
         assert rule.fn.__name__ == "guarded"
         assert "dispatch" in [fn.__name__ for fn in md.block.ruler.getRules("")]
         assert "dispatch" in [fn.__name__ for fn in md.block.ruler.getRules("paragraph")]
+
+
+def test_a_page_of_short_paragraphs_takes_linear_time() -> None:
+    # 20,000 one-line paragraphs, each ended by a heading and no blank line: a minute if the setext
+    # heading guard looked past each paragraph's end for an underline, as it first did.
+    body = "text\n# heading\n" * 20_000
+    chunks = chunk_markdown(body, max_depth=1, min_words=1)
+    assert len(chunks) == 20_001  # the first paragraph, then each heading with the paragraph after it

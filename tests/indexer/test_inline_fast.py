@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from docbundle.indexer.pipeline import chunk
+from docbundle.indexer.pipeline.chunk import chunk_markdown
 from docbundle.indexer.pipeline.inline import fast_inline
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -113,3 +114,11 @@ def test_common_markup_takes_the_fast_path() -> None:
     assert _fast("see [`f()` and *g*](u) \\[x]", {}) == ("see f() and g [x]", ["f()"])
     assert fast_inline("a <b c='d'>", False) is None
     assert fast_inline("[a]", True) is None
+
+
+def test_many_unmatched_backtick_runs_take_linear_time() -> None:
+    # 1,500 openers that never close (one of each length), then 150,000 code spans they would each
+    # scan past: minutes if every opener looked for its closer, as the fast path first did.
+    body = "text " + " ".join("`" * length for length in range(2, 1500)) + " " + "`a` " * 150_000 + "\n"
+    (chunk,) = chunk_markdown(body)
+    assert chunk.code.count("a") == 150_000

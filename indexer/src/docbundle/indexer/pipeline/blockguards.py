@@ -12,7 +12,8 @@ prose no longer goes through a dozen Python functions (each with its own debug-l
 - ``table`` returns False unless the line after it starts with ``|``, ``-`` or ``:`` (its delimiter
   row; it checks that character first);
 - ``lheading`` fails unless a line after it, before the next blank line, starts with ``-`` or ``=``
-  (a superset of the underlines it accepts). When it fails after its first check it leaves
+  (a superset of the underlines it accepts); it stops looking at the first line that starts with a
+  character a paragraph's terminator can match on, and leaves that case to the rule. When it fails after its first check it leaves
   ``state.parentType`` at ``"paragraph"`` (as markdown-it's does), so the guard does too.
 
 Each chain of rules markdown-it tries in turn (at a block's start, and the terminators of a paragraph,
@@ -47,6 +48,11 @@ _FIRST_CHARS = {
 }
 
 
+# What a setext underline starts with, and every character a paragraph's terminator rule can match on
+# (the guarded rules' characters, a table's delimiter row, the ":::" container).
+_UNDERLINE_OR_TERMINATOR = frozenset("-=|:" + "".join(_FIRST_CHARS.values()))
+
+
 def _first_char_guard(rule: BlockRule, chars: str) -> BlockRule:
     first = frozenset(chars)
 
@@ -79,7 +85,9 @@ def _lheading_guard(rule: BlockRule) -> BlockRule:
             pos = begins[row] + shifts[row]
             if pos >= ends[row]:
                 break  # a blank line ends the paragraph
-            if src[pos] == "-" or src[pos] == "=":
+            if src[pos] in _UNDERLINE_OR_TERMINATOR:
+                # An underline, or a line that may end the paragraph first: the rule decides. (Scanning
+                # on past a paragraph's end would make a page of short paragraphs quadratic.)
                 return rule(state, line, end, silent)
             row += 1
         if not state.is_code_block(line):

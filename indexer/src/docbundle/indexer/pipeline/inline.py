@@ -62,17 +62,27 @@ _WHITESPACE = re.compile(r"[ \t\n]*")
 _ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 
 
-def _code_span(src: str, start: int) -> tuple[int, str | None]:
-    """The end of the backtick run or code span at ``start``, and the span's content (None: no span)."""
+def _last_runs(src: str) -> dict[int, int]:
+    """Where the last backtick run of each length starts (markdown-it's ``backticks`` cache)."""
+    return {run.end() - run.start(): run.start() for run in _BACKTICKS.finditer(src)}
+
+
+def _code_span(src: str, start: int, last_runs: dict[int, int]) -> tuple[int, str | None]:
+    """The end of the backtick run or code span at ``start``, and the span's content (None: no span).
+
+    A run with no run of its length after it is text at once, so that many unmatched runs cost linear
+    time, as in markdown-it.
+    """
     run = _BACKTICKS.match(src, start)
     assert run is not None
     length = run.end() - start
-    for closer in _BACKTICKS.finditer(src, run.end()):
-        if closer.end() - closer.start() == length:
-            content = src[run.end() : closer.start()].replace("\n", " ")
-            if content.startswith(" ") and content.endswith(" ") and content.strip(" "):
-                content = content[1:-1]
-            return closer.end(), content
+    if last_runs.get(length, -1) >= run.end():
+        for closer in _BACKTICKS.finditer(src, run.end()):
+            if closer.end() - closer.start() == length:
+                content = src[run.end() : closer.start()].replace("\n", " ")
+                if content.startswith(" ") and content.endswith(" ") and content.strip(" "):
+                    content = content[1:-1]
+                return closer.end(), content
     return run.end(), None
 
 
@@ -127,7 +137,7 @@ def _drop_matched(out: list[str], marks: list[int], delimiters: list[Delimiter])
             out[marks[k]] = out[marks[delimiter.end]] = ""
 
 
-def _label_end(src: str, start: int) -> int:
+def _label_end(src: str, start: int, last_runs: dict[int, int]) -> int:
     """Where the label of a link starting at ``start`` ends (its "]"); -1: nowhere; -2: out of scope.
 
     As markdown-it's ``parseLinkLabel`` skips tokens: an escaped "]" or one inside a code span or tag
@@ -142,7 +152,7 @@ def _label_end(src: str, start: int) -> int:
         if char == "\\":
             pos = at + 2
         elif char == "`":
-            pos = _code_span(src, at)[0]
+            pos = _code_span(src, at, last_runs)[0]
         elif char == "<":
             tag = _BARE_TAG.match(src, at)
             if tag is None:
@@ -166,6 +176,7 @@ def fast_inline(
     out: list[str] = []
     if spans is None:
         spans = []
+    last_runs = _last_runs(src) if "`" in src else {}
     # Emphasis markers: their pieces in ``out`` and their delimiters, numbered like markdown-it's tokens
     # (only whether two are adjacent matters: a run's markers are, two runs never are).
     marks: list[int] = []
@@ -200,7 +211,7 @@ def fast_inline(
             out.append(src[at + 1 : end] if nxt in _ESCAPABLE else src[at:end])
             pos = pending = end
         elif char == "`":
-            end, content = _code_span(src, at)
+            end, content = _code_span(src, at, last_runs)
             if content is not None:
                 out.append(_text(src[pending:at]))
                 out.append(f"\0{len(spans)}\0")
@@ -222,7 +233,7 @@ def fast_inline(
         elif char == "[" or char == "!":
             label_start = at + 1 if char == "[" else at + 2
             if char == "[":
-                label_end = _label_end(src, label_start)
+                label_end = _label_end(src, label_start, last_runs)
             else:
                 # An image's label: plain text only (markdown-it reads it as a separate inline parse).
                 label = _LABEL_STOP.search(src, label_start)
