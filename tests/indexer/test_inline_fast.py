@@ -122,3 +122,10 @@ def test_many_unmatched_backtick_runs_take_linear_time() -> None:
     body = "text " + " ".join("`" * length for length in range(2, 1500)) + " " + "`a` " * 150_000 + "\n"
     (chunk,) = chunk_markdown(body)
     assert chunk.code.count("a") == 150_000
+
+
+def test_a_long_run_of_spaces_before_a_line_break_takes_linear_time() -> None:
+    # A pattern such as " *\n" rescans the run from each of its spaces: minutes for 1,000,000 of them.
+    body = "a" + " " * 1_000_000 + "b\nd *c*\n"
+    (chunk,) = chunk_markdown(body)
+    assert chunk.plain == "a" + " " * 1_000_000 + "b\nd c"

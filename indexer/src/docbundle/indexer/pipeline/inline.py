@@ -55,8 +55,6 @@ _BACKTICKS = re.compile(r"`+")
 # or "@"), which carries no text.
 _BARE_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*>")
 _SPACE_TAB = re.compile(r"[ \t]*")
-# A line break inside text drops the spaces before it and the spaces and tabs after it.
-_BREAK = re.compile(r" *\n[ \t]*")
 _WHITESPACE = re.compile(r"[ \t\n]*")
 # markdown-it's escapable characters (ASCII punctuation).
 _ESCAPABLE = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -88,7 +86,16 @@ def _code_span(src: str, start: int, last_runs: dict[int, int]) -> tuple[int, st
 
 def _text(text: str) -> str:
     """Text without markup but line breaks, written since the last token, as markdown-it reads it."""
-    return _BREAK.sub("\n", text) if "\n" in text else text
+    if "\n" not in text:
+        return text
+    # Line by line, not one " *\n" pattern: that one rescans a long run of spaces from each of them.
+    lines = text.split("\n")
+    last = len(lines) - 1
+    for k, line in enumerate(lines):
+        if k:
+            line = line.lstrip(" \t")
+        lines[k] = line.rstrip(" ") if k < last else line
+    return "\n".join(lines)
 
 
 def _link_end(src: str, label_end: int) -> int:
