@@ -1,70 +1,162 @@
-"""Measure parse_page + chunk_markdown speed and chunk sizes over a folder of .md / .mdx pages.
+"""Measure parse_page + chunk_markdown CPU over folders of pages, and check that chunks stay identical.
 
-Usage: python benchmarks/chunk_speed.py PAGES_DIR [--repeat N] [--max-depth D] [--min-words N] [--max-words N]
+Usage:
+    python benchmarks/chunk_speed.py PAGES_DIR [PAGES_DIR ...] [--repeat N] [--ext md mdx html txt]
+                                     [--max-depth D] [--min-words N] [--max-words N]
+                                     [--save FILE | --check FILE]
+
+Every ``.md`` / ``.mdx`` file under each folder is parsed and chunked as the build does
+(``parse_page(text, mdx=...)`` then ``chunk_markdown(page.body, ...)``; ``.mdx`` by suffix). With
+``--ext ... html``, ``.html`` pages are converted to markdown first (outside the timing) and chunked
+too; ``.txt`` files (llms-full.txt) are read as markdown. Per folder it prints pages, the best wall and CPU seconds (``time.process_time``: on a shared machine
+wall time mostly measures the neighbours), pages/s and chunk sizes.
+
+``--save FILE`` writes every page's parse result and chunks (every field) to FILE; ``--check FILE``
+compares the current code's output with a saved file and lists the pages that differ (exit status 1
+if any does). Save with the old code, change the chunker, then check::
+
+    python benchmarks/chunk_speed.py ../shared/corpora/*/pages ../shared/corpora/html-rustbook \\
+        --ext md mdx html --repeat 1 --save chunks-before.pickle
+    python benchmarks/chunk_speed.py ../shared/corpora/*/pages ../shared/corpora/html-rustbook \\
+        --ext md mdx html --repeat 3 --check chunks-before.pickle
 """
 
 from __future__ import annotations
 
 import argparse
+import pickle
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
+from docbundle.indexer.pipeline.chunk import Chunk, ParsedPage, chunk_markdown, parse_page
+
+# folder -> page path (relative) -> (parsed page, chunks)
+Results = dict[str, dict[str, tuple[ParsedPage, list[Chunk]]]]
+
+
+def _load_pages(folder: Path, exts: list[str]) -> list[tuple[str, str, bool]]:
+    """(relative path, markdown text, mdx) for every page under ``folder``, decoded up front."""
+    suffixes = tuple(f".{ext.lstrip('.')}" for ext in exts)
+    paths = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in suffixes)
+    pages: list[tuple[str, str, bool]] = []
+    for path in paths:
+        rel = path.relative_to(folder).as_posix()
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if path.suffix == ".html":
+            from docbundle.indexer.pipeline.html.convert import convert_html
+
+            text = convert_html(text, f"https://docs.example.invalid/{rel}").markdown
+        pages.append((rel, text, path.suffix == ".mdx"))
+    return pages
+
+
+def _compare(saved: Results, now: Results) -> list[str]:
+    """One line per page whose parse result or chunks differ (or that is missing on one side)."""
+    problems: list[str] = []
+    for folder, pages in now.items():
+        before = saved.get(folder)
+        if before is None:
+            problems.append(f"{folder}: not in the saved file")
+            continue
+        for rel in sorted(pages.keys() | before.keys()):
+            if rel not in before or rel not in pages:
+                problems.append(f"{folder}/{rel}: present on one side only")
+                continue
+            old_page, old_chunks = before[rel]
+            new_page, new_chunks = pages[rel]
+            if old_page != new_page:
+                problems.append(f"{folder}/{rel}: parse_page differs")
+            if len(old_chunks) != len(new_chunks):
+                problems.append(f"{folder}/{rel}: {len(old_chunks)} chunks before, {len(new_chunks)} now")
+                continue
+            for k, (old, new) in enumerate(zip(old_chunks, new_chunks, strict=True)):
+                if old != new:
+                    fields = [f for f in Chunk.__struct_fields__ if getattr(old, f) != getattr(new, f)]
+                    problems.append(f"{folder}/{rel}: chunk {k} differs in {', '.join(fields)}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse and chunk every page under a folder and print throughput and chunk statistics."""
+    """Parse and chunk every page under the folders; print CPU, throughput and chunk statistics."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("pages", type=Path)
+    parser.add_argument("pages", type=Path, nargs="+", help="folders of .md / .mdx pages")
     parser.add_argument("--repeat", type=int, default=3, help="timed passes; the best one is reported")
+    parser.add_argument(
+        "--ext",
+        nargs="+",
+        default=["md", "mdx"],
+        help="page suffixes to read (md mdx html txt); .html is converted first, .txt read as markdown",
+    )
     parser.add_argument("--max-depth", type=int, default=3)
     parser.add_argument("--min-words", type=int, default=60)
     parser.add_argument("--max-words", type=int, default=500)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--save", type=Path, help="write every page's parse result and chunks here")
+    mode.add_argument("--check", type=Path, help="compare every page's output with a --save file")
     args = parser.parse_args(argv)
 
-    paths = sorted(p for p in args.pages.rglob("*") if p.is_file() and p.suffix in (".md", ".mdx"))
-    if not paths:
-        print(f"no .md/.mdx pages under {args.pages}", file=sys.stderr)
-        return 1
-    # Decode up front so the timing covers parsing and chunking only.
-    pages = [(p.read_text(encoding="utf-8", errors="replace"), p.suffix == ".mdx") for p in paths]
-    size_mb = sum(len(text.encode("utf-8")) for text, _ in pages) / 1e6
-
-    best = best_cpu = float("inf")
-    words: list[int] = []
-    for _ in range(max(args.repeat, 1)):
-        words = []
-        t0 = time.perf_counter()
-        c0 = time.process_time()
-        for text, mdx in pages:
-            page = parse_page(text, mdx=mdx)
-            chunks = chunk_markdown(
-                page.body,
-                max_depth=args.max_depth,
-                min_words=args.min_words,
-                max_words=args.max_words,
-                mdx=page.mdx,
+    results: Results = {}
+    total_cpu = 0.0
+    for folder in args.pages:
+        pages = _load_pages(folder, args.ext)
+        if not pages:
+            print(f"no pages under {folder}", file=sys.stderr)
+            return 1
+        size_mb = sum(len(text.encode("utf-8")) for _, text, _ in pages) / 1e6
+        best = best_cpu = float("inf")
+        out: dict[str, tuple[ParsedPage, list[Chunk]]] = {}
+        for _ in range(max(args.repeat, 1)):
+            out = {}
+            t0 = time.perf_counter()
+            c0 = time.process_time()
+            for rel, text, mdx in pages:
+                page = parse_page(text, mdx=mdx)
+                chunks = chunk_markdown(
+                    page.body,
+                    max_depth=args.max_depth,
+                    min_words=args.min_words,
+                    max_words=args.max_words,
+                    mdx=page.mdx,
+                )
+                out[rel] = (page, chunks)
+            best = min(best, time.perf_counter() - t0)
+            best_cpu = min(best_cpu, time.process_time() - c0)
+        total_cpu += best_cpu
+        results[folder.as_posix()] = out
+        words = [c.words for _, chunks in out.values() for c in chunks]
+        n_mdx = sum(mdx for _, _, mdx in pages)
+        print(f"{folder}")
+        print(f"  pages    {len(pages)} ({n_mdx} mdx), {size_mb:.1f} MB")
+        print(f"  time     {best_cpu:.3f} s CPU, {best:.3f} s wall (best of {max(args.repeat, 1)})")
+        print(f"  speed    {len(pages) / best_cpu:.0f} pages/s, {size_mb / best_cpu:.2f} MB/s (CPU)")
+        if words:
+            over = sum(w > args.max_words for w in words)
+            under = sum(w < args.min_words for w in words)
+            print(
+                f"  chunks   {len(words)} ({len(words) / len(pages):.1f} per page); words mean "
+                f"{statistics.fmean(words):.0f}, median {statistics.median(words):.0f}, max {max(words)}; "
+                f"{over} > max_words, {under} < min_words"
             )
-            words.extend(c.words for c in chunks)
-        best = min(best, time.perf_counter() - t0)
-        # CPU time as well: on a shared machine wall time mostly measures the neighbours.
-        best_cpu = min(best_cpu, time.process_time() - c0)
+    if len(args.pages) > 1:
+        print(f"total      {total_cpu:.3f} s CPU")
 
-    n_mdx = sum(mdx for _, mdx in pages)
-    print(f"pages      {len(pages)} ({n_mdx} mdx), {size_mb:.1f} MB")
-    print(f"time       {best:.3f} s wall, {best_cpu:.3f} s CPU (best of {max(args.repeat, 1)})")
-    print(f"speed      {len(pages) / best:.0f} pages/s, {size_mb / best:.2f} MB/s (wall)")
-    print(f"           {len(pages) / best_cpu:.0f} pages/s, {size_mb / best_cpu:.2f} MB/s (CPU)")
-    print(f"chunks     {len(words)} ({len(words) / len(pages):.1f} per page)")
-    if words:
-        over = sum(w > args.max_words for w in words)
-        under = sum(w < args.min_words for w in words)
-        print(
-            f"words      mean {statistics.fmean(words):.0f}, median {statistics.median(words):.0f}, "
-            f"max {max(words)}; {over} chunks > max_words, {under} < min_words"
-        )
+    if args.save:
+        args.save.write_bytes(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
+        print(f"saved      {sum(len(p) for p in results.values())} pages to {args.save}")
+    if args.check:
+        # Only ever a file this script wrote (--save).
+        saved: Results = pickle.loads(args.check.read_bytes())
+        problems = _compare(saved, results)
+        for line in problems[:50]:
+            print(f"DIFFERS    {line}")
+        n_chunks = sum(len(chunks) for pages in results.values() for _, chunks in pages.values())
+        n_pages = sum(len(p) for p in results.values())
+        if problems:
+            print(f"check      {len(problems)} differences ({n_pages} pages, {n_chunks} chunks)")
+            return 1
+        print(f"check      identical: {n_pages} pages, {n_chunks} chunks, every field")
     return 0
 
 
