@@ -204,11 +204,8 @@ class BuildRun:
         self.ahead = Ahead()
         try:
             self._crawl_and_write(current, plan, t0, started)
-        except Exception:
-            self.ahead.close()
-            raise
-        except BaseException:  # interrupted: no waiting for a page in hand
-            self.ahead.close(now=True)
+        except BaseException as exc:
+            self.ahead.close(now=not isinstance(exc, Exception))  # interrupted: no waiting for a page
             raise
         self.ahead.close()
 
