@@ -12,6 +12,8 @@ before which no request may start (``Retry-After``), and whether the host serves
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -20,7 +22,7 @@ import random
 import ssl
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
@@ -51,7 +53,7 @@ from docbundle.indexer.pipeline.fetched import (
 )
 from docbundle.indexer.pipeline.scope import CrawlScope, GuardedTransport
 
-__all__ = ["CrawlSession", "parse_retry_after"]
+__all__ = ["CrawlSession", "Slots", "parse_retry_after"]
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +111,65 @@ class _Terms:
     truncate: bool = False  # keep the first max_bytes of a longer body (cut at a line end) instead of failing
 
 
+class Slots:
+    """At most ``n`` holders at once, like ``asyncio.Semaphore``; a waiter asking ``first`` gets the next
+    free slot before every ordinary waiter (which are served in arrival order).
+
+    A host's ``.md`` twin probe asks first: every HTML page of the host waits for its answer, and behind
+    a crawl's whole queue of pages it would come last, so no page could be handed on (to the page
+    workers, ``build.Ahead``) before the crawl's end.
+    """
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        # A slot released while someone waits goes straight to a waiter: ``_free`` stays 0 while
+        # anyone waits, so a newcomer never takes a slot ahead of them.
+        self._waiting: tuple[collections.deque[asyncio.Future[None]], ...] = (
+            collections.deque(),  # first
+            collections.deque(),  # ordinary
+        )
+
+    async def acquire(self, *, first: bool = False) -> None:
+        """Wait for a slot (ahead of the ordinary waiters when ``first``)."""
+        if self._free > 0:
+            self._free -= 1
+            return
+        queue = self._waiting[0 if first else 1]
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue.append(granted)
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self.release()  # handed a slot, then cancelled: it goes to the next waiter
+            else:
+                with contextlib.suppress(ValueError):
+                    queue.remove(granted)
+            raise
+
+    def release(self) -> None:
+        """Give the slot back: to the longest-waiting ``first`` waiter, else to the longest-waiting other."""
+        for queue in self._waiting:
+            while queue:
+                granted = queue.popleft()
+                if not granted.done():
+                    granted.set_result(None)
+                    return
+        self._free += 1
+
+    @contextlib.asynccontextmanager
+    async def held(self, *, first: bool = False) -> AsyncIterator[None]:
+        """A slot for the block."""
+        await self.acquire(first=first)
+        try:
+            yield
+        finally:
+            self.release()
+
+
 @dataclass
 class _Host:
-    slots: asyncio.Semaphore
+    slots: Slots
     not_before: float = 0.0  # clock time (``Clock.now``) before which no request may start (Retry-After)
     twins: bool | None = None  # whether the host serves llms.txt .md twins (None: not probed yet)
     probing: asyncio.Event | None = None  # set once the host's first twin probe has answered
@@ -153,7 +211,7 @@ class CrawlSession:
 
     async def __aenter__(self) -> CrawlSession:
         opts = self.options
-        self.slots = asyncio.Semaphore(opts.concurrency)
+        self.slots = Slots(opts.concurrency)
         limits = httpx.Limits(
             max_connections=opts.concurrency,
             max_keepalive_connections=opts.concurrency,
@@ -254,7 +312,7 @@ class CrawlSession:
                     "http(s) pages"
                 )
                 return failed(url, url, reason, "refused"), None
-            async with self.slots:
+            async with self.slots.held():
                 return await asyncio.to_thread(read_local, url, t.options, local)
         if scheme not in ("http", "https"):
             return failed(
@@ -302,7 +360,7 @@ class CrawlSession:
             else:
                 host.probing = asyncio.Event()
                 try:
-                    found = await self._fetch_twin(page, twin_url, t)
+                    found = await self._fetch_twin(page, twin_url, t, probe=True)
                     host.twins = found is not None
                 finally:
                     if host.twins is None:
@@ -313,8 +371,11 @@ class CrawlSession:
             return None
         return await self._fetch_twin(page, twin_url, t)
 
-    async def _fetch_twin(self, page: FetchResult, twin_url: str, t: _Terms) -> FetchResult | None:
-        result, _cause = await self._fetch_http(twin_url, t)
+    async def _fetch_twin(
+        self, page: FetchResult, twin_url: str, t: _Terms, *, probe: bool = False
+    ) -> FetchResult | None:
+        # The probe goes first: every HTML page of the host waits for its answer (``Slots``).
+        result, _cause = await self._fetch_http(twin_url, t, first=probe)
         # A host answering every URL with its HTML shell (200 text/html) has no twins either.
         if (
             not result.ok
@@ -335,10 +396,14 @@ class CrawlSession:
         key = (url.scheme, url.host, url.port)
         host = self.hosts.get(key)
         if host is None:
-            host = self.hosts[key] = _Host(asyncio.Semaphore(self.options.per_host))
+            host = self.hosts[key] = _Host(Slots(self.options.per_host))
         return host
 
-    async def _fetch_http(self, url: str, t: _Terms) -> tuple[FetchResult, BaseException | None]:
+    async def _fetch_http(
+        self, url: str, t: _Terms, *, first: bool = False
+    ) -> tuple[FetchResult, BaseException | None]:
+        """Fetch one http(s) URL within the host's and the session's slots (ahead of the pages waiting for
+        one when ``first``), with retries, backoff, Retry-After and the cache's revalidation."""
         opts, clock = t.options, self.clock
         try:
             target = httpx.URL(url)
@@ -357,7 +422,7 @@ class CrawlSession:
                 await clock.sleep(wait)
             trace = _Trace(url)
             try:
-                async with host.slots, self.slots:
+                async with host.slots.held(first=first), self.slots.held(first=first):
                     page = await self._attempt(target, entry, trace, t)
             except AttemptFailed as failure:
                 retries = attempts - 1
