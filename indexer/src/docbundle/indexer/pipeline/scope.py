@@ -24,6 +24,7 @@ both halves and is built once per library version with ``CrawlScope.for_source``
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
@@ -178,6 +179,58 @@ class NetPolicy:
         return addresses
 
 
+_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)  # Linux only
+
+
+class _QuickAckStream(httpcore.AsyncNetworkStream):
+    """A connection that acknowledges what it receives at once: TCP_QUICKACK, set before each read.
+
+    A server that sends a response's headers and its body in two writes with Nagle's algorithm on
+    (Python's ``http.server`` does, and so do other small servers) holds the body back until the
+    headers are acknowledged, and on a kept-alive connection Linux delays that acknowledgement by about
+    40 ms: every page after a connection's first then took 44 ms on loopback instead of 0.4 ms, and a
+    crawl of 8 connections to one host ran at under 200 pages a second. The flag does not stick (the
+    kernel leaves quick-ack mode by itself), so it is set again before every read.
+    """
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream, sock: Any) -> None:
+        self._inner = inner
+        self._sock = sock
+
+    @classmethod
+    def wrap(cls, stream: httpcore.AsyncNetworkStream) -> httpcore.AsyncNetworkStream:
+        """``stream`` acknowledging at once, or ``stream`` itself where the platform cannot."""
+        sock = stream.get_extra_info("socket")  # asyncio's TransportSocket, with setsockopt
+        if _QUICKACK is None or not hasattr(sock, "setsockopt"):
+            return stream
+        return cls(stream, sock)
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        """Read, acknowledging at once what arrives."""
+        with contextlib.suppress(OSError):
+            assert _QUICKACK is not None
+            self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        """Write as the wrapped stream does."""
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        """Close the wrapped stream."""
+        await self._inner.aclose()
+
+    async def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        """TLS over the same socket, still acknowledging at once."""
+        return _QuickAckStream(await self._inner.start_tls(ssl_context, server_hostname, timeout), self._sock)
+
+    def get_extra_info(self, info: str) -> Any:
+        """What the wrapped stream says."""
+        return self._inner.get_extra_info(info)
+
+
 class _GuardedBackend(httpcore.AsyncNetworkBackend):
     """Connects only to addresses the policy checked, to the checked address itself."""
 
@@ -205,11 +258,13 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
         error: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(
+                stream = await self._inner.connect_tcp(
                     address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
                 )
             except httpcore.ConnectError as exc:
                 error = exc
+            else:
+                return _QuickAckStream.wrap(stream)
         assert error is not None
         raise error
 
