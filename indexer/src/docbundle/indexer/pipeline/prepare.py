@@ -412,7 +412,9 @@ class Ahead:
                     batch, self._queue = self._queue, []
                     n = worker_count() if self._chars >= PARALLEL_MIN_BYTES else 1
                 jobs = [job for _, job in batch]
-                results = pool.run(jobs, n, page_budget())
+                # No window: what was offered is bounded by ``AHEAD_MAX_CHARS`` already, and a long
+                # page must not leave the other workers idle behind it.
+                results = pool.run(jobs, n, page_budget(), ahead=len(jobs))
                 try:
                     for (key, _), result in zip(batch, results, strict=False):
                         with self._cond:
@@ -644,13 +646,20 @@ class _Pool:
             worker.stop()
         self.workers.clear()
 
-    def run(self, jobs: list[PageJob], n: int, budget: float) -> Generator[Prepared, None, None]:
-        """Prepare ``jobs`` on at most ``n`` workers at once, each page within ``budget`` CPU seconds."""
+    def run(
+        self, jobs: list[PageJob], n: int, budget: float, *, ahead: int | None = None
+    ) -> Generator[Prepared, None, None]:
+        """Prepare ``jobs`` on at most ``n`` workers at once, each page within ``budget`` CPU seconds.
+
+        Results come in order; at most ``ahead`` (default ``8 * n``) are computed ahead of the one the
+        consumer waits for, which bounds what they hold, but a long page in front leaves the other
+        workers idle once they are that far ahead."""
         self.budget = budget
         done: dict[int, Prepared] = {}
         sent = 0
         out = 0
-        ahead = 8 * n  # results computed ahead of the consumer, at most
+        if ahead is None:
+            ahead = 8 * n  # results computed ahead of the consumer, at most
         deadline = page_deadline(budget)
         try:
             while out < len(jobs):
