@@ -3,7 +3,9 @@ export and publish them.
 
 Every command is one row of ``COMMANDS`` (a ``docbundle.server.clitable.Command``, the table the
 ``docbundle`` command is declared as too), declared beside its handler with its arguments; ``main``
-dispatches through the table. The commands, with their exit codes:
+dispatches through the table. Each handler imports its modules when it runs, so a command loads only
+what it uses (``build`` neither ``add`` nor the release tools), and so do the page workers, which
+import this module again; ``console`` is the console script. The commands, with their exit codes:
 
 ``build``: build bundles for the libraries in a config, into the bundles folder every ``docbundle``
 command reads by default (``--out``, else ``$DOCBUNDLE_BUNDLES``, else the per-user data folder). 0 every
