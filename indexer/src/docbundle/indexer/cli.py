@@ -3,7 +3,9 @@ export and publish them.
 
 Every command is one row of ``COMMANDS`` (a ``docbundle.server.clitable.Command``, the table the
 ``docbundle`` command is declared as too), declared beside its handler with its arguments; ``main``
-dispatches through the table. The commands, with their exit codes:
+dispatches through the table. Each handler imports its modules when it runs, so a command loads only
+what it uses (``build`` neither ``add`` nor the release tools), and so do the page workers, which
+import this module again; ``console`` is the console script. The commands, with their exit codes:
 
 ``build``: build bundles for the libraries in a config, into the bundles folder every ``docbundle``
 command reads by default (``--out``, else ``$DOCBUNDLE_BUNDLES``, else the per-user data folder). 0 every
@@ -44,36 +46,28 @@ Any command whose reader closes stdout early (``| head``) stops quietly with 141
 from __future__ import annotations
 
 import argparse
-import json
+import atexit
 import logging
+import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, TypeVar
 
 import msgspec
-from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import current_bundles, resolve_bundle
-from docbundle.bundle.reader import read_manifest
-from docbundle.bundle.release import merge, package, roll
-from docbundle.bundle.routeindex import refresh_index
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
 from docbundle.server.clitable import Command, Group, arg, parser, run, table
-from docbundle.server.terminal import printable
 
-from . import add
-from .config import load_config
-from .errors import ConfigError, ExportError, ExportUsageError, FetchError
-from .pipeline.build import Outcome, build_target, describe_mix
-from .pipeline.cache import CACHE_DIR, CrawlCache
-from .pipeline.progress import make_progress
-from .pipeline.semantic import ENV_EMBED
-from .release import nightly, plan
-from .release.audit import audit_bundle, render_audit
-from .release.diff import BundleDiff, diff_bundles, encode_diff, render_diff
-from .release.export import FORMATS, export_bundle
-from .release.regress import RegressReport, load_golden, regress, render_regress
+from .errors import ConfigError
+from .pipeline.cache import CACHE_DIR
+
+if TYPE_CHECKING:
+    from .pipeline.build import Outcome
+    from .release.diff import BundleDiff
+    from .release.plan import Timings
+    from .release.regress import RegressReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
@@ -81,6 +75,14 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 #: Where the commands look when not told (relative to the current directory).
 DEFAULT_CONFIG = Path("bundles/libraries.toml")
 DEFAULT_GOLDEN_DIR = Path("bundles/golden")
+
+# What the help texts show of modules only some commands import (each handler imports its modules when
+# it runs, so that ``build`` loads neither ``add`` nor the release tools, and the page workers, which
+# import this module again, load next to nothing). tests/indexer/test_cli_imports.py checks each against
+# its home.
+ENV_EMBED = "DOCBUNDLE_EMBED"  # pipeline/semantic.py
+DEFAULT_PROBE = 20  # add.py
+EXPORT_FORMATS = ("json", "sqlite", "markdown")  # release/export.py's FORMATS
 
 R = TypeVar("R")
 
@@ -103,6 +105,8 @@ def _report(
 ) -> R | None:
     """Make a command's report and print it (``as_json`` with ``--json``, else ``render``); None, with
     ``docbundle-index: FAILURE: error`` on stderr, when a bundle or file cannot be read."""
+    from docbundle.bundle.errors import BundleError
+
     try:
         report = make()
     except (BundleError, OSError) as exc:
@@ -128,6 +132,8 @@ class Report(msgspec.Struct, kw_only=True):
 
 
 def _summary(report: Report) -> str:
+    from .pipeline.build import describe_mix
+
     lines = [
         f"docbundle-index: {len(report.libraries)} library version(s): {report.built} built, "
         f"{report.unchanged} unchanged, {report.failed} failed ({report.seconds:.1f} s), in {report.out}"
@@ -162,6 +168,13 @@ def _summary(report: Report) -> str:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Run ``build``."""
+    from docbundle.bundle.routeindex import refresh_index
+
+    from .config import load_config
+    from .pipeline.build import build_target
+    from .pipeline.cache import CrawlCache
+    from .pipeline.progress import make_progress
+
     catalogue = load_config(args.config)
     libraries = [catalogue.get(i) for i in args.library] if args.library else catalogue.libraries
     out = args.out if args.out is not None else default_bundles()
@@ -236,6 +249,11 @@ BUILD = Command(
 def cmd_add(args: argparse.Namespace) -> int:
     """Run ``add`` (and ``build`` for the new library with ``--build``, taking the entry back out when the
     build fails)."""
+    from docbundle.server.terminal import printable
+
+    from . import add
+    from .errors import FetchError
+
     try:
         found = add.survey(args.url, allow_hosts=args.allow_host, probe=args.probe)
     except FetchError as exc:
@@ -342,9 +360,9 @@ ADD = Command(
         arg(
             "--probe",
             type=int,
-            default=add.DEFAULT_PROBE,
+            default=DEFAULT_PROBE,
             metavar="N",
-            help=f"fetch up to N linked pages to count markdown vs HTML (default {add.DEFAULT_PROBE}; 0: none)",
+            help=f"fetch up to N linked pages to count markdown vs HTML (default {DEFAULT_PROBE}; 0: none)",
         ),
         arg("--dry-run", action="store_true", help="show what was found; change nothing"),
         arg("--json", action="store_true", help="print what was found as JSON on stdout"),
@@ -359,6 +377,11 @@ ADD = Command(
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Run ``export``."""
+    from docbundle.bundle.errors import BundleError
+
+    from .errors import ExportError, ExportUsageError
+    from .release.export import export_bundle
+
     try:
         result = export_bundle(args.bundle, args.format, args.out, force=args.force)
     except ExportUsageError as exc:
@@ -389,7 +412,12 @@ EXPORT = Command(
             metavar="BUNDLE",
             help="a bundle directory, or a version directory (its CURRENT)",
         ),
-        arg("--format", required=True, choices=FORMATS, help="json file, sqlite file or markdown folder"),
+        arg(
+            "--format",
+            required=True,
+            choices=EXPORT_FORMATS,
+            help="json file, sqlite file or markdown folder",
+        ),
         arg("--out", required=True, type=Path, metavar="PATH", help="the file or folder to write"),
         arg("--force", action="store_true", help="replace an existing --out"),
     ),
@@ -401,6 +429,10 @@ EXPORT = Command(
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Run ``diff``."""
+    from docbundle.bundle.layout import resolve_bundle
+
+    from .release.diff import diff_bundles
+    from .release.regress import load_golden, regress
 
     def make() -> _Compared:
         diff = diff_bundles(args.old, args.new)
@@ -442,6 +474,10 @@ class _Compared(NamedTuple):
 
 
 def _compared_json(c: _Compared) -> str:
+    import json
+
+    from .release.diff import encode_diff
+
     data = msgspec.json.decode(encode_diff(c.diff))
     if c.effect is not None and c.before is not None:
         data["golden"] = {"before": c.before.overall, "after": c.effect.overall, "changed": c.effect.changed}
@@ -449,6 +485,8 @@ def _compared_json(c: _Compared) -> str:
 
 
 def _render_compared(c: _Compared) -> str:
+    from .release.diff import render_diff
+
     text = render_diff(c.diff)
     if c.effect is None or c.before is None:
         return text
@@ -467,6 +505,10 @@ def _render_compared(c: _Compared) -> str:
 
 def cmd_regress(args: argparse.Namespace) -> int:
     """Run ``regress``."""
+    from docbundle.bundle.layout import resolve_bundle
+    from docbundle.bundle.reader import read_manifest
+
+    from .release.regress import load_golden, regress, render_regress
 
     def make() -> RegressReport:
         bundle = resolve_bundle(args.bundle)
@@ -519,6 +561,10 @@ REGRESS = Command(
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``audit``."""
+    from docbundle.bundle.layout import resolve_bundle
+
+    from .release.audit import audit_bundle, render_audit
+
     report = _report(
         args,
         "cannot audit",
@@ -546,6 +592,10 @@ AUDIT = Command(
 
 def cmd_package(args: argparse.Namespace) -> int:
     """Run ``package``."""
+    from docbundle.bundle.errors import BundleError
+    from docbundle.bundle.layout import current_bundles, resolve_bundle
+    from docbundle.bundle.release import package
+
     try:
         bundles: list[Path] = []
         for given in args.bundles:
@@ -584,8 +634,14 @@ PACKAGE = Command(
 
 def _nightly_plan(args: argparse.Namespace) -> int:
     """``nightly --plan``: the CI matrices (JSON) or, with ``--dry-run``, the report of the plan."""
-    if args.target_minutes <= 0:
-        raise ConfigError(f"--target-minutes must be positive, not {args.target_minutes:g}")
+    import json
+
+    from .config import load_config
+    from .release import plan
+
+    target_minutes = plan.TARGET_SECONDS / 60 if args.target_minutes is None else args.target_minutes
+    if target_minutes <= 0:
+        raise ConfigError(f"--target-minutes must be positive, not {target_minutes:g}")
     catalogue = load_config(args.config)
     ids = [i for group in args.library for i in group.split(",") if i]
     if ids:  # a manual run of a few libraries: plan only those
@@ -598,8 +654,8 @@ def _nightly_plan(args: argparse.Namespace) -> int:
         plan.read_timings(args.timings),
         plan.read_documents(args.previous),
         release_prefix=prefix,
-        target_seconds=args.target_minutes * 60,
-        max_shards=args.max_shards,
+        target_seconds=target_minutes * 60,
+        max_shards=plan.MAX_SHARDS if args.max_shards is None else args.max_shards,
     )
     if args.plan_out:
         args.plan_out.write_bytes(msgspec.json.encode(the_plan) + b"\n")
@@ -612,6 +668,8 @@ def _nightly_plan(args: argparse.Namespace) -> int:
 
 def _plan_libraries(args: argparse.Namespace) -> tuple[list[str], int | None]:
     """The library ids to build: ``--plan-file`` with ``--shard``, else ``--library`` (all when none)."""
+    from .release import plan
+
     if args.plan_file is None:
         return [i for group in args.library for i in group.split(",") if i], args.shard
     if args.shard is None or args.library:
@@ -623,12 +681,21 @@ def _plan_libraries(args: argparse.Namespace) -> tuple[list[str], int | None]:
     return the_plan.shard(args.shard).libraries, args.shard
 
 
-def _shard_timings(folders: list[Path]) -> list[plan.Timings]:
+def _shard_timings(folders: list[Path]) -> list[Timings]:
+    from .release import plan
+
     return [plan.read_timings(folder / plan.TIMINGS) for folder in folders]
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run ``nightly`` (its messages keep the ``nightly:`` prefix of the job's logs)."""
+    from docbundle.bundle.errors import BundleError
+    from docbundle.bundle.release import merge, roll
+
+    from .config import load_config
+    from .pipeline.progress import make_progress
+    from .release import nightly, plan
+
     try:
         if args.plan:
             return _nightly_plan(args)
@@ -719,10 +786,9 @@ NIGHTLY = Command(
                 arg(
                     "--target-minutes",
                     type=float,
-                    default=plan.TARGET_SECONDS / 60,
                     help="expected time of one shard",
                 ),
-                arg("--max-shards", type=int, default=plan.MAX_SHARDS, help="at most this many CI jobs"),
+                arg("--max-shards", type=int, help="at most this many CI jobs"),
                 arg("--plan-out", type=Path, metavar="FILE", help="with --plan: write the whole plan here"),
                 arg(
                     "--plan-file",
@@ -794,5 +860,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def console() -> NoReturn:
+    """The ``docbundle-index`` console script (and ``python -m docbundle.indexer.cli``): ``main``, then
+    end the process without the interpreter's teardown.
+
+    Freeing every object and module of a finished build took ~0.1 s after the last line was printed
+    (issue 22, item 5), for nothing: the bundles, the catalogue index and the crawl cache are written
+    and closed by then. So the exit handlers run first (the page workers are stopped, multiprocessing's
+    and logging's clean-up), stdout and stderr are flushed, and ``os._exit`` ends the process with
+    ``main``'s exit code. When another non-daemon thread is still running, or a stream cannot be
+    flushed, it exits the ordinary way instead (which waits for the thread, or reports the stream as
+    it always has). Tests call ``main`` in their own process, never this.
+    """
+    code = main()
+    if any(
+        t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()
+    ):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -41,7 +41,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from multiprocessing.connection import Connection, wait
-from types import ModuleType
+from types import FrameType, ModuleType
 
 import msgspec
 from docbundle.bundle.analysis import term_positions
@@ -212,7 +212,9 @@ def _preload() -> list[str]:
     main script again (as ``__mp_main__``) before its target when the program was started from a
     script (a console script such as ``docbundle-index``, whose module has no ``__spec__``), and that
     imported the whole CLI in every worker, about a second each. With those modules already loaded in
-    the forkserver, the re-run finds them in ``sys.modules`` and costs next to nothing.
+    the forkserver, the re-run finds them in ``sys.modules`` and costs next to nothing. The CLI module
+    itself imports little (each command imports its modules when it runs), so preloading it costs the
+    forkserver a few milliseconds, not the whole indexer's imports.
     """
     names = {__name__}
     main = sys.modules.get("__main__")
@@ -729,3 +731,36 @@ def _at_exit() -> None:
             _shared.pool.close()
         finally:
             _shared.lock.release()
+
+
+def _exit_now() -> None:
+    """End this process at once, its streams flushed (``os._exit``: no interpreter teardown)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(0)
+
+
+def _exit_promptly_if_forkserver() -> None:
+    """In the forkserver, skip the interpreter's teardown when it exits (issue 22, item 5).
+
+    The forkserver exits once the indexer is gone (end-of-file on its "alive" pipe), after its workers;
+    freeing the modules it preloaded then took ~0.07 s, during which it still held the indexer's stdout
+    and stderr, so a caller reading them through pipes waited that long after the indexer had ended.
+    It holds nothing else to write by then. Only the forkserver registers this: the import running in
+    ``multiprocessing.forkserver.main`` (its preload) is what marks it; an import anywhere else (the
+    indexer, a test) registers nothing. Its workers never run exit handlers (the forkserver ends each
+    with ``os._exit``).
+    """
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is None:
+        return
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is forkserver.main.__code__:
+            atexit.register(_exit_now)
+            return
+        frame = frame.f_back
+
+
+_exit_promptly_if_forkserver()

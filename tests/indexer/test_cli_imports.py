@@ -1,0 +1,93 @@
+"""``docbundle-index`` imports per command (issue 22, item 5): each handler imports its modules when it
+runs, so a ``build`` (and the forkserver its page workers start from) loads neither ``add`` nor the
+release tools, and the help texts still show the values of the modules they name.
+
+The build runs through the real console script (``docbundle-index`` beside the interpreter: its
+``__main__`` has no ``__spec__``, the case ``prepare._preload`` handles) under ``python -X importtime``,
+which every process it starts inherits (the forkserver and the workers get the interpreter's flags),
+so stderr lists what each of them imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from buildkit import write_sized_site
+from docbundle.indexer import add, cli
+from docbundle.indexer.pipeline import prepare, semantic
+from docbundle.indexer.release import export
+
+SCRIPT = Path(sys.executable).with_name("docbundle-index")
+WORKERS = 2
+
+
+def _imported(stderr: str, module: str) -> int:
+    """How many processes imported ``module`` (its ``-X importtime`` lines)."""
+    return len(re.findall(rf"^import time:.*\|\s*{re.escape(module)}$", stderr, re.MULTILINE))
+
+
+def _site(root: Path) -> None:
+    """A local site a few times PARALLEL_MIN_BYTES, so the build uses its worker processes."""
+
+    def page(i: int) -> tuple[str, str, str]:
+        prose = " ".join(f"word{(i * 5 + k) % 499} sets the option number {k}." for k in range(40))
+        return f"{i}.md", f"# Page {i}\n\n{prose}\n\n## More {i}\n\n{prose}\n", f"- [Page {i}](pages/{i}.md)"
+
+    write_sized_site(root, ["# Big\n", "## Pages\n"], prepare.PARALLEL_MIN_BYTES * 3, page)
+
+
+@pytest.mark.skipif(not SCRIPT.exists() or not sys.platform.startswith("linux"), reason="console script")
+def test_a_build_loads_neither_add_nor_the_release_tools_in_any_of_its_processes(tmp_path: Path) -> None:
+    _site(tmp_path)
+    config = tmp_path / "libraries.toml"
+    config.write_text('[[library]]\nid = "big"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    env = {**os.environ, "DOCBUNDLE_WORKERS": str(WORKERS), "DOCBUNDLE_EMBED": "0"}
+    build = ["build", "--config", str(config), "--out", str(tmp_path / "out"), "--no-cache", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), *build],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"built": 1' in done.stdout
+    loaded = sorted(set(re.findall(r"\|\s*(docbundle\.indexer\.(?:add|release)\S*)$", done.stderr, re.M)))
+    assert loaded == []
+    # The HTTP client is the crawler's alone: the forkserver the workers start from does not load it.
+    assert _imported(done.stderr, "httpx") == 1
+    # The workers start warm: prepare is imported by the indexer and by the forkserver only, and the
+    # workers forked from it import nothing of it (not even when they re-run the console script).
+    assert _imported(done.stderr, "docbundle.indexer.pipeline.prepare") == 2
+    assert _imported(done.stderr, "docbundle.indexer.cli") == 2  # the indexer's, and the forkserver's
+
+
+def test_importing_the_cli_loads_no_command_module() -> None:
+    probe = "import sys, docbundle.indexer.cli; print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    modules = set(done.stdout.split())
+    heavy = {
+        "docbundle.indexer.add",
+        "docbundle.indexer.config",
+        "docbundle.indexer.pipeline.build",
+        "docbundle.indexer.pipeline.prepare",
+        "docbundle.indexer.release.nightly",
+        "docbundle.indexer.release.export",
+        "docbundle.bundle.reader",
+        "httpx",
+    }
+    assert sorted(modules & heavy) == []
+
+
+def test_the_help_texts_show_the_values_of_the_modules_they_name() -> None:
+    assert cli.ENV_EMBED == semantic.ENV_EMBED
+    assert cli.DEFAULT_PROBE == add.DEFAULT_PROBE
+    assert cli.EXPORT_FORMATS == export.FORMATS

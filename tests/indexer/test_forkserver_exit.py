@@ -1,0 +1,79 @@
+"""The page workers' forkserver skips the interpreter's teardown when it exits (issue 22, item 5), and
+only the forkserver does: importing ``prepare`` anywhere else registers nothing.
+
+A fresh process starts a forkserver that preloads a marker module and then ``prepare``, runs one process
+through it, and exits; the marker registered an exit handler before ``prepare`` was imported, so it
+runs only if the forkserver exits the ordinary way (exit handlers run last-registered first).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from docbundle.indexer.pipeline import prepare
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forkserver and /proc (Linux)")
+
+GONE_WITHIN = 30.0
+
+MARKER = """\
+import atexit, os
+atexit.register(lambda: open(os.environ["TEARDOWN_MARKER"], "w").write("torn down"))
+"""
+
+SCRIPT = """\
+import multiprocessing, os, sys
+from multiprocessing import forkserver
+ctx = multiprocessing.get_context("forkserver")
+ctx.set_forkserver_preload(sys.argv[1].split(","))
+p = ctx.Process(target=os.getpid)
+p.start()
+p.join()
+print(forkserver._forkserver._forkserver_pid, p.exitcode, flush=True)
+"""
+
+
+def _run_forkserver(tmp_path: Path, preload: str) -> bool:
+    """Start a forkserver with ``preload``, let it exit; whether it ran its earlier exit handlers."""
+    (tmp_path / "teardown_marker.py").write_text(MARKER, encoding="utf-8")
+    marker = tmp_path / f"torn-down-{preload.replace(',', '-')}"
+    env = {**os.environ, "TEARDOWN_MARKER": str(marker)}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, preload],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    pid, exitcode = map(int, done.stdout.split())
+    assert exitcode == 0
+    deadline = time.monotonic() + GONE_WITHIN
+    while (stat := Path(f"/proc/{pid}/stat")).exists():
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except OSError:
+            break
+        assert time.monotonic() < deadline, "the forkserver did not exit after the program that started it"
+        time.sleep(0.02)
+    return marker.exists()
+
+
+def test_the_forkserver_preloading_prepare_exits_without_its_teardown(tmp_path: Path) -> None:
+    assert _run_forkserver(tmp_path, "teardown_marker") is True  # the marker works: an ordinary exit
+    assert _run_forkserver(tmp_path, "teardown_marker,docbundle.indexer.pipeline.prepare") is False
+
+
+def test_importing_prepare_outside_the_forkserver_registers_no_exit() -> None:
+    before = atexit._ncallbacks()
+    prepare._exit_promptly_if_forkserver()
+    assert atexit._ncallbacks() == before
