@@ -91,3 +91,55 @@ def test_the_help_texts_show_the_values_of_the_modules_they_name() -> None:
     assert cli.ENV_EMBED == semantic.ENV_EMBED
     assert cli.DEFAULT_PROBE == add.DEFAULT_PROBE
     assert cli.EXPORT_FORMATS == export.FORMATS
+
+
+_EARLY = """
+import sys
+from multiprocessing import forkserver
+from docbundle.indexer import cli
+
+started = []
+server = forkserver._forkserver  # what a worker's start calls (ForkServer.ensure_running)
+real = server.ensure_running
+
+
+def ensure_running():
+    if server._forkserver_pid is None:  # the call that starts it
+        started.append("docbundle.indexer.pipeline.build" in sys.modules)
+    return real()
+
+
+forkserver.ensure_running = server.ensure_running = ensure_running
+code = cli.main(sys.argv[1:])
+print("forkserver started with the pipeline imported:", started[:1], file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forkserver is Linux's")
+@pytest.mark.parametrize("workers", ["2", "0"])
+def test_build_starts_the_workers_forkserver_before_it_imports_the_pipeline(
+    tmp_path: Path, workers: str
+) -> None:
+    # The forkserver imports the workers' modules (~0.25 s) while the indexer imports its own, rather
+    # than after them: a small site's crawl is over before a late forkserver is ready.
+    from docbundle.indexer.pipeline import workerctx
+
+    assert prepare.__name__ == workerctx.PREPARE_MODULE  # what the forkserver preloads
+    _site(tmp_path)
+    config = tmp_path / "libraries.toml"
+    config.write_text('[[library]]\nid = "big"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
+    env = {**os.environ, "DOCBUNDLE_WORKERS": workers, "DOCBUNDLE_EMBED": "0"}
+    build = ["build", "--config", str(config), "--out", str(tmp_path / "out"), "--no-cache", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-c", _EARLY, *build],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"built": 1' in done.stdout
+    first = "[False]" if workers != "0" else "[]"  # no workers: no forkserver at all
+    assert f"forkserver started with the pipeline imported: {first}" in done.stderr

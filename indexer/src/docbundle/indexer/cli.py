@@ -168,6 +168,9 @@ def _summary(report: Report) -> str:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Run ``build``."""
+    from .pipeline.workerctx import start_forkserver
+
+    start_forkserver()  # its imports overlap with the pipeline's below (it returns at once)
     from docbundle.bundle.routeindex import refresh_index
 
     from .config import load_config

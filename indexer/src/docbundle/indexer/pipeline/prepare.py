@@ -41,7 +41,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from multiprocessing.connection import Connection, wait
-from types import FrameType, ModuleType
+from types import FrameType
 
 import msgspec
 from docbundle.bundle.analysis import term_positions
@@ -57,6 +57,8 @@ from docbundle.bundle.whooshio import (
 from . import html
 from .chunk import chunk_markdown, parse_page
 from .safety import scan_chunks
+from .workerctx import context as _context
+from .workerctx import worker_count
 
 #: Field name -> (whoosh posting items, field length). Items are ``(term bytes, freq, weight, value)``.
 Analysed = dict[str, FieldPostings]
@@ -195,37 +197,6 @@ def prepare_page(job: PageJob) -> Prepared:
     )
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    # Never plain fork: the crawler (and test servers) leave threads behind, and forking a
-    # threaded process can deadlock. forkserver forks from a clean single-threaded server.
-    if not sys.platform.startswith("linux"):
-        return multiprocessing.get_context("spawn")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(_preload())  # takes effect when the forkserver starts (once a process)
-    return ctx
-
-
-def _preload() -> list[str]:
-    """The modules the forkserver imports once, so that the workers it forks start warm.
-
-    This module, and what the main script imports: a worker started by ``multiprocessing`` runs the
-    main script again (as ``__mp_main__``) before its target when the program was started from a
-    script (a console script such as ``docbundle-index``, whose module has no ``__spec__``), and that
-    imported the whole CLI in every worker, about a second each. With those modules already loaded in
-    the forkserver, the re-run finds them in ``sys.modules`` and costs next to nothing. The CLI module
-    itself imports little (each command imports its modules when it runs), so preloading it costs the
-    forkserver a few milliseconds, not the whole indexer's imports.
-    """
-    names = {__name__}
-    main = sys.modules.get("__main__")
-    if main is not None and getattr(main, "__spec__", None) is None and getattr(main, "__file__", None):
-        for value in list(vars(main).values()):
-            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
-            if isinstance(name, str) and name not in ("__main__", "builtins") and name in sys.modules:
-                names.add(name)
-    return sorted(names)
-
-
 def _worker_init(indexer_pid: int) -> None:
     # Workers allocate a lot and free it by reference counting; full collections only cost time.
     gc.set_threshold(100_000, 50, 1_000)
@@ -278,14 +249,6 @@ def _watch(indexer_pid: int, pidfd: int | None) -> None:
                 pass  # it exists (owned by another user after pid reuse: then it is not ours, but rare)
             threading.Event().wait(PARENT_POLL_SECONDS)
     os._exit(1)
-
-
-def worker_count() -> int:
-    """How many worker processes a big build uses (``DOCBUNDLE_WORKERS`` overrides; 0 = none)."""
-    env = os.environ.get("DOCBUNDLE_WORKERS", "").strip()
-    if env.isdigit():
-        return int(env)
-    return min(os.cpu_count() or 1, 4)
 
 
 def page_budget() -> float:
