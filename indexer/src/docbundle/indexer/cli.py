@@ -872,10 +872,13 @@ def console() -> NoReturn:
     and closed by then. So the exit handlers run first (the page workers are stopped, multiprocessing's
     and logging's clean-up), stdout and stderr are flushed, and ``os._exit`` ends the process with
     ``main``'s exit code. When another non-daemon thread is still running, or a stream cannot be
-    flushed, it exits the ordinary way instead (which waits for the thread, or reports the stream as
-    it always has). Tests call ``main`` in their own process, never this.
+    flushed, or a profiler or tracer watches, it exits the ordinary way instead (which waits for the
+    thread, reports the stream as it always has, or lets ``python -m cProfile -o FILE`` write FILE).
+    Tests call ``main`` in their own process, never this.
     """
     code = main()
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)  # a profiler (``python -m cProfile``) or tracer writes what it saw after main
     if any(
         t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread()
     ):
