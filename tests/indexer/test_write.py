@@ -282,3 +282,25 @@ def test_routing_record_from_memory_equals_the_one_read_from_the_index(tmp_path:
     written = read_record(bundle, manifest)
     assert written is not None and written.terms
     assert written == record_of_directory(bundle, manifest.counts.chunks)
+
+
+def test_a_document_that_fails_halfway_leaves_an_index_that_can_only_be_cancelled(tmp_path: Path) -> None:
+    # The writer keeps every posting, field length and column value in memory until the commit, and
+    # whoosh's cancel_doc undoes none of them: after a document failed halfway the index is wrong, so
+    # it must refuse more documents and its commit, and a cancel must leave nothing behind.
+    docs = [a for p in prepare_all(_jobs(), 0) for a in p.analysed]
+    assert len(docs) >= 2
+    (tmp_path / INDEX_DIR).mkdir()
+    builder = whooshio.SegmentBuilder(tmp_path / INDEX_DIR, make_schema(), INDEX_NAME, "seed")
+    builder.add(docs[0], {"doc": 0, "chunk": 0})
+    with pytest.raises(KeyError):
+        # its analysed fields go in first, then a stored field the schema does not have
+        builder.add(docs[1], {"doc": 1, "chunk": 0, "zz-not-a-field": 1})
+    with pytest.raises(RuntimeError, match="cancel it"):
+        builder.add(docs[1], {"doc": 1, "chunk": 0})
+    with pytest.raises(RuntimeError, match="cancel it"):
+        builder.commit()
+    builder.cancel()
+    left = sorted(p.name for p in (tmp_path / INDEX_DIR).iterdir())
+    assert not any(name.endswith(".seg") for name in left), left  # no segment was written
+    assert f"_{INDEX_NAME}_1.toc" not in left, left  # only the empty index of create_index

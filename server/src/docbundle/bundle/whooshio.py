@@ -883,6 +883,9 @@ def _write_terms(fieldwriter: Any, keys: Sequence[tuple[str, bytes]], jobs: Sequ
     tindex.lastkey = lastkey
 
 
+_FAILED = "a document could not be added, so this index is incomplete: cancel it"
+
+
 def _analysed_writer_class() -> type:
     from whoosh.writing import SegmentWriter  # the server never writes: not imported when it reads
 
@@ -893,39 +896,43 @@ def _analysed_writer_class() -> type:
 
         def __init__(self, ix: Any, **kwargs: Any) -> None:
             super().__init__(ix, **kwargs)
-            self._postings: dict[tuple[str, bytes], list[_Posting]] = {}
+            # field name -> term bytes -> its postings (one dict per field: no (field, term) key to
+            # build and hash for each of the build's postings)
+            self._postings: dict[str, dict[bytes, list[_Posting]]] = {}
+            # A document that failed halfway left some of its postings, field lengths and column
+            # values behind (whoosh's cancel_doc undoes none of them): the index can only be cancelled.
+            self.failed = False
 
         def add_analysed(self, analysed: Mapping[str, FieldPostings], stored: Mapping[str, object]) -> None:
             self._check_state()
+            if self.failed:
+                raise RuntimeError(_FAILED)
             pdw = self.perdocwriter
             docnum = self.docnum
-            postings = self._postings
             pdw.start_doc(docnum)
-            added: list[tuple[str, bytes]] = []
+            names = sorted([*analysed, *stored])
             try:
-                for name in sorted([*analysed, *stored]):
+                for name in names:
                     field = self.schema[name]
                     if name in analysed:
                         items, length = analysed[name]
                         pdw.add_field(name, field, None, length)
                         # what whoosh reads back from the length column: the length as its byte encodes it
                         stored_length = byte_to_length(length_to_byte(length)) if length else 0
+                        postings = self._postings.get(name)
+                        if postings is None:
+                            postings = self._postings[name] = {}
+                        get = postings.get
                         for tbytes, _freq, weight, vbytes in items:
-                            key = (name, tbytes)
-                            found = postings.get(key)
+                            found = get(tbytes)
                             if found is None:
-                                postings[key] = [(docnum, weight, vbytes, stored_length)]
+                                postings[tbytes] = [(docnum, weight, vbytes, stored_length)]
                             else:
                                 found.append((docnum, weight, vbytes, stored_length))
-                            added.append(key)
                     else:
                         pdw.add_field(name, field, stored[name], 0)
             except BaseException:
-                for key in added:  # this document's postings go with it
-                    found = postings[key]
-                    found.pop()
-                    if not found:
-                        del postings[key]
+                self.failed = True
                 pdw.cancel_doc()
                 raise
             pdw.finish_doc()
@@ -934,10 +941,10 @@ def _analysed_writer_class() -> type:
 
         def _flush_segment(self) -> None:
             self.perdocwriter.close()
-            postings = self._postings
-            keys = sorted(postings)
-            fixed = {name: self.schema[name].format.fixed_value_size() for name in {n for n, _ in keys}}
-            _write_terms(self.fieldwriter, keys, [(fixed[name], postings[name, bt]) for name, bt in keys])
+            by_field = self._postings
+            keys = [(name, tbytes) for name in sorted(by_field) for tbytes in sorted(by_field[name])]
+            fixed = {name: self.schema[name].format.fixed_value_size() for name in by_field}
+            _write_terms(self.fieldwriter, keys, [(fixed[name], by_field[name][bt]) for name, bt in keys])
             self.fieldwriter.close()
 
     return _AnalysedSegmentWriter
@@ -993,17 +1000,20 @@ class SegmentBuilder(CommitOnExit):
         held in memory (one posting per document), without opening the index again."""
         wanted = set(fields)
         out: dict[str, int] = {}
-        for (field, btext), postings in self._writer._postings.items():
+        for field, terms in self._writer._postings.items():
             if field in wanted:
-                term = btext.decode("utf-8")
-                if len(postings) > out.get(term, 0):
-                    out[term] = len(postings)
+                for btext, postings in terms.items():
+                    term = btext.decode("utf-8")
+                    if len(postings) > out.get(term, 0):
+                        out[term] = len(postings)
         return out
 
     def commit(self) -> None:
         """Write the segment and the TOC, and remove the lock file (closes the builder)."""
         if self._writer.is_closed:
             return
+        if self._writer.failed:
+            raise RuntimeError(_FAILED)
         try:
             self._writer.commit(optimize=True)
             self._ix.close()
