@@ -871,7 +871,7 @@ def test_md_twin_follows_the_llms_txt_convention(
 def test_every_read_of_a_crawler_connection_asks_for_an_immediate_ack(site: Site) -> None:
     # A server writing headers and body in two sends with Nagle on (http.server does) waits for the
     # headers' ACK, which Linux delays ~40 ms on a kept-alive connection: 44 ms a page instead of 0.4.
-    from docbundle.indexer.pipeline.scope import _GuardedBackend, _QuickAckStream
+    from docbundle.indexer.pipeline.scope import _CrawlStream, _GuardedBackend
 
     calls: list[object] = []
 
@@ -885,7 +885,7 @@ def test_every_read_of_a_crawler_connection_asks_for_an_immediate_ack(site: Site
     async def main() -> bytes:
         port = int(site.url("/").split(":")[2].split("/")[0])
         stream = await _GuardedBackend(LOOPBACK.policy, "http").connect_tcp("127.0.0.1", port, timeout=5)
-        assert isinstance(stream, _QuickAckStream)  # the crawler's connections are all wrapped
+        assert isinstance(stream, _CrawlStream)  # the crawler's connections are all wrapped
         stream._sock = SpySocket(stream._sock)
         await stream.write(b"GET /ack.md HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         received = b""
@@ -903,3 +903,77 @@ def test_every_read_of_a_crawler_connection_asks_for_an_immediate_ack(site: Site
     # Before every read, not once per connection: the kernel leaves quick-ack mode by itself.
     assert calls[0] == quick
     assert calls == [quick, "read"] * (len(calls) // 2), calls
+
+
+def test_an_idle_connection_the_server_closed_is_not_reused(tmp_path: Path) -> None:
+    # httpcore asks each idle connection whether it is readable before it reuses it: readable means the
+    # server closed it (or sent what it should not have). The crawler's connections answer that
+    # themselves (_CrawlStream), so it must stay right: a closed one is replaced, an open one is reused.
+    import threading
+
+    connections = []
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            connections.append(conn)
+            with conn:
+                conn.settimeout(5)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    data += chunk
+                body = b"# Page\n"
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: text/markdown\r\nContent-Length: %d\r\n\r\n" % len(
+                    body
+                )
+                conn.sendall(head + body)  # keep-alive by HTTP/1.1's default, then closed while idle
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        urls = [f"http://127.0.0.1:{port}/p{i}.md" for i in range(3)]
+        options = CrawlOptions(concurrency=1, per_host=1, retries=0, timeout=5)
+
+        async def one_by_one() -> list[FetchResult]:
+            # One session, one page at a time: each finds the previous connection idle, and closed.
+            async with CrawlSession(LOOPBACK, options) as session:
+                return [await session.fetch_one(url) for url in urls]
+
+        results = asyncio.run(one_by_one())
+    finally:
+        stop.set()
+        thread.join(5)
+        listener.close()
+    assert [_ok(r).text for r in results] == ["# Page\n"] * 3
+    assert len(connections) == 3
+
+    from docbundle.indexer.pipeline.scope import _GuardedBackend
+
+    async def readable_before_and_after_close() -> tuple[bool, bool]:
+        server = socket.create_server(("127.0.0.1", 0))
+        stream = await _GuardedBackend(LOOPBACK.policy, "http").connect_tcp(
+            "127.0.0.1", server.getsockname()[1], timeout=5
+        )
+        peer, _ = server.accept()
+        before = stream.get_extra_info("is_readable")
+        peer.close()
+        for _ in range(100):  # the FIN arrives at once on loopback; bounded anyway
+            if stream.get_extra_info("is_readable"):
+                break
+            await asyncio.sleep(0.01)
+        after = stream.get_extra_info("is_readable")
+        await stream.aclose()
+        server.close()
+        return before, after
+
+    assert asyncio.run(readable_before_and_after_close()) == (False, True)
