@@ -38,3 +38,82 @@ def test_a_converted_page_keeps_no_trailing_space_and_no_run_of_blank_lines() ->
     assert all(line == line.rstrip() for line in markdown.split("\n"))
     assert "\n\n\n" not in markdown
     assert "one" in markdown and "two" in markdown
+
+
+_FENCE_BEFORE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _separate_quotes_before(markdown: str) -> str:
+    """``_separate_quotes`` as it was: every line read in turn."""
+    if "\n>" not in markdown:
+        return markdown
+    out: list[str] = []
+    fence = ""
+    previous = ""
+    for line in markdown.split("\n"):
+        match = _FENCE_BEFORE.match(line)
+        if fence:
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+                fence = ""
+        elif match:
+            fence = match.group(1)
+        elif line.startswith(">") and previous.strip() and not previous.startswith(">"):
+            out.append("")
+        out.append(line)
+        previous = line
+    return "\n".join(out)
+
+
+_LINES = [
+    "text",
+    "> quote",
+    ">",
+    ">>> code",
+    "",
+    " ",
+    "\t",
+    "```",
+    "````",
+    "```python",
+    "~~~",
+    "~~~~ x",
+    "   ```",
+    "    ```",
+    "  ~~~",
+    "x ```",
+    "``",
+    "``~~~",
+    "~~~```",
+    " > not a quote line",
+    "\u3000",
+]
+markdown_texts = st.one_of(
+    st.lists(st.sampled_from(_LINES), max_size=30).map("\n".join),
+    st.lists(st.one_of(st.sampled_from(_LINES), st.text(alphabet=" >`~\nab\t", max_size=8)), max_size=20).map(
+        "\n".join
+    ),
+)
+
+
+@settings(max_examples=800, deadline=None)
+@given(markdown_texts)
+@example("a\n```\n>>> x\n```\nb\n> q")
+@example("```\n~~~\n```\nt\n> q")
+def test_separate_quotes_is_the_line_by_line_pass(markdown: str) -> None:
+    assert convert._separate_quotes(markdown) == _separate_quotes_before(markdown)
+
+
+_SEGMENTS = st.lists(st.sampled_from(["a", "b", "..", ".", "", "lib", "x.html"]), max_size=5).map("/".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SEGMENTS, _SEGMENTS)
+def test_cached_relative_paths_are_posixpaths(path: str, page_dir: str) -> None:
+    # compact_links caches relpath only for two absolute paths, which depend on nothing else.
+    import posixpath
+
+    from docbundle.indexer.pipeline.html import links
+
+    for a, b in (("/" + path, "/" + page_dir + "/"), ("/" + path, "/" + page_dir)):
+        assert links._relpath(a, b) == posixpath.relpath(a, b)
+        assert links._relpath(a, b) == posixpath.relpath(a, b)  # again, from the cache

@@ -39,10 +39,20 @@ def _without_fragment(parts: SplitResult) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
 
 
+@functools.lru_cache(maxsize=4096)
+def _relpath(path: str, page_dir: str) -> str:
+    """``posixpath.relpath`` of two absolute paths, which depends on nothing else (a site's pages share
+    their folders and link to the same pages: about half of this module's time before it was cached)."""
+    return posixpath.relpath(path, page_dir)
+
+
 def _relative(target: SplitResult, page_dir: str) -> str:
     """``target`` (same scheme and host as the page) written relative to the page's folder ``page_dir``."""
     path = target.path or "/"
-    rel = posixpath.relpath(path, page_dir)
+    if path.startswith("/") and page_dir.startswith("/"):
+        rel = _relpath(path, page_dir)
+    else:  # a relative path is taken from the working directory: not cached
+        rel = posixpath.relpath(path, page_dir)
     if rel == ".":
         rel = "./" if path.endswith("/") else "../" + posixpath.basename(path)
     elif path.endswith("/"):
