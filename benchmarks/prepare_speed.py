@@ -13,7 +13,8 @@ against ``https://docs.example.invalid/<path>``), ``.md``/``.mdx``/``.txt`` file
 prints CPU milliseconds per page (``time.process_time``: on a shared machine wall time mostly measures
 the neighbours):
 
-* cold: the first pass in a fresh process, as a new page worker meets them (its analysis caches empty);
+* cold: the first pass in a fresh process, as a new page worker meets them (its analysis caches empty;
+  the garbage collector set as in a worker);
 * warm: the best of ``--repeat`` passes more in that process (caches filled);
 * the warm pass split by phase: HTML conversion, parse + chunk, analysis, safety scan (the functions
   ``prepare_page`` calls, wrapped with a CPU clock; the little left is ``prepare_page`` itself).
@@ -34,6 +35,7 @@ It asserts nothing else.
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import pickle
@@ -47,6 +49,8 @@ from typing import Any
 DEFAULT_SETS = ("html-python", "html-postgres", "html-rustbook")
 PHASES = ("convert", "parse+chunk", "analysis", "safety")
 SUFFIXES = (".html", ".md", ".mdx", ".txt")
+#: The collector's thresholds in a page worker (``prepare._worker_init``), set here alike.
+WORKER_GC_THRESHOLD = (100_000, 50, 1_000)
 BASE_URL = "https://docs.example.invalid/"
 
 # corpus -> page path (relative) -> field name ("*" for the whole Prepared) -> sha256 of its pickle
@@ -140,6 +144,8 @@ class PhaseClock:
 def measure(folder: Path, repeat: int, digest: bool) -> dict[str, Any]:
     """This process's figures for one corpus (run in a fresh process, so the first pass is cold)."""
     from docbundle.indexer.pipeline.prepare import prepare_page
+
+    gc.set_threshold(*WORKER_GC_THRESHOLD)
 
     jobs = load_jobs(folder)
     kinds = {"html": [j for _, j in jobs if j.html], "markdown": [j for _, j in jobs if not j.html]}

@@ -139,7 +139,9 @@ _LATIN = st.sampled_from(
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.one_of(_LATIN, st.text(max_size=6)), st.sampled_from([" ", "", ".", "-", "\n", "::", "/"])),
+        st.tuples(
+            st.one_of(_LATIN, st.text(max_size=6)), st.sampled_from([" ", "", ".", "-", "\n", "::", "/"])
+        ),
         max_size=40,
     ).map(lambda parts: "".join(word + sep for word, sep in parts))
 )
