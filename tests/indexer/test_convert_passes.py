@@ -117,3 +117,44 @@ def test_cached_relative_paths_are_posixpaths(path: str, page_dir: str) -> None:
     for a, b in (("/" + path, "/" + page_dir + "/"), ("/" + path, "/" + page_dir)):
         assert links._relpath(a, b) == posixpath.relpath(a, b)
         assert links._relpath(a, b) == posixpath.relpath(a, b)  # again, from the cache
+
+
+_URL_PIECES = ["a", "B", "x.html", "..", ".", "", "%20", "~u", "é", ":", "?q=1", ";p", "#f", "@", "!", "'", "\t"]
+_BASES = st.builds(
+    lambda scheme, host, parts: f"{scheme}://{host}" + ("/" + "/".join(parts) if parts is not None else ""),
+    st.sampled_from(["http", "https", "HTTP", "file", "ftp"]),
+    st.sampled_from(["docs.example.invalid", "h:8080", "h:", "H.Example", "[::1]", "u@h", "é.invalid"]),
+    st.one_of(st.none(), st.lists(st.sampled_from(_URL_PIECES), max_size=5)),
+)
+_HREFS = st.one_of(
+    st.lists(st.sampled_from([*_URL_PIECES, "/", "//", "#", "#frag", "#a/b?c:d"]), min_size=1, max_size=7).map(
+        "".join
+    ),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_BASES, _HREFS)
+@example("https://h/a/b.html", "../../x.html#y")
+@example("https://h", "x")
+@example("https://h/a/", "./")
+@example("https://h/a/b", "..")
+@example("https://h/a/b", "c#")
+def test_plain_links_resolve_as_urljoin_does(base: str, href: str) -> None:
+    # compact_links resolves the common shape itself (issue 22): the same address and parts as urllib.
+    from urllib.parse import urljoin, urlsplit
+
+    from docbundle.indexer.pipeline.html import links
+
+    try:
+        target = urljoin(base, href)
+        expected = (target, urlsplit(target))
+    except ValueError:
+        assert links._plain_join(base, href) is None
+        return
+    plain = links._plain_join(base, href)
+    if plain is not None:
+        assert plain == expected
+        assert tuple(plain[1]) == tuple(expected[1])
+    assert links._resolved(base, href) == expected
