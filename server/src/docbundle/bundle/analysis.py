@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 from .whooshio import STOP_WORDS, Token, Tokenizer
@@ -177,8 +178,7 @@ def term_positions(text: str) -> dict[str, list[int]]:
 
 def _term_positions_cjk(text: str) -> dict[str, list[int]]:
     """``term_positions`` of text with CJK runs, whose bigrams take a position each."""
-    poses: dict[str, list[int]] = {}
-    get = poses.get
+    poses: defaultdict[str, list[int]] = defaultdict(list)
     cache = _TERMS_CACHE
     pos = -1
     for cjk, word in _TOKEN_RE.findall(text):
@@ -187,17 +187,12 @@ def _term_positions_cjk(text: str) -> dict[str, list[int]]:
             terms = cache.get(word)
             if terms is None:
                 terms = _cached_terms(word)
-            grams: Iterable[str] = terms
+            for term in terms:
+                poses[term].append(pos)
         else:
-            grams = _bigrams(cjk)
-        for term in grams:
-            if not word:
+            for gram in _bigrams(cjk):
                 pos += 1
-            found = get(term)
-            if found is None:
-                poses[term] = [pos]
-            else:
-                found.append(pos)
+                poses[gram].append(pos)
     return poses
 
 
