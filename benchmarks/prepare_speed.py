@@ -46,6 +46,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from saved import save_or_check
+
 DEFAULT_SETS = ("html-python", "html-postgres", "html-rustbook")
 PHASES = ("convert", "parse+chunk", "analysis", "safety")
 SUFFIXES = (".html", ".md", ".mdx", ".txt")
@@ -182,23 +186,10 @@ def measure(folder: Path, repeat: int, digest: bool) -> dict[str, Any]:
     return out
 
 
-def compare(saved: Digests, now: Digests) -> list[str]:
-    """One line per page whose prepared output differs (or that is missing on one side)."""
-    problems: list[str] = []
-    for corpus, pages in now.items():
-        before = saved.get(corpus)
-        if before is None:
-            problems.append(f"{corpus}: not in the saved file")
-            continue
-        for rel in sorted(pages.keys() | before.keys()):
-            if rel not in before or rel not in pages:
-                problems.append(f"{corpus}/{rel}: present on one side only")
-                continue
-            old, new = before[rel], pages[rel]
-            if old != new:
-                fields = [f for f in sorted(old.keys() | new.keys()) if old.get(f) != new.get(f)]
-                problems.append(f"{corpus}/{rel}: differs in {', '.join(fields)}")
-    return problems
+def differ(old: dict[str, str], new: dict[str, str]) -> list[str]:
+    """The fields of one page's ``Prepared`` whose digests differ ("*": the whole, as pickled)."""
+    fields = [f for f in sorted(old.keys() | new.keys()) if old.get(f) != new.get(f)]
+    return [f"differs in {', '.join(fields)}"] if fields else []
 
 
 def _ms(seconds: float, pages: int) -> str:
@@ -242,21 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         if digest:
             now[name] = result["digests"]
 
-    if args.save:
-        args.save.write_bytes(pickle.dumps(now, protocol=pickle.HIGHEST_PROTOCOL))
-        print(f"saved      {sum(len(p) for p in now.values())} pages to {args.save}")
-    if args.check:
-        # Only ever a file this script wrote (--save).
-        saved: Digests = pickle.loads(args.check.read_bytes())
-        problems = compare(saved, now)
-        for line in problems[:50]:
-            print(f"DIFFERS    {line}")
-        n_pages = sum(len(p) for p in now.values())
-        if problems:
-            print(f"check      {len(problems)} pages differ ({n_pages} pages)")
-            return 1
-        print(f"check      identical: {n_pages} pages, every field of every Prepared and its pickle")
-    return 0
+    n_pages = sum(len(p) for p in now.values())
+    what = f"{n_pages} pages, every field of every Prepared and its pickle"
+    return save_or_check(now, args.save, args.check, differ, what)
 
 
 if __name__ == "__main__":
