@@ -119,7 +119,25 @@ def test_cached_relative_paths_are_posixpaths(path: str, page_dir: str) -> None:
         assert links._relpath(a, b) == posixpath.relpath(a, b)  # again, from the cache
 
 
-_URL_PIECES = ["a", "B", "x.html", "..", ".", "", "%20", "~u", "é", ":", "?q=1", ";p", "#f", "@", "!", "'", "\t"]
+_URL_PIECES = [
+    "a",
+    "B",
+    "x.html",
+    "..",
+    ".",
+    "",
+    "%20",
+    "~u",
+    "é",
+    ":",
+    "?q=1",
+    ";p",
+    "#f",
+    "@",
+    "!",
+    "'",
+    "\t",
+]
 _BASES = st.builds(
     lambda scheme, host, parts: f"{scheme}://{host}" + ("/" + "/".join(parts) if parts is not None else ""),
     st.sampled_from(["http", "https", "HTTP", "file", "ftp"]),
@@ -127,9 +145,9 @@ _BASES = st.builds(
     st.one_of(st.none(), st.lists(st.sampled_from(_URL_PIECES), max_size=5)),
 )
 _HREFS = st.one_of(
-    st.lists(st.sampled_from([*_URL_PIECES, "/", "//", "#", "#frag", "#a/b?c:d"]), min_size=1, max_size=7).map(
-        "".join
-    ),
+    st.lists(
+        st.sampled_from([*_URL_PIECES, "/", "//", "#", "#frag", "#a/b?c:d"]), min_size=1, max_size=7
+    ).map("".join),
     st.text(max_size=12),
 )
 
