@@ -237,6 +237,8 @@ def bench(session: nox.Session) -> None:
                                        bundle size over bundles with vectors (docs/semantic.md; not in "all":
                                        the first build embeds every section, which takes hours on 2 cores)
     nox -s bench -- build [large-en ...] build throughput: pages/s (wall), CPU s per page, per-library cost
+    nox -s bench -- prepare [SET ...]  the page workers' CPU per page, cold and warm, by phase (the HTML sites
+                                       unless sets are named; --save/--check: run benchmarks/prepare_speed.py)
     """
     if session.posargs[:1] == ["semantic"]:
         session.install(*SEMANTIC_PACKAGES)
@@ -297,6 +299,8 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/html_candidates.py", "--corpora", str(corpora), *sets)
     if which == "build":  # not in "all": it rebuilds the corpora the crawl benchmark builds
         session.run("python", "benchmarks/build_speed.py", "--corpora", str(corpora), *sets)
+    if which in ("all", "prepare"):
+        session.run("python", "benchmarks/prepare_speed.py", "--corpora", str(corpora), *sets)
     if which in ("all", "html"):
         session.run("python", "benchmarks/html_sites.py", "--corpora", str(corpora), *sets)
     if which in ("all", "http"):

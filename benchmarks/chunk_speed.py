@@ -24,13 +24,16 @@ if any does). Save with the old code, change the chunker, then check::
 from __future__ import annotations
 
 import argparse
-import pickle
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from docbundle.indexer.pipeline.chunk import Chunk, ParsedPage, chunk_markdown, parse_page
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from saved import save_or_check
 
 # folder -> page path (relative) -> (parsed page, chunks)
 Results = dict[str, dict[str, tuple[ParsedPage, list[Chunk]]]]
@@ -52,29 +55,18 @@ def _load_pages(folder: Path, exts: list[str]) -> list[tuple[str, str, bool]]:
     return pages
 
 
-def _compare(saved: Results, now: Results) -> list[str]:
-    """One line per page whose parse result or chunks differ (or that is missing on one side)."""
+def _differ(old: tuple[ParsedPage, list[Chunk]], new: tuple[ParsedPage, list[Chunk]]) -> list[str]:
+    """What differs between one page's saved and current parse result and chunks."""
+    (old_page, old_chunks), (new_page, new_chunks) = old, new
     problems: list[str] = []
-    for folder, pages in now.items():
-        before = saved.get(folder)
-        if before is None:
-            problems.append(f"{folder}: not in the saved file")
-            continue
-        for rel in sorted(pages.keys() | before.keys()):
-            if rel not in before or rel not in pages:
-                problems.append(f"{folder}/{rel}: present on one side only")
-                continue
-            old_page, old_chunks = before[rel]
-            new_page, new_chunks = pages[rel]
-            if old_page != new_page:
-                problems.append(f"{folder}/{rel}: parse_page differs")
-            if len(old_chunks) != len(new_chunks):
-                problems.append(f"{folder}/{rel}: {len(old_chunks)} chunks before, {len(new_chunks)} now")
-                continue
-            for k, (old, new) in enumerate(zip(old_chunks, new_chunks, strict=True)):
-                if old != new:
-                    fields = [f for f in Chunk.__struct_fields__ if getattr(old, f) != getattr(new, f)]
-                    problems.append(f"{folder}/{rel}: chunk {k} differs in {', '.join(fields)}")
+    if old_page != new_page:
+        problems.append("parse_page differs")
+    if len(old_chunks) != len(new_chunks):
+        return [*problems, f"{len(old_chunks)} chunks before, {len(new_chunks)} now"]
+    for k, (a, b) in enumerate(zip(old_chunks, new_chunks, strict=True)):
+        if a != b:
+            fields = [f for f in Chunk.__struct_fields__ if getattr(a, f) != getattr(b, f)]
+            problems.append(f"chunk {k} differs in {', '.join(fields)}")
     return problems
 
 
@@ -142,22 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.pages) > 1:
         print(f"total      {total_cpu:.3f} s CPU")
 
-    if args.save:
-        args.save.write_bytes(pickle.dumps(results, protocol=pickle.HIGHEST_PROTOCOL))
-        print(f"saved      {sum(len(p) for p in results.values())} pages to {args.save}")
-    if args.check:
-        # Only ever a file this script wrote (--save).
-        saved: Results = pickle.loads(args.check.read_bytes())
-        problems = _compare(saved, results)
-        for line in problems[:50]:
-            print(f"DIFFERS    {line}")
-        n_chunks = sum(len(chunks) for pages in results.values() for _, chunks in pages.values())
-        n_pages = sum(len(p) for p in results.values())
-        if problems:
-            print(f"check      {len(problems)} differences ({n_pages} pages, {n_chunks} chunks)")
-            return 1
-        print(f"check      identical: {n_pages} pages, {n_chunks} chunks, every field")
-    return 0
+    n_chunks = sum(len(chunks) for pages in results.values() for _, chunks in pages.values())
+    what = f"{sum(len(p) for p in results.values())} pages, {n_chunks} chunks, every field"
+    return save_or_check(results, args.save, args.check, _differ, what)
 
 
 if __name__ == "__main__":

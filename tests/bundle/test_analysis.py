@@ -100,3 +100,59 @@ def test_term_positions_are_iter_terms_grouped_by_term(words: list[str]) -> None
         grouped.setdefault(term, []).append(pos)
     positions = term_positions(text)
     assert list(positions.items()) == list(grouped.items())
+
+
+_LATIN = st.sampled_from(
+    [
+        "run",
+        "Running",
+        "runs",
+        "useEffect",
+        "use",
+        "effect",
+        "use_effect",
+        "sap.m.Table",
+        "table",
+        "std::vector",
+        "built-in",
+        "a/b",
+        "x2",
+        "2x",
+        "the",
+        "HTTP",
+        "ＡＢＣ",
+        "İstanbul",
+        "café",
+        "naïve",
+        "ß",
+        "\u00b2",
+        "\u0661\u0662",
+        "_",
+        "--",
+        "::",
+        ".",
+        "¶",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(_LATIN, st.text(max_size=6)), st.sampled_from([" ", "", ".", "-", "\n", "::", "/"])
+        ),
+        max_size=40,
+    ).map(lambda parts: "".join(word + sep for word, sep in parts))
+)
+def test_term_positions_without_cjk_are_the_token_by_token_pass(text: str) -> None:
+    # Text without CJK takes the word-only pass (issue 22): the same terms, positions and order as
+    # the pass that reads every token through the CJK-aware pattern, and as iter_terms.
+    from docbundle.bundle import analysis
+
+    grouped: dict[str, list[int]] = {}
+    for term, pos, _, _ in iter_terms(text):
+        grouped.setdefault(term, []).append(pos)
+    positions = term_positions(text)
+    assert list(positions.items()) == list(analysis._term_positions_cjk(text).items())
+    assert list(positions.items()) == list(grouped.items())

@@ -26,6 +26,7 @@ import whoosh.codec.whoosh3
 import whoosh.columns
 import whoosh.filedb.structfile
 import whoosh.index
+import whoosh.lang.porter2
 import whoosh.legacy
 from buildkit import build_bundle, write_site
 from docbundle.bundle import whooshio
@@ -34,6 +35,8 @@ from docbundle.bundle.errors import BundleFormatError, UnsafePickleError
 from docbundle.bundle.reader import open_bundle
 from docbundle.bundle.schema import INDEX_NAME, make_schema
 from docbundle.bundle.search import BundleSearcher
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from whoosh.filedb.filestore import FileStorage
 from whoosh.index import TOC
 from whoosh.system import pack_int
@@ -350,3 +353,42 @@ def test_a_toc_of_another_whoosh_version_is_refused_before_whoosh_reads_it(tmp_p
     finally:
         for fd in fds:
             os.close(fd)
+
+
+_STEM_PIECES = [
+    *"abcdefghiklmnoprstuvwxyz'",
+    *(end for end, _, _ in whoosh.lang.porter2.s2_triples),
+    *(end for end, _, _ in whoosh.lang.porter2.s3_triples),
+    *whoosh.lang.porter2.s4_delete_list,
+    *whoosh.lang.porter2.exceptional_forms,
+    *whoosh.lang.porter2.exceptional_early_exit_post_1a,
+    "sion",
+    "tion",
+    "y",
+    "Y",
+    "eedly",
+    "ingly",
+    "gener",
+    "commun",
+    "arsen",
+]
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.sampled_from(_STEM_PIECES), max_size=5).map("".join))
+@example("generalization")
+@example("communication")
+@example("skies")
+@example("")
+def test_porter2_stem_is_whooshs(word: str) -> None:
+    # The door's stemmer skips porter2's steps 2-4 where no suffix of theirs ends the word (issue 22).
+    assert whooshio.porter2_stem(word) == whoosh.lang.porter2.stem(word)
+
+
+def test_porter2_stem_is_whooshs_on_an_english_vocabulary() -> None:
+    text = Path(__file__).read_text(encoding="utf-8") + whooshio.__doc__ + str(whoosh.lang.porter2.__doc__)
+    words = {w.lower() for w in text.split() if w.isalpha()}
+    words |= {w + suffix for w in list(words) for suffix in ("s", "ing", "ed", "ly", "ness", "ational")}
+    assert len(words) > 1000
+    for word in sorted(words):
+        assert whooshio.porter2_stem(word) == whoosh.lang.porter2.stem(word), word

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 from .whooshio import STOP_WORDS, Token, Tokenizer
@@ -49,6 +50,11 @@ _CJK = (
 # A word character that is not CJK: CJK runs are matched by their own alternative.
 _W = rf"[^\W{_CJK}]"
 _TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|(?P<word>{_W}+(?:(?:\.|::|-|/){_W}+)*)")
+# In text without a CJK character, ``_W`` is ``\w``, and _TOKEN_RE finds exactly this pattern's words;
+# in ASCII text ``\w`` is ``[0-9A-Z_a-z]``, which the regex engine tests faster.
+_PLAIN_WORD_RE = re.compile(r"\w+(?:(?:\.|::|-|/)\w+)*")
+_ASCII_WORD_RE = re.compile(r"[0-9A-Z_a-z]+(?:(?:\.|::|-|/)[0-9A-Z_a-z]+)*")
+_HAS_CJK = re.compile(f"[{_CJK}]")
 # Where an identifier breaks into parts: separators, camelCase humps, digit runs.
 _PART_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W_0-9A-Za-z]+")
 _JOINERS = frozenset(".:-/_")
@@ -143,9 +149,36 @@ def iter_terms(text: str) -> Iterator[tuple[str, int, int, int]]:
 
 def term_positions(text: str) -> dict[str, list[int]]:
     """Each indexed term of ``text`` with its positions, terms in order of first occurrence: exactly
-    ``iter_terms`` grouped by term, without its character offsets (the indexer's hot loop)."""
+    ``iter_terms`` grouped by term, without its character offsets (the indexer's hot loop).
+
+    Text without CJK (nearly all of an English page) has only word tokens, one position each, found by
+    ``_ASCII_WORD_RE`` or ``_PLAIN_WORD_RE`` as plain strings (cheaper than ``_TOKEN_RE``'s pairs).
+    """
+    if text.isascii():
+        words = _ASCII_WORD_RE.findall(text)
+    elif _HAS_CJK.search(text) is None:
+        words = _PLAIN_WORD_RE.findall(text)
+    else:
+        return _term_positions_cjk(text)
     poses: dict[str, list[int]] = {}
     get = poses.get
+    cache = _TERMS_CACHE
+    for pos, word in enumerate(words):
+        terms = cache.get(word)
+        if terms is None:
+            terms = _cached_terms(word)
+        for term in terms:
+            found = get(term)
+            if found is None:
+                poses[term] = [pos]
+            else:
+                found.append(pos)
+    return poses
+
+
+def _term_positions_cjk(text: str) -> dict[str, list[int]]:
+    """``term_positions`` of text with CJK runs, whose bigrams take a position each."""
+    poses: defaultdict[str, list[int]] = defaultdict(list)
     cache = _TERMS_CACHE
     pos = -1
     for cjk, word in _TOKEN_RE.findall(text):
@@ -154,17 +187,12 @@ def term_positions(text: str) -> dict[str, list[int]]:
             terms = cache.get(word)
             if terms is None:
                 terms = _cached_terms(word)
-            grams: Iterable[str] = terms
+            for term in terms:
+                poses[term].append(pos)
         else:
-            grams = _bigrams(cjk)
-        for term in grams:
-            if not word:
+            for gram in _bigrams(cjk):
                 pos += 1
-            found = get(term)
-            if found is None:
-                poses[term] = [pos]
-            else:
-                found.append(pos)
+                poses[gram].append(pos)
     return poses
 
 

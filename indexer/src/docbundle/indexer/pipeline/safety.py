@@ -53,6 +53,8 @@ _INSTRUCTIONS = re.compile(
 _ANY_HIDDEN = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
 # The only characters that (?i) matches to an ASCII letter but str.lower() does not lower to it alone.
 _FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+# (``str.translate`` looks up every character in a dict: it runs only on text holding one of them.)
+_TO_FOLD = re.compile("[\u0130\u0131\u017f\u212a]")
 _ALWAYS = ("ignore", "disregard", "forget", "inst]", "<|im_", "<<sys>>")
 _LED = (
     ("now", re.compile(r"you\s+are\s+now")),
@@ -65,7 +67,9 @@ _ADDRESSED = re.compile(r"an?\s+(?:ai|llm|language)")
 
 def _may_address(text: str) -> bool:
     """Whether ``text`` may hold a match of ``_INSTRUCTIONS`` (never False when it does)."""
-    low = (text if text.isascii() else text.translate(_FOLD)).lower()
+    if not text.isascii() and _TO_FOLD.search(text) is not None:
+        text = text.translate(_FOLD)
+    low = text.lower()
     if any(word in low for word in _ALWAYS):
         return True
     if any(word in low and pattern.search(low) for word, pattern in _LED):

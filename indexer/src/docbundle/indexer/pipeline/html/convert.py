@@ -80,10 +80,18 @@ _TITLE_SEPARATORS = (" — ", " – ", " | ", " · ", " :: ", " - ")
 _SPACE_RE = re.compile(r"\s+")
 # Anchor glyphs left at the end of a heading's text ("C#" keeps its "#": only a detached one goes).
 _TRAILING_GLYPH_RE = re.compile(r"(?:\s*[¶§🔗⚓]|\s+#)+$")
-_BLANK_LINES_RE = re.compile(r"\n{3,}")
-# The white space at the end of each line (``str.rstrip``'s: ``\s`` is the same ``isspace``), in one pass.
-_TRAILING_SPACE_RE = re.compile(r"[^\S\n]+$", re.MULTILINE)
+# Three or more newlines (written with a literal prefix, which the regex engine finds at C speed).
+_BLANK_LINES_RE = re.compile(r"\n\n\n+")
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# A quote line, and a fence line, after a line break (led by "\n", which the engine finds at C speed).
+_QUOTE_AFTER_LINE_RE = re.compile(r"\n>")
+_FENCE_AFTER_LINE_RE = re.compile(r"\n {0,3}(`{3,}|~{3,})")
+
+
+def _strip_lines(text: str) -> str:
+    """``text`` without the white space at the end of each line (``str.rstrip``'s: what ``[^\\S\\n]+$``
+    removes in multiline mode, as ``\\s`` is the same ``isspace``; a regex would try every space)."""
+    return "\n".join([line.rstrip() for line in text.split("\n")])
 
 
 def _clean_title(text: str) -> str:
@@ -138,23 +146,43 @@ _OPTIONS = _options()
 
 
 def _separate_quotes(markdown: str) -> str:
-    """A blank line before a blockquote glued to the paragraph above it (outside code fences)."""
+    """A blank line before a blockquote glued to the paragraph above it (outside code fences).
+
+    Only two kinds of line matter, both found by C-speed searches rather than by reading every line:
+    a quote line (``>``) after a line that is neither blank nor a quote line, where the blank line may
+    go, and a fence line, which opens or closes a code fence.
+    """
     if "\n>" not in markdown:
         return markdown
+    events: list[tuple[int, str]] = []  # (line start, fence run; "" for a quote line after text)
+    for match in _QUOTE_AFTER_LINE_RE.finditer(markdown):
+        at = match.start()
+        previous = markdown[markdown.rfind("\n", 0, at) + 1 : at]
+        if previous.strip() and not previous.startswith(">"):
+            events.append((at + 1, ""))
+    if not events:
+        return markdown
+    first = _FENCE_RE.match(markdown)
+    if first is not None:
+        events.append((0, first.group(1)))
+    for match in _FENCE_AFTER_LINE_RE.finditer(markdown):
+        events.append((match.start() + 1, match.group(1)))
+    events.sort()
     out: list[str] = []
+    done = 0
     fence = ""
-    previous = ""
-    for line in markdown.split("\n"):
-        match = _FENCE_RE.match(line)
-        if fence:
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
+    for start, run in events:
+        if run:
+            if not fence:
+                fence = run
+            elif run[0] == fence[0] and len(run) >= len(fence):
                 fence = ""
-        elif match:
-            fence = match.group(1)
-        elif line.startswith(">") and previous.strip() and not previous.startswith(">"):
-            out.append("")
-        out.append(line)
-        previous = line
+        elif not fence:
+            out.append(markdown[done:start])
+            done = start
+    if not out:
+        return markdown
+    out.append(markdown[done:])
     return "\n".join(out)
 
 
@@ -196,7 +224,7 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
             markdown = main.text(deep=True, separator="\n")
         markdown = prefix + markdown
     markdown = plain_spaces(markdown)
-    markdown = _TRAILING_SPACE_RE.sub("", markdown)
+    markdown = _strip_lines(markdown)
     markdown = _separate_quotes(markdown)
     markdown = _BLANK_LINES_RE.sub("\n\n", markdown).strip("\n")
     if markdown:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import posixpath
+import re
 from urllib.parse import SplitResult, urljoin, urlsplit, urlunsplit
 
 from selectolax.lexbor import LexborNode
@@ -27,10 +28,55 @@ from selectolax.lexbor import LexborNode
 __all__ = ["compact_links"]
 
 
+# The common shape, resolved here without urllib (whose urljoin parses both addresses and joins them
+# again, 10 to 20 microseconds a link, most of a cold page's link time): an http(s) base with a plain
+# host and path, and a relative path of plain characters (no scheme, query or parameters: no ":", "?",
+# ";"), with an optional fragment. A hypothesis test holds the result equal to urljoin's and urlsplit's.
+_PLAIN_BASE = re.compile(r"(https?)://([A-Za-z0-9.-]+(?::[0-9]*)?)(/[A-Za-z0-9._~%!$&'()*+,=@/-]*)?")
+_PLAIN_HREF = re.compile(
+    r"([A-Za-z0-9._~%!$&'()*+,=@-][A-Za-z0-9._~%!$&'()*+,=@/-]*)(?:#([^#\x00-\x20\x7f]*))?"
+)
+
+
+def _plain_join(base: str, href: str) -> tuple[str, SplitResult] | None:
+    """``urljoin(base, href)`` and its ``urlsplit`` for the common shape above (None for any other), by
+    urljoin's own steps: the base's folder, the href's segments, then ``.`` and ``..`` resolved."""
+    b = _PLAIN_BASE.fullmatch(base)
+    h = _PLAIN_HREF.fullmatch(href) if b is not None else None
+    if b is None or h is None:
+        return None
+    scheme, netloc, bpath = b.group(1), b.group(2), b.group(3) or ""
+    path, fragment = h.group(1), h.group(2) or ""
+    base_parts = bpath.split("/")
+    if base_parts[-1] != "":
+        del base_parts[-1]
+    segments = base_parts + path.split("/")
+    segments[1:-1] = filter(None, segments[1:-1])
+    resolved: list[str] = []
+    for seg in segments:
+        if seg == "..":
+            if resolved:
+                resolved.pop()
+        elif seg != ".":
+            resolved.append(seg)
+    if segments[-1] in (".", ".."):
+        resolved.append("")
+    joined = "/".join(resolved) or "/"
+    if joined[:1] != "/":
+        joined = "/" + joined
+    target = f"{scheme}://{netloc}{joined}"
+    if fragment:
+        target += "#" + fragment
+    return target, SplitResult(scheme, netloc, joined, "", fragment)
+
+
 @functools.lru_cache(maxsize=4096)
 def _resolved(base: str, href: str) -> tuple[str, SplitResult]:
     """``href`` resolved against ``base``, and split (``urljoin`` is a third of this module's time; the
     same link recurs on a page and across a site's pages). Raises ``ValueError`` as ``urljoin`` does."""
+    plain = _plain_join(base, href)
+    if plain is not None:
+        return plain
     target = urljoin(base, href)
     return target, urlsplit(target)
 
@@ -39,10 +85,20 @@ def _without_fragment(parts: SplitResult) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, parts.query, ""))
 
 
+@functools.lru_cache(maxsize=4096)
+def _relpath(path: str, page_dir: str) -> str:
+    """``posixpath.relpath`` of two absolute paths, which depends on nothing else (a site's pages share
+    their folders and link to the same pages: about half of this module's time before it was cached)."""
+    return posixpath.relpath(path, page_dir)
+
+
 def _relative(target: SplitResult, page_dir: str) -> str:
     """``target`` (same scheme and host as the page) written relative to the page's folder ``page_dir``."""
     path = target.path or "/"
-    rel = posixpath.relpath(path, page_dir)
+    if path.startswith("/") and page_dir.startswith("/"):
+        rel = _relpath(path, page_dir)
+    else:  # a relative path is taken from the working directory: not cached
+        rel = posixpath.relpath(path, page_dir)
     if rel == ".":
         rel = "./" if path.endswith("/") else "../" + posixpath.basename(path)
     elif path.endswith("/"):
