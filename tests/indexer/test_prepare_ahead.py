@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 
 import pytest
 from docbundle.indexer.pipeline import prepare
@@ -100,3 +101,37 @@ def test_an_interrupted_build_does_not_wait_for_a_slow_page(monkeypatch: pytest.
     # Ended, not left to finish its page (it would be idle and alive again, a minute later).
     assert not busy.process.is_alive() and busy.process.exitcode == -signal.SIGKILL
     assert list(prepare_all(PAGES[:1], workers=1)) == [prepare_page(PAGES[0])]
+
+
+def test_a_page_offered_while_the_workers_are_busy_goes_to_a_free_one_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Pages offered during a run join it: a free worker takes the next one at once. Offered pages used
+    # to wait in a batch until the whole earlier batch was prepared, so behind a long page the other
+    # worker idled (html-python: a 10-page batch on one worker while the crawl brought 71 more).
+    monkeypatch.setenv("DOCBUNDLE_WORKERS", "2")
+    monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)  # two workers from the first page
+    slow = _job("[" * 400_000)  # several seconds of markdown-it (test_page_budget.py)
+    later = _job("[" * 150_000)  # long enough to be seen in a worker
+    ahead = Ahead()
+
+    def busy() -> int:
+        pool = ahead._pool
+        return 0 if pool is None else sum(1 for w in list(pool.workers) if w.job >= 0)
+
+    def until(condition: Callable[[], bool], seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            time.sleep(0.005)
+        return False
+
+    try:
+        ahead.offer("slow", slow)
+        assert until(lambda: busy() == 1, 60), "the first page never reached a worker"
+        ahead.offer("later", later)
+        # While the slow page still holds its worker, the later one is in the other.
+        assert until(lambda: busy() == 2, 30), "the later page waited for the slow one"
+    finally:
+        ahead.close(now=True)

@@ -37,11 +37,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from multiprocessing.connection import Connection, wait
 from types import FrameType
+from typing import Any, overload
 
 import msgspec
 from docbundle.bundle.analysis import term_positions
@@ -315,14 +316,21 @@ class Ahead:
     order: a page prepared ahead with exactly its final job is taken as it is (a page's output depends
     only on its job), any other is prepared then. So the output is the same as without it.
 
-    A thread drives the workers (the crawl runs on an event loop in the calling thread); it prepares
-    what was offered in batches, at most ``AHEAD_MAX_CHARS`` of page text in all. ``close`` abandons
-    what is not needed (a build that stops early, or keeps its current bundle).
+    A thread drives the workers (the crawl runs on an event loop in the calling thread), at most
+    ``AHEAD_MAX_CHARS`` of page text in all. A page offered while the workers are busy with earlier
+    ones joins their run at once (``_Pool.run`` over a growing list, woken by ``offer``): it does not
+    wait for a whole earlier batch to end, the last page of which left one worker idle while the other
+    finished it. ``close`` abandons what is not needed (a build that stops early, or keeps its current
+    bundle).
     """
 
     def __init__(self, limit: int = AHEAD_MAX_CHARS) -> None:
         self._cond = threading.Condition()
-        self._queue: list[tuple[str, PageJob]] = []
+        # Every page offered, in order; ``_given`` of them were handed to a run of the workers.
+        self._keys: list[str] = []
+        self._jobs: list[PageJob] = []
+        self._given = 0
+        self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)  # offer -> a run waiting
         self._offered: dict[str, PageJob] = {}
         self._done: dict[str, Prepared] = {}
         self._chars = 0
@@ -353,8 +361,11 @@ class Ahead:
                 return
             self._chars += len(job.text)
             self._offered[key] = job
-            self._queue.append((key, job))
+            self._keys.append(key)
+            self._jobs.append(job)
             self._cond.notify_all()
+            with contextlib.suppress(OSError, ValueError):
+                self._wake_w.send_bytes(b"")  # a run in progress takes it as soon as a worker is free
 
     def _acquire(self) -> _Pool:
         warming = _shared.warming
@@ -365,30 +376,40 @@ class Ahead:
         self._own_pool = True  # another thread prepares with the shared pool now
         return _Pool()
 
+    def _workers(self) -> int:
+        """How many workers the run may use now: one until there is enough text to share."""
+        return worker_count() if self._chars >= PARALLEL_MIN_BYTES else 1
+
     def _loop(self) -> None:
         pool = self._pool = self._acquire()
         try:
             while True:
                 with self._cond:
-                    while not self._queue and not self._closed:
+                    while self._given == len(self._jobs) and not self._closed:
                         self._cond.wait()
-                    if self._abandoned or not self._queue:
+                    if self._abandoned or self._given == len(self._jobs):
                         return
-                    batch, self._queue = self._queue, []
-                    n = worker_count() if self._chars >= PARALLEL_MIN_BYTES else 1
-                jobs = [job for _, job in batch]
-                # No window: what was offered is bounded by ``AHEAD_MAX_CHARS`` already, and a long
-                # page must not leave the other workers idle behind it.
-                results = pool.run(jobs, n, page_budget(), ahead=len(jobs))
+                    start = self._given
+                # The run goes on over pages offered meanwhile (``_Tail``), with no window: what was
+                # offered is bounded by ``AHEAD_MAX_CHARS`` already, and a long page must not leave
+                # the other workers idle behind it.
+                results = pool.run(
+                    _Tail(self._jobs, start),
+                    self._workers,
+                    page_budget(),
+                    ahead=sys.maxsize,
+                    wake=self._wake_r,
+                )
                 try:
-                    for (key, _), result in zip(batch, results, strict=False):
+                    for result in results:
                         with self._cond:
-                            self._done[key] = result
+                            self._done[self._keys[self._given]] = result
+                            self._given += 1
                             self._cond.notify_all()
                             if self._abandoned:
                                 return
                 finally:
-                    results.close()  # an abandoned batch ends its busy workers (``_Pool.run``)
+                    results.close()  # an abandoned run ends its busy workers (``_Pool.run``)
         except BaseException as exc:  # told to the consumer, which raises it in the build's thread
             with self._cond:
                 self._error = exc
@@ -401,6 +422,8 @@ class Ahead:
             with self._cond:
                 self._closed = True
                 self._cond.notify_all()
+            self._wake_r.close()
+            self._wake_w.close()
 
     def _finish(self) -> None:
         """No more offers: the thread prepares what was offered, then ends (and frees the pool)."""
@@ -458,7 +481,6 @@ class Ahead:
         hostile page may take its whole budget."""
         with self._cond:
             self._abandoned = self._closed = True
-            self._queue.clear()
             self._cond.notify_all()
         if now and self._pool is not None:
             for worker in list(self._pool.workers):
@@ -565,6 +587,30 @@ class _Worker:
         self.process.join(5)
 
 
+class _Tail(Sequence[PageJob]):
+    """``items[start:]`` as it is when asked: a live view of a list that grows (``Ahead``'s pages)."""
+
+    def __init__(self, items: list[PageJob], start: int) -> None:
+        self._items = items
+        self._start = start
+
+    def __len__(self) -> int:
+        return len(self._items) - self._start
+
+    @overload
+    def __getitem__(self, i: int) -> PageJob: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[PageJob]: ...
+
+    def __getitem__(self, i: int | slice) -> PageJob | Sequence[PageJob]:
+        if isinstance(i, slice):
+            return self._items[self._start :][i]
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self._items[self._start + i]
+
+
 @dataclass
 class _Pool:
     """Worker processes; each page goes to an idle one, and a worker over budget is replaced.
@@ -612,19 +658,27 @@ class _Pool:
         self.workers.clear()
 
     def run(
-        self, jobs: list[PageJob], n: int, budget: float, *, ahead: int | None = None
+        self,
+        jobs: Sequence[PageJob],
+        n: int | Callable[[], int],
+        budget: float,
+        *,
+        ahead: int | None = None,
+        wake: Connection | None = None,
     ) -> Generator[Prepared, None, None]:
-        """Prepare ``jobs`` on at most ``n`` workers at once, each page within ``budget`` CPU seconds.
+        """Prepare ``jobs`` on at most ``n`` workers at once (``n()`` asked each time a page is handed
+        out, when a function), each page within ``budget`` CPU seconds.
 
         Results come in order; at most ``ahead`` (default ``8 * n``) are computed ahead of the one the
         consumer waits for, which bounds what they hold, but a long page in front leaves the other
-        workers idle once they are that far ahead."""
+        workers idle once they are that far ahead. ``jobs`` may grow while the run goes on: a message
+        on ``wake`` says it did, so a free worker takes the new page at once."""
         self.budget = budget
         done: dict[int, Prepared] = {}
         sent = 0
         out = 0
         if ahead is None:
-            ahead = 8 * n  # results computed ahead of the consumer, at most
+            ahead = 8 * (n() if callable(n) else n)  # results computed ahead of the consumer, at most
         deadline = page_deadline(budget)
         try:
             while out < len(jobs):
@@ -635,7 +689,8 @@ class _Pool:
                     break
                 busy = [w for w in self.workers if w.job >= 0]
                 idle = [w for w in self.workers if w.job < 0]
-                while sent < len(jobs) and sent < out + ahead and len(busy) < n:
+                limit = n() if callable(n) else n
+                while sent < len(jobs) and sent < out + ahead and len(busy) < limit:
                     worker = idle.pop() if idle else self._start()
                     try:
                         worker.conn.send((budget, jobs[sent]))
@@ -647,7 +702,13 @@ class _Pool:
                     busy.append(worker)
                     sent += 1
                 soonest = min(w.deadline for w in busy)
-                ready = wait([w.conn for w in busy], timeout=max(0.0, soonest - time.monotonic()))
+                waiting: list[Any] = [w.conn for w in busy]
+                if wake is not None:
+                    waiting.append(wake)
+                ready = wait(waiting, timeout=max(0.0, soonest - time.monotonic()))
+                if wake is not None and wake in ready:
+                    while wake.poll():  # pages were offered: handed out at the loop's top
+                        wake.recv_bytes()
                 for worker in busy:
                     if worker.conn in ready:
                         try:
