@@ -48,13 +48,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from docbundle.indexer.pipeline.workerctx import GC_THRESHOLDS
 from saved import save_or_check
 
 DEFAULT_SETS = ("html-python", "html-postgres", "html-rustbook")
 PHASES = ("convert", "parse+chunk", "analysis", "safety")
 SUFFIXES = (".html", ".md", ".mdx", ".txt")
 #: The collector's thresholds in a page worker (``prepare._worker_init``), set here alike.
-WORKER_GC_THRESHOLD = (100_000, 50, 1_000)
+WORKER_GC_THRESHOLD = GC_THRESHOLDS
 BASE_URL = "https://docs.example.invalid/"
 
 # corpus -> page path (relative) -> field name ("*" for the whole Prepared) -> sha256 of its pickle

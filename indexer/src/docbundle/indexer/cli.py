@@ -168,7 +168,7 @@ def _summary(report: Report) -> str:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Run ``build``."""
-    from .pipeline.workerctx import start_forkserver
+    from .pipeline.workerctx import fewer_collections, start_forkserver
 
     start_forkserver()  # its imports overlap with the pipeline's below (it returns at once)
     from docbundle.bundle.routeindex import refresh_index
@@ -185,18 +185,19 @@ def cmd_build(args: argparse.Namespace) -> int:
     progress = None if args.quiet else make_progress
     t0 = time.perf_counter()
     outcomes: list[Outcome] = []
-    for lib in libraries:
-        for target in catalogue.targets(lib):
-            if not args.quiet:
-                print(
-                    f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}",
-                    file=sys.stderr,
+    with fewer_collections():
+        for lib in libraries:
+            for target in catalogue.targets(lib):
+                if not args.quiet:
+                    print(
+                        f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}",
+                        file=sys.stderr,
+                    )
+                outcomes.append(
+                    build_target(
+                        target, out, cache=cache, progress=progress, embed=False if args.no_embed else None
+                    )
                 )
-            outcomes.append(
-                build_target(
-                    target, out, cache=cache, progress=progress, embed=False if args.no_embed else None
-                )
-            )
     if any(o.status == "built" for o in outcomes):
         refresh_index(out)  # the catalogue's routing index, for servers over this folder
     report = Report(
@@ -697,6 +698,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
     from .config import load_config
     from .pipeline.progress import make_progress
+    from .pipeline.workerctx import fewer_collections
     from .release import nightly, plan
 
     try:
@@ -721,9 +723,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             return EXIT_OK
         ids, shard = _plan_libraries(args)
         # Progress on stderr (plain lines in a CI log), so the job's log shows each long phase.
-        entries = nightly.run(
-            args.config, args.out, args.dist, ids, args.golden, progress=make_progress, shard=shard
-        )
+        with fewer_collections():
+            entries = nightly.run(
+                args.config, args.out, args.dist, ids, args.golden, progress=make_progress, shard=shard
+            )
     except ConfigError as exc:
         print(f"nightly: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE

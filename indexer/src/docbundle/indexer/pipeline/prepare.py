@@ -58,8 +58,8 @@ from docbundle.bundle.whooshio import (
 from . import html
 from .chunk import chunk_markdown, parse_page
 from .safety import scan_chunks
+from .workerctx import GC_THRESHOLDS, worker_count
 from .workerctx import context as _context
-from .workerctx import worker_count
 
 #: Field name -> (whoosh posting items, field length). Items are ``(term bytes, freq, weight, value)``.
 Analysed = dict[str, FieldPostings]
@@ -200,7 +200,7 @@ def prepare_page(job: PageJob) -> Prepared:
 
 def _worker_init(indexer_pid: int) -> None:
     # Workers allocate a lot and free it by reference counting; full collections only cost time.
-    gc.set_threshold(100_000, 50, 1_000)
+    gc.set_threshold(*GC_THRESHOLDS)
     _die_with(indexer_pid)
 
 

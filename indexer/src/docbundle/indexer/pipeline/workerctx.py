@@ -6,13 +6,27 @@ indexer's own instead of following them.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import multiprocessing
 import multiprocessing.context
 import os
 import sys
+from collections.abc import Iterator
 from types import ModuleType
 
-__all__ = ["PREPARE_MODULE", "context", "start_forkserver", "worker_count"]
+__all__ = [
+    "GC_THRESHOLDS",
+    "PREPARE_MODULE",
+    "context",
+    "fewer_collections",
+    "start_forkserver",
+    "worker_count",
+]
+
+GC_THRESHOLDS = (100_000, 50, 1_000)
+"""The cyclic collector's thresholds in the page workers and while the indexer builds: both allocate
+millions of objects that live to the end of a page or a build, and make little cyclic garbage."""
 
 PREPARE_MODULE = "docbundle.indexer.pipeline.prepare"
 """The workers' module: what the forkserver imports for them (``prepare._serve`` runs in each)."""
@@ -70,3 +84,23 @@ def start_forkserver() -> None:
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """The cyclic collector at ``GC_THRESHOLDS`` for the block, with what is alive now (the modules
+    imported so far) frozen out of its passes; both undone when the block ends.
+
+    With the default thresholds it ran 1,026 times in the indexer process during a large-en build,
+    6 of them full passes over every object, 0.67 s of CPU (html-python: 200 times, 0.10 s), mostly
+    while the prepared pages (millions of small tuples, all alive to the end) came back from the
+    workers.
+    """
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
