@@ -304,3 +304,28 @@ def test_a_document_that_fails_halfway_leaves_an_index_that_can_only_be_cancelle
     left = sorted(p.name for p in (tmp_path / INDEX_DIR).iterdir())
     assert not any(name.endswith(".seg") for name in left), left  # no segment was written
     assert f"_{INDEX_NAME}_1.toc" not in left, left  # only the empty index of create_index
+
+
+def test_only_the_last_builds_index_writer_is_kept(tmp_path: Path) -> None:
+    # The last index writer is kept past its build (its postings are not freed when the build ends:
+    # a process that exits next never pays for it). Any later build frees it first, so a run of many
+    # libraries holds at most one finished writer, never one per library.
+    import gc
+    import weakref
+
+    from docbundle.indexer.pipeline import build
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for i, text in enumerate(PAGES[:3]):
+        (site / f"p{i}.md").write_text(text, encoding="utf-8")
+    listing = "".join(f"- [Page {i}](p{i}.md)\n" for i in range(3))
+    (site / "llms.txt").write_text(f"# Site\n\n## Docs\n\n{listing}", encoding="utf-8")
+    config = '[[library]]\nid = "{}"\nllms_txt = "site/llms.txt"\n'
+    build_bundle(tmp_path / "one.toml", tmp_path / "out", config.format("one"))
+    assert len(build._retired) == 1
+    first = weakref.ref(build._retired[0])
+    build_bundle(tmp_path / "two.toml", tmp_path / "out", config.format("two"))
+    gc.collect()
+    assert first() is None  # freed when the second build began
+    assert len(build._retired) == 1 and build._retired[0] is not None
