@@ -58,6 +58,7 @@ import abc
 import bisect
 import contextlib
 import contextvars
+import functools
 import gc
 import hashlib
 import itertools
@@ -920,6 +921,29 @@ def _write_terms(fieldwriter: Any, keys: Sequence[tuple[str, bytes]], jobs: Sequ
     dbfile.write(bytes(records))
     tindex.index.extend(positions)
     tindex.lastkey = lastkey
+    tindex._write_hashes = functools.partial(_write_hash_tables, tindex)  # what its close() calls
+
+
+_NULL_POINTER = _filetables._pointer.pack(0, 0)
+
+
+def _write_hash_tables(tindex: Any) -> None:
+    """``HashWriter._write_hashes``, the same bytes: each of the 256 buckets' open-addressing table of
+    ``(hash, position)`` pointers, written in one write per bucket instead of one per slot (48,000
+    writes through ``StructFile`` for html-python, a tenth of the commit's serial end)."""
+    dbfile = tindex.dbfile
+    pack = _filetables._pointer.pack
+    for entries in tindex.buckets:
+        tindex.directory.append((dbfile.tell(), 2 * len(entries)))
+        numslots = 2 * len(entries)
+        # whoosh marks an empty slot (0, 0); no entry is (0, 0), for no key starts at position 0
+        table: list[tuple[int, int] | None] = [None] * numslots
+        for hashval, position in entries:
+            slot = (hashval >> 8) % numslots
+            while table[slot] is not None:
+                slot = (slot + 1) % numslots
+            table[slot] = (hashval, position)
+        dbfile.write(b"".join([_NULL_POINTER if e is None else pack(*e) for e in table]))
 
 
 _FAILED = "a document could not be added, so this index is incomplete: cancel it"
