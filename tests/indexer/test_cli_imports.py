@@ -143,3 +143,21 @@ def test_build_starts_the_workers_forkserver_before_it_imports_the_pipeline(
     assert '"built": 1' in done.stdout
     first = "[False]" if workers != "0" else "[]"  # no workers: no forkserver at all
     assert f"forkserver started with the pipeline imported: {first}" in done.stderr
+
+
+def test_the_indexer_does_not_load_httpx_command_line_client() -> None:
+    # httpx imports its CLI (click, rich, pygments: ~45 ms) whenever they are installed; the indexer
+    # never runs it, so importing the indexer first keeps httpx from loading it.
+    import importlib.util
+
+    if importlib.util.find_spec("click") is None:
+        pytest.skip("click is not installed: httpx would not load its client anyway")
+    probe = (
+        "import sys, docbundle.indexer.cli, docbundle.indexer.pipeline.build, httpx; "
+        "print(sorted(m for m in ('click', 'rich', 'pygments') if m in sys.modules)); "
+        "print(callable(httpx.main), httpx.Client.__name__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split("\n")[:2] == ["[]", "True Client"], done.stdout

@@ -35,3 +35,13 @@ nothing here imports ``docbundle.server``)::
         export.py     a bundle as JSON, SQLite or markdown
         nightly.py    the nightly job: build, check, package what changed
 """
+
+import sys
+
+# httpx imports its command-line client (httpx._main) whenever click, rich and pygments are installed
+# (uvicorn brings click; developer tools bring rich): 45 ms of every indexer process's start, for a
+# client the indexer never runs. A None entry makes that import fail at once, and httpx then defines
+# the stub ``main`` it has for an install without the ``httpx[cli]`` extra. Set before anything here
+# imports httpx; a process that imported httpx already is left as it is.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
