@@ -43,6 +43,7 @@ shapes of ``benchmarks/hostile.py`` it takes 0.7 to 1.4 times as long as the tag
 
 from __future__ import annotations
 
+import functools
 import re
 
 __all__ = ["MAX_DEPTH", "bound_nesting"]
@@ -293,12 +294,19 @@ def _leaf_pattern() -> tuple[str, str]:
     return f"(?=[a-z])(?:{link}|{other})", other[len("(?P<") : other.index(">")]
 
 
-# A leaf as one token (group 1 or ``_OUTER`` names its outermost element), else one token as ``_TOKEN``
+# A leaf as one token (group 1 or the group ``outer`` names its outermost element), else one token as ``_TOKEN``
 # reads it (the last four groups).
-_LEAF, _OUTER_GROUP = _leaf_pattern()
-_LEAF_OR_TOKEN = re.compile(f"<(?:{_LEAF}|{_AFTER_LT})")
-_LEAF_GROUPS = _LEAF_OR_TOKEN.groups - 4
-_OUTER = _LEAF_OR_TOKEN.groupindex[_OUTER_GROUP] - 1  # its index in ``match.groups()``
+@functools.cache
+def _leaf_or_token() -> tuple[re.Pattern[str], int, int]:
+    """The pattern, where ``_TOKEN``'s four groups start in a match's groups, and ``_OUTER``'s index.
+
+    Compiled on first use (18 ms): the indexer's own process rarely bounds a page (only one whose head
+    holds a meta refresh), the page workers do it for every HTML page."""
+    leaf, outer_group = _leaf_pattern()
+    pattern = re.compile(f"<(?:{leaf}|{_AFTER_LT})")
+    return pattern, pattern.groups - 4, pattern.groupindex[outer_group] - 1
+
+
 # An element the leaf's outermost one closes when it opens: name -> (what it closes, what stops the search).
 _LEAF_CLOSES = {name: (_P, _NOTHING) for name in _CLOSES_P} | {
     name: _IMPLIED[name] for name in ("li", "dt", "dd")
@@ -522,13 +530,14 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
     pos = 0
     n = len(html)
     # Tag by tag (``_TOKEN``) up to ``slow_until`` (a leaf that is no no-op ends there) and while the
-    # stack is too deep for any leaf; else leaves whole (``_LEAF_OR_TOKEN``).
+    # stack is too deep for any leaf; else leaves whole (``_leaf_or_token``).
     slow = False
     slow_until = 0
     leaf_depth = max_depth - _LEAF_LEVELS  # the deepest current node under which any leaf fits
+    leaf_or_token, leaf_groups, outer = _leaf_or_token()
     while pos < n:
         jump = n  # where the scan goes on when a token below leaves the tag stream
-        for match in (_TOKEN if slow else _LEAF_OR_TOKEN).finditer(html, pos):
+        for match in (_TOKEN if slow else leaf_or_token).finditer(html, pos):
             if slow:
                 if match.start() >= slow_until and (depths[-1] if depths else 0) <= leaf_depth:
                     slow = False  # past that leaf, and leaves fit again: they are read whole again
@@ -537,7 +546,7 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
                 slash, raw_name, attributes, other = match.groups()
             else:
                 groups = match.groups()
-                leaf = groups[0] or groups[_OUTER]
+                leaf = groups[0] or groups[outer]
                 if leaf is not None:
                     rule = _LEAF_CLOSES.get(leaf.lower())
                     if (
@@ -564,7 +573,7 @@ def bound_nesting(html: str, max_depth: int = MAX_DEPTH) -> str:
                     slow_until = match.end()
                     jump = match.start()
                     break
-                slash, raw_name, attributes, other = groups[_LEAF_GROUPS:]
+                slash, raw_name, attributes, other = groups[leaf_groups:]
             if raw_name is None:
                 if other is not None:
                     jump = after_markup(html, other, match.end())
