@@ -42,22 +42,23 @@ def _site(root: Path) -> None:
 
 
 @pytest.mark.skipif(not SCRIPT.exists() or not sys.platform.startswith("linux"), reason="console script")
-def test_a_build_loads_neither_add_nor_the_release_tools_in_any_of_its_processes(tmp_path: Path) -> None:
+def _build(tmp_path: Path, command: list[str], workers: int) -> subprocess.CompletedProcess[str]:
+    """``command build ...`` of ``_site`` with ``workers`` page workers: it must build the library."""
     _site(tmp_path)
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "big"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    env = {**os.environ, "DOCBUNDLE_WORKERS": str(WORKERS), "DOCBUNDLE_EMBED": "0"}
+    env = {**os.environ, "DOCBUNDLE_WORKERS": str(workers), "DOCBUNDLE_EMBED": "0"}
     build = ["build", "--config", str(config), "--out", str(tmp_path / "out"), "--no-cache", "--json"]
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", str(SCRIPT), *build],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
+        [*command, *build], capture_output=True, text=True, env=env, timeout=300, check=False
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"built": 1' in done.stdout
+    return done
+
+
+def test_a_build_loads_neither_add_nor_the_release_tools_in_any_of_its_processes(tmp_path: Path) -> None:
+    done = _build(tmp_path, [sys.executable, "-X", "importtime", str(SCRIPT)], WORKERS)
     loaded = sorted(set(re.findall(r"\|\s*(docbundle\.indexer\.(?:add|release)\S*)$", done.stderr, re.M)))
     assert loaded == []
     # The HTTP client is the crawler's alone: the forkserver the workers start from does not load it.
@@ -126,21 +127,7 @@ def test_build_starts_the_workers_forkserver_before_it_imports_the_pipeline(
     from docbundle.indexer.pipeline import workerctx
 
     assert prepare.__name__ == workerctx.PREPARE_MODULE  # what the forkserver preloads
-    _site(tmp_path)
-    config = tmp_path / "libraries.toml"
-    config.write_text('[[library]]\nid = "big"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    env = {**os.environ, "DOCBUNDLE_WORKERS": workers, "DOCBUNDLE_EMBED": "0"}
-    build = ["build", "--config", str(config), "--out", str(tmp_path / "out"), "--no-cache", "--json"]
-    done = subprocess.run(
-        [sys.executable, "-c", _EARLY, *build],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert '"built": 1' in done.stdout
+    done = _build(tmp_path, [sys.executable, "-c", _EARLY], int(workers))
     first = "[False]" if workers != "0" else "[]"  # no workers: no forkserver at all
     assert f"forkserver started with the pipeline imported: {first}" in done.stderr
 
