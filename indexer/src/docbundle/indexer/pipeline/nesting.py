@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["MAX_DEPTH", "bound_nesting"]
+__all__ = ["MAX_DEPTH", "bound_nesting", "compile_patterns"]
 
 #: The deepest element nesting a page keeps (Blink's own limit); real documentation stays far below.
 MAX_DEPTH = 512
@@ -480,6 +480,12 @@ class _Stack:
         if not foreign and name not in _IN_TABLE and self.where.get("table"):
             depth = self.foster_depth(self.table_mode())
         return self.child_depth() if depth is None else depth
+
+
+def compile_patterns() -> None:
+    """Compile now what ``bound_nesting`` compiles on first use (the page workers' forkserver does, once
+    for all its workers)."""
+    _leaf_or_token()
 
 
 def after_markup(html: str, other: str, end: int) -> int:

@@ -765,6 +765,36 @@ def _exit_now() -> None:
     os._exit(0)
 
 
+def _in_forkserver() -> bool:
+    """Whether this import runs in ``multiprocessing.forkserver.main``'s preload: the forkserver itself,
+    not one of the processes it forked (whose stacks descend from ``main`` too, through ``_serve_one``)."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is None:
+        return False
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is forkserver._serve_one.__code__:
+            return False
+        if frame.f_code is forkserver.main.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _prepare_forkserver() -> None:
+    """What the forkserver does once for all its workers: exit without teardown, and build now what a
+    worker would otherwise build on its first page (each worker paid it again: the nesting bound's
+    pattern alone is 18 ms to compile)."""
+    if not _in_forkserver():
+        return
+    _exit_promptly_if_forkserver()
+    global _schema
+    _schema = make_schema()
+    from .nesting import compile_patterns
+
+    compile_patterns()
+
+
 def _exit_promptly_if_forkserver() -> None:
     """In the forkserver, skip the interpreter's teardown when it exits (issue 22, item 5).
 
@@ -776,15 +806,7 @@ def _exit_promptly_if_forkserver() -> None:
     indexer, a test) registers nothing. Its workers never run exit handlers (the forkserver ends each
     with ``os._exit``).
     """
-    forkserver = sys.modules.get("multiprocessing.forkserver")
-    if forkserver is None:
-        return
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is forkserver.main.__code__:
-            atexit.register(_exit_now)
-            return
-        frame = frame.f_back
+    atexit.register(_exit_now)
 
 
-_exit_promptly_if_forkserver()
+_prepare_forkserver()
