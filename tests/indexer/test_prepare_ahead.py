@@ -135,3 +135,26 @@ def test_a_page_offered_while_the_workers_are_busy_goes_to_a_free_one_at_once(
         assert until(lambda: busy() == 2, 30), "the later page waited for the slow one"
     finally:
         ahead.close(now=True)
+
+
+def test_pages_prepared_ahead_go_longest_first() -> None:
+    # The longest page waiting is handed out first: taken last, it would end the run alone on one
+    # worker while the other idles. A pool of one worker shows the order it hands pages out in.
+    import sys
+    import threading
+
+    jobs = [_job("[" * 100_000), _job("[" * 120_000), _job("[" * 300_000)]  # each takes a while
+    pool = prepare._Pool()
+    run = pool.run(jobs, 1, 60.0, ahead=sys.maxsize, longest_first=True)
+    threading.Thread(target=lambda: next(run, None), daemon=True).start()
+    deadline = time.monotonic() + 60
+    first = -1
+    while first < 0 and time.monotonic() < deadline:
+        held = [w.job for w in list(pool.workers) if w.job >= 0]
+        first = held[0] if held else -1
+        time.sleep(0.002)
+    try:
+        assert first == 2, "the first page handed out was not the longest"
+    finally:
+        for worker in list(pool.workers):
+            worker.stop()

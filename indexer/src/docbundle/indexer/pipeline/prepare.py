@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import ctypes
 import gc
+import heapq
 import math
 import multiprocessing
 import os
@@ -399,6 +400,7 @@ class Ahead:
                     page_budget(),
                     ahead=sys.maxsize,
                     wake=self._wake_r,
+                    longest_first=True,
                 )
                 try:
                     for result in results:
@@ -665,6 +667,7 @@ class _Pool:
         *,
         ahead: int | None = None,
         wake: Connection | None = None,
+        longest_first: bool = False,
     ) -> Generator[Prepared, None, None]:
         """Prepare ``jobs`` on at most ``n`` workers at once (``n()`` asked each time a page is handed
         out, when a function), each page within ``budget`` CPU seconds.
@@ -672,11 +675,15 @@ class _Pool:
         Results come in order; at most ``ahead`` (default ``8 * n``) are computed ahead of the one the
         consumer waits for, which bounds what they hold, but a long page in front leaves the other
         workers idle once they are that far ahead. ``jobs`` may grow while the run goes on: a message
-        on ``wake`` says it did, so a free worker takes the new page at once."""
+        on ``wake`` says it did, so a free worker takes the new page at once. ``longest_first`` hands
+        out the longest page waiting first, with no window (``ahead`` is then not used): a long page
+        taken last would end the run alone on one worker."""
         self.budget = budget
         done: dict[int, Prepared] = {}
         sent = 0
         out = 0
+        waiting_pages: list[tuple[int, int]] = []  # (-length, index) not handed out yet (longest_first)
+        seen = 0  # jobs[:seen] are in waiting_pages or handed out (longest_first)
         if ahead is None:
             ahead = 8 * (n() if callable(n) else n)  # results computed ahead of the consumer, at most
         deadline = page_deadline(budget)
@@ -690,17 +697,34 @@ class _Pool:
                 busy = [w for w in self.workers if w.job >= 0]
                 idle = [w for w in self.workers if w.job < 0]
                 limit = n() if callable(n) else n
-                while sent < len(jobs) and sent < out + ahead and len(busy) < limit:
+                if longest_first:
+                    while seen < len(jobs):
+                        heapq.heappush(waiting_pages, (-len(jobs[seen].text), seen))
+                        seen += 1
+                while len(busy) < limit:
+                    if longest_first:
+                        if not waiting_pages:
+                            break
+                        index = waiting_pages[0][1]
+                    elif sent < len(jobs) and sent < out + ahead:
+                        index = sent
+                    else:
+                        break
                     worker = idle.pop() if idle else self._start()
                     try:
-                        worker.conn.send((budget, jobs[sent]))
+                        worker.conn.send((budget, jobs[index]))
                     except (OSError, ValueError):
                         self._replace(worker)  # died while idle: the job goes to a fresh one
                         continue
-                    worker.job = sent
+                    if longest_first:
+                        heapq.heappop(waiting_pages)
+                    else:
+                        sent += 1
+                    worker.job = index
                     worker.deadline = time.monotonic() + (deadline if worker.ready else WORKER_START_SECONDS)
                     busy.append(worker)
-                    sent += 1
+                if not busy:
+                    continue  # pages were offered since the check above: handed out at the loop's top
                 soonest = min(w.deadline for w in busy)
                 waiting: list[Any] = [w.conn for w in busy]
                 if wake is not None:
