@@ -39,22 +39,27 @@ print(forkserver._forkserver._forkserver_pid, p.exitcode, flush=True)
 """
 
 
-def _run_forkserver(tmp_path: Path, preload: str) -> bool:
-    """Start a forkserver with ``preload``, let it exit; whether it ran its earlier exit handlers."""
-    (tmp_path / "teardown_marker.py").write_text(MARKER, encoding="utf-8")
-    marker = tmp_path / f"torn-down-{preload.replace(',', '-')}"
-    env = {**os.environ, "TEARDOWN_MARKER": str(marker)}
-    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
+def _script(tmp_path: Path, script: str, preload: str, **env: str) -> str:
+    """``script PRELOAD`` in a fresh interpreter that can import the modules written to ``tmp_path``;
+    its output (it must succeed)."""
+    paths = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, preload],
+        [sys.executable, "-c", script, preload],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, **env, "PYTHONPATH": os.pathsep.join(paths)},
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    pid, exitcode = map(int, done.stdout.split())
+    return done.stdout
+
+
+def _run_forkserver(tmp_path: Path, preload: str) -> bool:
+    """Start a forkserver with ``preload``, let it exit; whether it ran its earlier exit handlers."""
+    (tmp_path / "teardown_marker.py").write_text(MARKER, encoding="utf-8")
+    marker = tmp_path / f"torn-down-{preload.replace(',', '-')}"
+    pid, exitcode = map(int, _script(tmp_path, SCRIPT, preload, TEARDOWN_MARKER=str(marker)).split())
     assert exitcode == 0
     deadline = time.monotonic() + GONE_WITHIN
     while (stat := Path(f"/proc/{pid}/stat")).exists():
@@ -111,17 +116,4 @@ def test_workers_start_with_what_their_first_page_would_build(
     # The forkserver builds once what each worker would otherwise build on its first page (the nesting
     # bound's pattern is 18 ms to compile); a forkserver that does not preload prepare builds nothing.
     (tmp_path / "warm_probe.py").write_text(PROBE, encoding="utf-8")
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", WARM_SCRIPT, preload],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == expected
+    assert _script(tmp_path, WARM_SCRIPT, preload).strip() == expected
