@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -158,3 +159,15 @@ def test_pages_prepared_ahead_go_longest_first() -> None:
     finally:
         for worker in list(pool.workers):
             worker.stop()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
+def test_a_build_without_workers_leaves_no_descriptor_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    # DOCBUNDLE_WORKERS=0: no thread, so nothing may be opened that only the thread would close.
+    monkeypatch.setenv("DOCBUNDLE_WORKERS", "0")
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        ahead = Ahead()
+        ahead.offer("p0", PAGES[0])
+        assert list(ahead.results([("p0", PAGES[0])])) == [prepare_page(PAGES[0])]
+    assert len(os.listdir("/proc/self/fd")) == before

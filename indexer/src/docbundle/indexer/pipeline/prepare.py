@@ -331,7 +331,6 @@ class Ahead:
         self._keys: list[str] = []
         self._jobs: list[PageJob] = []
         self._given = 0
-        self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)  # offer -> a run waiting
         self._offered: dict[str, PageJob] = {}
         self._done: dict[str, Prepared] = {}
         self._chars = 0
@@ -345,6 +344,8 @@ class Ahead:
         self.taken = 0
         """How many pages ``results`` gave as prepared ahead."""
         if worker_count() >= 1:
+            # offer -> a run waiting; closed by the thread when it ends
+            self._wake_r, self._wake_w = multiprocessing.Pipe(duplex=False)
             self._thread = threading.Thread(target=self._loop, daemon=True, name="docbundle-prepare-ahead")
             self._thread.start()
 
