@@ -13,11 +13,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.untrusted import UnsafeFileError, decode, read_regular
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def _read_in_thread(path: Path, limit: int) -> BaseException | bytes:
@@ -27,7 +26,7 @@ def _read_in_thread(path: Path, limit: int) -> BaseException | bytes:
     def run() -> None:
         try:
             out.append(read_regular(path, limit))
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:
             out.append(exc)
 
     t = threading.Thread(target=run, daemon=True)
