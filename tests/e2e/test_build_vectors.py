@@ -106,8 +106,8 @@ class CountingEmbedder:
     def identity(self) -> EmbedderIdentity:
         return self._identity or self.inner.identity
 
-    def token_count(self, text: str) -> int:
-        return self.inner.token_count(text)
+    def token_count(self, text: str, query: bool = False) -> int:
+        return self.inner.token_count(text, query)
 
     def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Any:
         self.texts += list(texts)

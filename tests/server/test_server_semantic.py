@@ -13,6 +13,7 @@ import math
 import re
 import struct
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -500,3 +501,154 @@ async def test_the_wait_for_the_encoder_is_bounded(
         cat.close()
     assert result["mode"] == "balanced"
     assert "hybrid was asked for, but in pay the query encoder was still loading" in text
+
+
+# -- a long query is cut to the model's window; one client's query never holds up another's (issue 31) --
+
+HANG_GUARD = 30.0  # seconds: only so that a broken server fails the test instead of hanging it
+CJK = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(2000))  # 2,000 CJK characters
+# The attack of issue 31: 2,000 CJK characters and 32 keywords of 200 (~6,300 tokens, 21 s to encode).
+HOSTILE: dict[str, Any] = {
+    "query": CJK,
+    "keywords": [CJK[(i % 10) * 200 : (i % 10 + 1) * 200] for i in range(32)],
+}
+
+
+class HeldEmbedder:
+    """The real embedder, recording each query it encodes; with ``hold``, a query of more than 100
+    characters stays inside ``query`` (as a long encoding would) until ``release`` is set."""
+
+    def __init__(self, inner: Any, hold: bool = False) -> None:
+        self.inner, self.hold = inner, hold
+        self.encoded: list[str] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    @property
+    def identity(self) -> Any:
+        return self.inner.identity
+
+    def token_count(self, text: str, query: bool = False) -> int:
+        return int(self.inner.token_count(text, query))
+
+    def passages(self, texts: Any, progress: Any = None) -> Any:
+        return self.inner.passages(texts, progress)
+
+    def query(self, text: str) -> Any:
+        self.encoded.append(text)
+        if self.hold and len(text) > 100:
+            self.entered.set()
+            self.release.wait(HANG_GUARD)
+        return self.inner.query(text)
+
+
+def _catalog_with(root: Path, embedder: Any) -> Catalog:
+    from docbundle.server.encoder import QueryEncoder
+
+    cat = Catalog.load(root)
+    cat.encoder = QueryEncoder(lambda: embedder)
+    return cat
+
+
+async def test_an_over_long_hybrid_query_is_cut_to_the_models_window_and_says_so(
+    semantic_root: Path, embedder: Any
+) -> None:
+    from docbundle.bundle.embed import PASSAGE_TOKENS  # the window: a query is cut as a section is
+
+    recorder = HeldEmbedder(embedder)
+    cat = _catalog_with(semantic_root, recorder)
+    try:
+        async with connect(cat) as c:
+            long, text = await search(c, libraryId="pay", mode="hybrid", **HOSTILE)
+            short, short_text = await search(c, query=PARAPHRASE, libraryId="pay")
+    finally:
+        cat.close()
+    asked, plain = recorder.encoded  # what the model was given: the long query's start, then the short one
+    whole = " ".join([HOSTILE["query"], *HOSTILE["keywords"]])
+    assert whole.startswith(asked) and len(asked) < len(whole)
+    assert PASSAGE_TOKENS - 8 <= embedder.token_count(asked, query=True) <= PASSAGE_TOKENS
+    assert long["mode"] == "hybrid" and long["encodedChars"] == len(asked) and long["hits"]
+    assert f"Query cut for meaning: only its first {len(asked)} characters" in text
+    assert plain == PARAPHRASE and short["encodedChars"] is None and "Query cut" not in short_text
+    assert short["mode"] == "hybrid" and ANSWER in pages(short)[:3]
+
+
+async def test_a_long_query_being_encoded_does_not_hold_up_another_clients_search(
+    semantic_root: Path, embedder: Any
+) -> None:
+    # The hostile query stays inside the engine until the other client's search has answered: with one
+    # lock around every encoding, that search waited behind it (here, until the hang guard let go).
+    held = HeldEmbedder(embedder, hold=True)
+    cat = _catalog_with(semantic_root, held)
+    order: list[tuple[str, str]] = []
+    try:
+        async with connect(cat) as hostile, connect(cat) as other:
+
+            async def attack() -> None:
+                result, _ = await search(hostile, libraryId="pay", mode="hybrid", **HOSTILE)
+                order.append(("hostile", result["mode"]))
+
+            async def ask() -> None:
+                result, _ = await search(other, query=PARAPHRASE, libraryId="pay")
+                order.append(("other", result["mode"]))
+                held.release.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(attack)
+                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
+                tg.start_soon(ask)
+                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
+                held.release.set()
+    finally:
+        held.release.set()
+        cat.close()
+    assert order == [("other", "hybrid"), ("hostile", "hybrid")]
+
+
+async def test_a_search_that_cannot_get_the_encoder_in_time_searches_by_keywords_and_says_so(
+    semantic_root: Path, embedder: Any
+) -> None:
+    # Long queries take turns: a second one waits for the first at most encoder.SLOT_WAIT_SECONDS, then
+    # answers by keywords, saying why, while the first is still being encoded.
+    held = HeldEmbedder(embedder, hold=True)
+    cat = _catalog_with(semantic_root, held)
+    order: list[str] = []
+    second: list[tuple[dict[str, Any], str]] = []
+    try:
+        async with connect(cat) as first_client, connect(cat) as second_client:
+
+            async def attack() -> None:
+                await search(first_client, libraryId="pay", mode="hybrid", **HOSTILE)
+                order.append("first")
+
+            async def again() -> None:
+                second.append(await search(second_client, libraryId="pay", mode="hybrid", **HOSTILE))
+                order.append("second")
+                held.release.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(attack)
+                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
+                tg.start_soon(again)
+                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
+                held.release.set()
+    finally:
+        held.release.set()
+        cat.close()
+    assert order == ["second", "first"] and len(held.encoded) == 1
+    ((result, text),) = second
+    assert result["mode"] == "balanced" and result["terms"]  # keyword search ran (its words are CJK)
+    assert "the query encoder was busy with other searches" in result["modeReason"]
+    assert "Mode: hybrid was asked for, but in pay the query encoder was busy" in text
+
+
+def test_queries_encoded_side_by_side_give_the_vectors_encoded_one_at_a_time(embedder: Any) -> None:
+    # The encoder's slots call the engine from several threads at once: it must give the same bytes.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from docbundle.server.encoder import ENCODER_SLOTS
+
+    texts = [PARAPHRASE, "compost heap", CJK[:300], "rate limit 429", "webhook signature", CJK[300:500]]
+    alone = [embedder.query(t).tobytes() for t in texts]
+    with ThreadPoolExecutor(ENCODER_SLOTS) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda t: embedder.query(t).tobytes(), texts)) == alone

@@ -48,7 +48,7 @@ from .errors import (
 from .models import MAX_SEARCHED_LISTED, RoutingSummary, SearchHit, SearchResult, SkippedLibrary
 from .render import STOPPED_NOTE, cut_note, hit_header, omitted_note, search_head
 from .routing import MAX_ROUTE_WORDS, SHOWN, Route, Router
-from .semantic import SEMANTIC_MODES, Choice, QueryVector, Ranking, choose, rank, rescale
+from .semantic import SEMANTIC_MODES, Choice, QueryVector, Ranking, choose, keywords_instead, rank, rescale
 from .words import MODEL, NextStep
 
 log = logging.getLogger(__name__)
@@ -173,7 +173,8 @@ def search(
         else:
             got.add(found)
     _merge(got)
-    return _result(got, call, library_id)
+    encoded = vector.encoded
+    return _result(got, call, library_id, encoded.kept if encoded is not None and encoded.cut else None)
 
 
 def _run(
@@ -233,6 +234,8 @@ def _search_entry(
         lib = catalog.open_entry(entry)
         choice = choose(call.mode, entry.library_id, lib.manifest, catalog.encoder, waited)
         ranking = rank(lib, choice.ran, call.query, call.keywords, call.limit, PER_DOC, deadline, vector.get)
+        if ranking.fallback is not None:  # the query's encoding was refused: keywords ran, say why
+            choice = keywords_instead(call.mode, entry.library_id, ranking.fallback)
         # Read the hits' records here, so a damaged store fails this library only.
         records = {doc: lib.bundle.store.get(doc) for _, doc, _ in ranking.hits}
         if any(not 0 <= chunk < len(records[doc].chunks) for _, doc, chunk in ranking.hits):
@@ -275,8 +278,13 @@ def _failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
     return f"the search failed in this bundle ({type(exc).__name__}: {text})"
 
 
-def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchResult:
-    """The result of a search: the best hits fitted to ``call.max_tokens``, or advice when there are none."""
+def _result(
+    got: _Gathered, call: SearchCall, library_id: str | None, encoded_chars: int | None = None
+) -> SearchResult:
+    """The result of a search: the best hits fitted to ``call.max_tokens``, or advice when there are none.
+
+    ``encoded_chars``: the characters of the query encoded for meaning, when it was cut to the model's
+    window."""
     raw = got.raw[: call.limit]
     searched = got.searched
     single = searched[0] if library_id is not None and searched else None
@@ -298,6 +306,7 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
         skipped=got.skipped,
         terms=clip_list(got.terms),
         dropped=clip_list(got.dropped),
+        encoded_chars=encoded_chars,
         stopped=got.stopped or got.not_reached > 0,
         hits=[],
         truncated=False,
