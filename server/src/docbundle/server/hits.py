@@ -36,6 +36,7 @@ from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
 from .catalog import Catalog, OpenedLibrary, VersionEntry
 from .comments import without_html_comments
 from .documents import doc_uri, source
+from .encoder import QUERY_TOKENS
 from .errors import (
     BadRequestError,
     CancelledError,
@@ -284,7 +285,7 @@ def _result(
     """The result of a search: the best hits fitted to ``call.max_tokens``, or advice when there are none.
 
     ``encoded_chars``: the characters of the query encoded for meaning, when it was cut to the model's
-    window."""
+    window; the answer's ``message`` says so (``query_cut_note``), as it carries the other notes."""
     raw = got.raw[: call.limit]
     searched = got.searched
     single = searched[0] if library_id is not None and searched else None
@@ -306,15 +307,16 @@ def _result(
         skipped=got.skipped,
         terms=clip_list(got.terms),
         dropped=clip_list(got.dropped),
-        encoded_chars=encoded_chars,
         stopped=got.stopped or got.not_reached > 0,
         hits=[],
         truncated=False,
         omitted_hits=0,
         max_tokens=call.max_tokens,
     )
+    cut = [query_cut_note(encoded_chars)] if encoded_chars is not None else []
     if not raw:
         message, steps = _empty_advice(base, searched, library_id, call.budget)
+        message = " ".join([message, *cut])
         return base.model_copy(
             update={"message": message, "suggestions": MODEL.advice(steps), "next_steps": steps}
         )
@@ -324,6 +326,7 @@ def _result(
         notes.append(unreached_note(base.routing, call.budget))
     if word_match in ("weak", "no_topic"):
         notes.append(_match_note(word_match, got, ran, library_id is not None))
+    notes.extend(cut)
     base = base.model_copy(update={"word_match": word_match, "message": " ".join(notes) or None})
     # The header, and the closing note should hits be left out, come out of the same budget.
     fixed = estimate_tokens(search_head(base)) + estimate_tokens(omitted_note(len(raw), call.max_tokens))
@@ -365,6 +368,14 @@ def unreached_note(routing: RoutingSummary, budget: float) -> str:
         f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the libraries chosen were "
         "searched: the ones searched took it (opening them, scoring the words). Ask again "
         "(opened libraries answer faster), or name a library (libraryId)."
+    )
+
+
+def query_cut_note(kept: int) -> str:
+    """The note that says the query was cut for meaning (``encoder.QUERY_TOKENS``)."""
+    return (
+        f"Query cut for meaning: only its first {kept} characters (the query, then the keywords) fit the "
+        f"model's window of {QUERY_TOKENS} tokens and were encoded; keyword search is not cut."
     )
 
 

@@ -206,11 +206,6 @@ class SearchResult(Model):
     skipped: list[SkippedLibrary]
     terms: list[str] = Field(description="The query terms actually searched")
     dropped: list[str] = Field(description="Words left out (question words, over the word cap)")
-    encoded_chars: int | None = Field(
-        default=None,
-        description="Set when the query was longer than the model's window: the characters of query and "
-        "keywords encoded for meaning (keyword search is not cut)",
-    )
     stopped: bool = Field(
         default=False,
         description=f"True when the search hit its time budget ({SEARCH_TIME_BUDGET:g} s) and answers with "

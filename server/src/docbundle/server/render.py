@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .encoder import QUERY_TOKENS
 from .errors import clip
 from .models import (
     SEARCH_TIME_BUDGET,
@@ -73,8 +72,6 @@ def search_head(r: SearchResult) -> str:
         out.append(f"Mode: {r.mode_reason}.")
     if r.dropped:
         out.append(f"Ignored words: {', '.join(r.dropped)}.")
-    if r.encoded_chars is not None:
-        out.append(query_cut_note(r.encoded_chars))
     if r.stopped and r.hits and STOPPED_NOTE not in (r.message or ""):
         out.append(STOPPED_NOTE)
     out.extend(f"Skipped {s.library_id}@{s.version}: {s.reason}" for s in r.skipped)
@@ -82,14 +79,6 @@ def search_head(r: SearchResult) -> str:
         out.append(r.message)
     out.extend(f"- {s}" for s in r.suggestions)
     return "\n".join(out) + "\n"
-
-
-def query_cut_note(kept: int) -> str:
-    """The line that says the query was cut for meaning (``SearchResult.encoded_chars``)."""
-    return (
-        f"Query cut for meaning: only its first {kept} characters (query, then keywords) fit the model's "
-        f"window of {QUERY_TOKENS} tokens and were encoded; keyword search is not cut."
-    )
 
 
 def searched_line(routing: RoutingSummary) -> str:
