@@ -191,9 +191,14 @@ class QueryEncoder:
         if not self.installed():
             return False
         with self._lock:
-            if self._pid != os.getpid() and not self._done.is_set():
-                # Forked while loading: the loading thread did not come along; load again here.
-                self._pid, self._thread, self._done = os.getpid(), None, threading.Event()
+            if self._pid != os.getpid():
+                # Forked: a slot held by a thread of the parent would never be given back here.
+                self._pid = os.getpid()
+                self._slots = threading.BoundedSemaphore(ENCODER_SLOTS)
+                self._long_lane = threading.BoundedSemaphore(1)
+                if not self._done.is_set():
+                    # Forked while loading: the loading thread did not come along; load again here.
+                    self._thread, self._done = None, threading.Event()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._load, name="docbundle-encoder", daemon=True)
                 self._thread.start()
