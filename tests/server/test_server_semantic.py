@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import struct
 import sys
@@ -571,6 +572,17 @@ async def test_an_over_long_hybrid_query_is_cut_to_the_models_window_and_says_so
         plain == PARAPHRASE and "Query cut" not in short_text and "Query cut" not in (short["message"] or "")
     )
     assert short["mode"] == "hybrid" and ANSWER in pages(short)[:3]
+
+
+async def test_an_over_long_hybrid_query_over_stdio_answers_and_says_it_was_cut(semantic_root: Path) -> None:
+    # The environment passed on whole: the SDK's default one would drop PYTHONPATH (the code under test).
+    serve = ["-m", "docbundle.server", "serve", "--bundles", str(semantic_root)]
+    params = StdioServerParameters(command=sys.executable, args=serve, env=dict(os.environ))
+    with anyio.fail_after(HANG_GUARD * 3):  # a hang guard: the unfixed server encoded ~6,300 tokens
+        async with Client(params) as c:
+            result, text = await search(c, libraryId="pay", mode="hybrid", **HOSTILE)
+    assert result["mode"] == "hybrid" and not result["stopped"]
+    assert "Query cut for meaning: only its first" in result["message"] and "Query cut for meaning" in text
 
 
 async def test_a_long_query_being_encoded_does_not_hold_up_another_clients_search(
