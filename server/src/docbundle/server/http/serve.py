@@ -42,12 +42,18 @@ FOLDER_PREFIX = "docbundle-metrics-"
 _held: list[int] = []
 
 
-def _hold(folder: str) -> None:
-    """Take this process's shared lock on ``folder``'s owners file (on a descriptor of its own)."""
-    fd = os.open(
-        os.path.join(folder, OWNERS_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-    )
+def _hold(folder: str, *, create: bool = False) -> None:
+    """Take this process's shared lock on ``folder``'s owners file (on a descriptor of its own).
+
+    ``create`` (the supervisor, on its new folder): the file is made under another name and renamed
+    once locked, so another server's sweep never finds it unlocked.
+    """
+    path = os.path.join(folder, OWNERS_FILE)
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path + ".new" if create else path, flags | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
     fcntl.flock(fd, fcntl.LOCK_SH)
+    if create:
+        os.rename(path + ".new", path)
     _held.append(fd)
 
 
@@ -117,7 +123,7 @@ def metrics_folder(workers: int) -> Iterator[None]:
         for name in sweep_stale_folders(tempfile.gettempdir()):
             log.info("removed the metrics folder %s left by a server that was killed", name)
         folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
-        _hold(folder)
+        _hold(folder, create=True)
         os.environ[MULTIPROC_ENV] = folder
     try:
         yield
