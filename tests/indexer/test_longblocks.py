@@ -5,14 +5,25 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from clikit import index_cli, server_cli
 from docbundle.bundle.store import DocStore
+from docbundle.indexer.pipeline import chunk
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.longblocks import MAX_CHUNK_CHARS, cut_points
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+
+@pytest.fixture
+def monkeypatch_bound(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """Set the chunker's ``MAX_CHUNK_CHARS`` for a test (hypothesis draws the value)."""
+    return lambda bound: monkeypatch.setattr(chunk, "MAX_CHUNK_CHARS", bound)
+
 
 # Line ends of every kind, sentence ends, spaces, combining marks and joiners, Han, Latin.
 _ALPHABET = st.sampled_from(
@@ -46,6 +57,42 @@ def test_cutting_keeps_the_text_and_bounds_every_piece(case: tuple[str, int, lis
     for cut in cuts:
         assert not any(a < cut < b for a, b in kept)
         assert text[cut - 1 : cut + 1] != "\r\n"
+
+
+_LINE = st.lists(st.sampled_from(["word ", "数据", "。", ". ", "`x` ", "*a* ", "# ", "- ", "é"]), max_size=30)
+_BLOCK = st.one_of(
+    _LINE.map("".join),
+    st.builds(lambda body: "```\n" + "".join(body) + "\n```", _LINE),
+    st.just(""),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_BLOCK, min_size=1, max_size=12), st.integers(min_value=8, max_value=80), st.booleans())
+def test_chunks_of_a_page_cut_by_a_small_bound_tile_it(
+    monkeypatch_bound: Callable[[int], None], blocks: list[str], bound: int, crlf: bool
+) -> None:
+    body = "\n".join(blocks) + "\n"
+    if crlf:
+        body = body.replace("\n", "\r\n")
+    monkeypatch_bound(10**9)
+    whole = chunk_markdown(body, min_words=0)
+    monkeypatch_bound(bound)
+    chunks = chunk_markdown(body, min_words=0)
+    if not body.strip():
+        assert chunks == []
+        return
+    assert "".join(c.text for c in chunks) == body
+    line = 0
+    for c in chunks:
+        # Within the bound, unless it holds a code block (never cut) or no block of it is over the
+        # bound (then it is the chunk it always was); the line ranges follow each other, a piece that
+        # ends inside a line sharing it with the next.
+        assert len(c.text) <= bound or "```" in c.text or c in whole
+        assert c.start_line in (line, line - 1) and c.end_line > c.start_line
+        lines = len(re.findall(r"\r\n|\r|\n", c.text)) + (0 if c.text.endswith(("\n", "\r")) else 1)
+        assert c.end_line - c.start_line == lines
+        line = c.end_line
 
 
 def _cjk(n: int, seed: int = 1, sentence: int = 0) -> str:

@@ -736,7 +736,7 @@ def _bounded(
 
     return [
         Chunk(p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words)
-        for p in split_chunk(chunk.text, chunk.start_line, keep, describe)
+        for p in split_chunk(chunk.text, chunk.start_line, keep, describe, MAX_CHUNK_CHARS)
     ]
 
 
