@@ -66,10 +66,11 @@ def site_key(source: str, config: Path) -> str:
 
 
 def _sources(lib: LibraryConfig) -> list[tuple[str, str]]:
-    """``(key, source)`` for each source of a library: ``llms_txt``, or each version's."""
+    """``(where, source)`` for each source of a library: its ``llms_txt``, or each version's (``where``
+    names the key, and the version)."""
     if lib.llms_txt is not None:
-        return [("llms_txt", lib.llms_txt)]
-    return [(f"version {v.name!r} llms_txt", v.llms_txt) for v in lib.version]
+        return [("key 'llms_txt'", lib.llms_txt)]
+    return [(f"version {v.name!r}: key 'llms_txt'", v.llms_txt) for v in lib.version]
 
 
 def _source_problem(source: str) -> str | None:
@@ -99,7 +100,7 @@ def library_problems(config: Path, lib: LibraryConfig) -> list[str]:
     for key, source in _sources(lib):
         problem = _source_problem(source)
         if problem:
-            problems.append(f"{where}: key {key!r}: {problem}")
+            problems.append(f"{where}: {key}: {problem}")
     return problems
 
 
@@ -116,7 +117,7 @@ def duplicate_sites(catalogue: Catalogue) -> list[str]:
             owner, written = first[site]
             whose = "another version of this library" if owner == lib.id else f"library {owner!r}"
             problems.append(
-                f"{catalogue.path}: library {lib.id!r}: key {key!r}: {source!r} is the site {whose} already "
+                f"{catalogue.path}: library {lib.id!r}: {key}: {source!r} is the site {whose} already "
                 f"names ({written!r}); list each site once (a new version is a [[library.version]] whose URL "
                 "pins it)"
             )
