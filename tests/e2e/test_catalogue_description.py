@@ -26,7 +26,9 @@ OURS = "Our own words for gadgets."
 def _library(root: Path, library: str, summary: str) -> None:
     site = root / library
     site.mkdir()
-    (site / "guide.md").write_text(f"# Guide\n\n{library} guide: install it, then run it.\n", encoding="utf-8")
+    (site / "guide.md").write_text(
+        f"# Guide\n\n{library} guide: install it, then run it.\n", encoding="utf-8"
+    )
     (site / "llms.txt").write_text(
         f"# {library.title()}\n\n> {summary}\n\n## Docs\n\n- [Guide](guide.md)\n", encoding="utf-8"
     )
@@ -43,7 +45,9 @@ async def _listed(bundles: Path) -> dict[str, str]:
     return {lib["id"]: lib["description"] for lib in libraries}
 
 
-def test_a_library_without_a_description_is_listed_with_its_llms_txt_summary(site: Site, tmp_path: Path) -> None:
+def test_a_library_without_a_description_is_listed_with_its_llms_txt_summary(
+    site: Site, tmp_path: Path
+) -> None:
     _library(tmp_path, "widgets", SUMMARY)
     _library(tmp_path, "gadgets", "Gadgets says this about itself.")
     config = tmp_path / "libraries.toml"
@@ -83,7 +87,10 @@ def test_pull_list_prints_a_release_s_description_safely_and_cut(site: Site, tmp
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "widgets"\nllms_txt = "widgets/llms.txt"\n', encoding="utf-8")
     bundles, dist = tmp_path / "bundles", tmp_path / "dist"
-    assert index_cli("build", "--config", str(config), "--out", str(bundles), "--quiet", "--no-embed").returncode == 0
+    assert (
+        index_cli("build", "--config", str(config), "--out", str(bundles), "--quiet", "--no-embed").returncode
+        == 0
+    )
     assert index_cli("package", str(bundles), "--out", str(dist)).returncode == 0
     index = json.loads((dist / INDEX).read_text())
     assert index["bundles"][0]["description"] == SHOWN

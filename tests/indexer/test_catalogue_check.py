@@ -64,7 +64,9 @@ def test_the_shipped_catalogue_is_the_rendering_of_its_committed_table(tmp_path:
     r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     out = tmp_path / "libraries.toml"
-    r = subprocess.run([sys.executable, str(script), "--out", str(out)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(script), "--out", str(out)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     assert out.read_text(encoding="utf-8") == SHIPPED.read_text(encoding="utf-8")
 
@@ -82,7 +84,9 @@ def test_the_nightly_plan_covers_the_shipped_catalogue_within_the_workflow_limit
     assert set(placed) == {lib.id for lib in catalogue.libraries} and set(placed.values()) == {1}
     assert 1 <= len(plan.shards) <= MAX_SHARDS
     archives = [a for release in plan.releases for a in release.archives]
-    assert len(archives) == len(set(archives)) == sum(len(catalogue.targets(lib)) for lib in catalogue.libraries)
+    assert (
+        len(archives) == len(set(archives)) == sum(len(catalogue.targets(lib)) for lib in catalogue.libraries)
+    )
     assert all(len(release.archives) + 2 <= MAX_ASSETS_PER_RELEASE for release in plan.releases)
     assert r.stdout.startswith(f"nightly plan: {len(catalogue.libraries)} libraries")
 

@@ -93,9 +93,9 @@ def library_problems(config: Path, lib: LibraryConfig) -> list[str]:
     if not lib.name.strip():
         problems.append(f"{where}: key 'name': missing; give the name listings show (name = \"...\")")
     if lib.category not in CATEGORIES:
-        problem = f"{lib.category[:80]!r} is not in the taxonomy" if lib.category else "missing"
+        wrong = f"{lib.category[:80]!r} is not in the taxonomy" if lib.category else "missing"
         problems.append(
-            f"{where}: key 'category': {problem}; use one of {', '.join(CATEGORIES)} (docs/configuration.md)"
+            f"{where}: key 'category': {wrong}; use one of {', '.join(CATEGORIES)} (docs/configuration.md)"
         )
     for key, source in _sources(lib):
         problem = _source_problem(source)

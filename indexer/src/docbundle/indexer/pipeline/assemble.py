@@ -23,10 +23,10 @@ from docbundle.bundle.analysis import ANALYZER_ID
 from docbundle.bundle.manifest import (
     FORMAT_VERSION,
     BuildInfo,
-    LibraryInfo,
     ChunkingInfo,
     Conformance,
     Counts,
+    LibraryInfo,
     Manifest,
     SafetyFinding,
     SourceDocument,
