@@ -161,6 +161,12 @@ id = "local"
 name = "A local folder"
 category = "developer-tools"
 llms_txt = "docs/llms.txt"
+
+[[library]]
+id = "golden"
+name = "A folder of bundles/"
+category = "developer-tools"
+llms_txt = "https://golden.example.org/llms.txt"
 """
 
 #: Each problem of BROKEN, as the line that reports it says it (after ``<config>: ``).
@@ -176,6 +182,7 @@ EXPECTED = [
     "version of this library already names",
     "library 'good': key 'id': duplicate library id",
     "library 'Bad_Id': key 'id': 'Bad_Id' is not a library id",
+    "library 'golden': key 'id': 'golden' is the name of a folder of bundles/",
 ]
 
 
@@ -195,7 +202,7 @@ def test_the_check_reports_each_problem_on_a_line_of_its_own(tmp_path: Path) -> 
     assert [line for line in problems if line.startswith(f"{config}: library 'good'")] == [
         f"{config}: library 'good': key 'id': duplicate library id"
     ]
-    assert summary == f"{config}: {len(EXPECTED)} problem(s) among 9 libraries, 10 versions, 7 categories"
+    assert summary == f"{config}: {len(EXPECTED)} problem(s) among 10 libraries, 11 versions, 7 categories"
     report = json.loads(_check(config, "--json").stdout)
     assert len(report["problems"]) == len(EXPECTED) and report["categories"]["ai"] == 2
 

@@ -5,7 +5,8 @@ values). A shipped catalogue of hundreds of libraries is held to more, so that w
 ``list_libraries`` offer is consistent and each site is built once a night:
 
 - every library has a ``name`` (what listings show) and a ``category`` from the taxonomy
-  (``config.CATEGORIES``), so a user can filter by it;
+  (``config.CATEGORIES``), so a user can filter by it, and an id that is not one of the repository's
+  own folders of ``bundles/`` (``RESERVED_IDS``);
 - every remote source is an ``https`` URL with a host (a local path, like the demo library's, is fine);
 - no two entries name the same site: the same host (a leading ``www.`` aside) and path, where
   ``llms-full.txt`` counts as the ``llms.txt`` beside it. Two entries for one site would build it twice
@@ -27,6 +28,9 @@ import msgspec
 
 from .config import CATEGORIES, Catalogue, LibraryConfig, decode_config
 
+#: Folders of the repository's ``bundles/`` that are not libraries (``nightly`` builds into ``bundles/<id>``
+#: by default): a library of that id would mix its bundles with them.
+RESERVED_IDS = ("catalogue", "golden")
 #: The names a site's whole-docs file goes by; each counts as the ``llms.txt`` in its folder.
 FULL_NAMES = ("llms-full.txt",)
 _DEFAULT_PORTS = {"https": 443, "http": 80}
@@ -90,6 +94,11 @@ def library_problems(config: Path, lib: LibraryConfig) -> list[str]:
     """The problems of one decoded library: its name, its category, its sources' schemes."""
     where = f"{config}: library {lib.id!r}"
     problems = []
+    if lib.id in RESERVED_IDS:
+        problems.append(
+            f"{where}: key 'id': {lib.id!r} is the name of a folder of bundles/ ({', '.join(RESERVED_IDS)}), "
+            "where nightly builds each library; choose another id"
+        )
     if not lib.name.strip():
         problems.append(f"{where}: key 'name': missing; give the name listings show (name = \"...\")")
     if lib.category not in CATEGORIES:
