@@ -56,6 +56,8 @@ from mcp.server.mcpserver import MCPServer
 
 from ..catalog import Catalog
 from ..jsonrpc import (
+    CLIENT_ERROR_CODES,
+    CLIENT_MISTAKE,
     INVALID_REQUEST,
     MAX_JSON_DEPTH,
     PARSE_ERROR,
@@ -543,6 +545,10 @@ class HttpApp:
             ex.fields["outcome"] = ex.facts.outcome
             if ex.facts.code is not None:
                 ex.fields["rpcError"] = ex.facts.code
+            if ex.facts.code in CLIENT_ERROR_CODES or (
+                ex.facts.outcome == "tool_error" and ex.scope.get(CLIENT_MISTAKE)
+            ):
+                ex.fields["clientError"] = True  # the client's own mistake (metrics: client_error)
 
     # -- logging ------------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ..catalog import LibraryEntry
 from ..docs import Docs
 from ..errors import MAX_DOCUMENT_ID_CHARS, MAX_LIBRARY_ID_CHARS, ServerError
 from ..resolve import complete_ids
+from .tools import lookup_thread
 
 MAX_VALUES = 100  # the protocol's cap on values in one completion
 DOCS_TEMPLATE = "docs://{libraryId}/{version}/{+path}"
@@ -50,7 +51,8 @@ def add_completions(mcp: MCPServer[Any], docs: Docs) -> None:
         context: CompletionContext | None,
     ) -> Completion:
         given = dict(context.arguments or {}) if context else {}
-        values = candidates(docs, ref, argument.name, argument.value, given)
+        # In a lookup thread: the word index, a library's check and its manifest are read off the loop.
+        values = await lookup_thread(lambda: candidates(docs, ref, argument.name, argument.value, given))
         return Completion(values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES)
 
     register = mcp.completion()  # type: ignore[no-untyped-call]  # the SDK leaves this decorator untyped
