@@ -7,7 +7,7 @@ cancels the token, and the search engine, which checks it between units of work,
 thread keeps burning CPU for a caller that is gone. ``resolve_library``, ``list_libraries`` and
 ``list_library_versions`` (catalogue lookups: the word index, the check of a library on first use, a
 page of summaries) run in a thread too, never on the event loop (issue 31: a hostile resolve query held
-it 16 s), but on threads of their own (``lookup_thread``: ``LOOKUP_THREADS``), so they never queue
+it 16 s), but on threads of their own (``lookups.lookup_thread``), so they never queue
 behind searches for a worker thread. Everything the threads touch is safe for that (the catalogue opens each bundle once
 behind a per-version lock, the searcher opens a whoosh reader per call, the document store reads from
 a read-only memory map).
@@ -30,10 +30,9 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import anyio
-import anyio.lowlevel
 import anyio.to_thread
 from docbundle.bundle.query import Cancelled, Deadline, SearchMode
 from mcp.server.mcpserver.exceptions import ToolError
@@ -44,6 +43,7 @@ from pydantic import Field
 from .. import models
 from ..docs import Docs, check_category, check_document_args, check_list_args, check_name
 from ..errors import check_ids, check_search_input
+from ..lookups import lookup_thread
 from ..models import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, LIST_MAX_TOKENS, MAX_LIMIT, MAX_WINDOW
 from ..render import Answer, answer
 from .args import LibraryIdArg, MaxTokensArg, OptLibraryIdArg, Reply, VersionArg, reply, tool_errors
@@ -64,30 +64,6 @@ def _tool(fn: Callable[..., Coroutine[Any, Any, CallToolResult]], title: str) ->
     return Tool.from_function(
         fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=_READ_ONLY
     )
-
-
-# Threads of the catalogue lookups (tools, resources/list, completions, the operator page's list), apart
-# from the searches' (anyio's default limiter, 40): a lookup is bounded (milliseconds at 10,000 libraries)
-# and never waits for a worker thread behind a flood of searches. A few, as the machine has a few cores.
-LOOKUP_THREADS = 4
-_lookups: anyio.lowlevel.RunVar[anyio.CapacityLimiter] = anyio.lowlevel.RunVar("docbundle_lookups")
-
-T = TypeVar("T")
-
-
-def lookup_limiter() -> anyio.CapacityLimiter:
-    """The event loop's limiter of catalogue lookups (one per loop: a limiter belongs to its loop)."""
-    try:
-        return _lookups.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(LOOKUP_THREADS)
-        _lookups.set(limiter)
-        return limiter
-
-
-async def lookup_thread(work: Callable[[], T]) -> T:
-    """``work()`` (a catalogue lookup) in one of the lookup threads; a cancelled caller stops waiting."""
-    return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=lookup_limiter())
 
 
 async def _in_thread(
