@@ -1,6 +1,7 @@
 """Catalogue lookups: the libraries (optionally of one category), one library's versions, and the
 libraries that match what a person calls one. They read the in-memory catalogue and manifests only:
-no bundle is opened, so they are cheap enough to run on the event loop."""
+no bundle is opened. They still grow with the catalogue (a page checks each library it shows, and may
+rewrite a stale summary once), so they run in lookup threads (``lookups``), never on the event loop."""
 
 from __future__ import annotations
 
