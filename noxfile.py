@@ -212,6 +212,14 @@ def nightly(session: nox.Session) -> None:
     tools = {"--plan", "--merge", "--roll"}
     builds = not any(a.split("=")[0] in tools for a in session.posargs)
     session.install(*(SEMANTIC_PACKAGES if builds else PACKAGES))
+    if "--plan" in session.posargs:
+        # The offline catalogue check first (no network): a night is not planned over a catalogue with
+        # duplicate sites, unknown categories or non-https sources. It prints one line; the plan's
+        # matrices stay the last line of the output (the workflow reads them with `tail -n 1`).
+        config = next((a.split("=", 1)[1] for a in session.posargs if a.startswith("--config=")), None)
+        if config is None and "--config" in session.posargs:
+            config = session.posargs[session.posargs.index("--config") + 1]
+        session.run("docbundle-index", "check", *(["--config", config] if config else []))
     session.run("docbundle-index", "nightly", *session.posargs)
 
 
