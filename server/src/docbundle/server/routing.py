@@ -13,12 +13,13 @@ this process, from each served bundle's routing record, read through ``untrusted
 the manifest the catalogue verified (its bytes' sha256 is the one the catalogue read at start, pinned
 by the lock file when there is one). From ``routing.idx`` it takes only the entries of bundles without a
 record (deriving one opens and verifies the whole bundle), when their manifest is unchanged, and none
-under a lock file. The first cross-library search starts that build in a background thread; later
-ones reuse its entries whose build did not change (checked once per catalogue reload). The result is
-written atomically into the bundles folder when it differs from what is there (kept in memory when
-the folder is read-only). A bundle whose record cannot be had is left out, logged once, and not tried
-again until its build changes; a bad ``routing.idx`` (a FIFO, a device, too big, malformed, nested)
-is rebuilt. No file is read with the router's lock held, so no file can hold up another search.
+under a lock file. ``prepare`` (a server calls it once it serves) or else the first cross-library
+search starts that build in a background thread; later ones reuse its entries whose build did not
+change (checked once per catalogue reload). The result is written atomically into the bundles
+folder when it differs from what is there (kept in memory when the folder is read-only). A bundle whose
+record cannot be had is left out, logged once, and not tried again until its build changes; a bad
+``routing.idx`` (a FIFO, a device, too big, malformed, nested) is rebuilt. No file is read with the
+router's lock held, so no file can hold up another search.
 
 A search waits for the index at most ``ROUTE_INDEX_WAIT_SECONDS`` (cancellable, outside its time
 budget). Not built by then (a catalogue of thousands of libraries takes seconds), it routes by this
@@ -166,6 +167,13 @@ class Router:
                     f"the routing index is being built (for {time.monotonic() - started:.1f} s so far)"
                 )
         return self.index(0.0, cancel)
+
+    def prepare(self) -> None:
+        """Start building the index in the background when searches across libraries route (a server
+        calls this once it serves: the build reads every record, seconds at 10,000 libraries, which the
+        first such search would otherwise wait for, past ``ROUTE_INDEX_WAIT_SECONDS``)."""
+        if 0 < self.catalog.route_libraries < len(self._defaults()):
+            self.index(0.0)
 
     def _start_rebuild(self) -> None:
         """Start rebuilding in a background thread (with ``_lock`` held)."""
