@@ -258,6 +258,8 @@ async def test_a_library_that_cannot_be_indexed_is_left_out_once_not_at_every_se
     re-logged routing.idx (two rebuilds a search). Now it is rebuilt once, kubeops left out and logged
     once, and the file is not rewritten by later searches."""
     (_bundle(root, "kubeops") / MANIFEST_NAME).unlink()
+    index, _ = update_index(root)  # as the indexer's next build or install leaves it
+    assert not index.has(("kubeops", "latest"))
     caplog.set_level(logging.INFO, logger="docbundle")
     searches = ["pgvac", "gitflow", "rustown", "tlsguide", "mqbroker", "geotiles"]
     async with _in_memory(root) as (client, _):
@@ -272,6 +274,18 @@ async def test_a_library_that_cannot_be_indexed_is_left_out_once_not_at_every_se
     left_out = [m for m in messages if m.startswith("left out of the routing index")]
     assert len(left_out) == 1 and "kubeops/latest" in left_out[0], left_out
     assert (root / ROUTING_INDEX).stat().st_ino == written
+
+
+async def test_a_server_builds_its_routing_index_once_it_has_answered(root: Path) -> None:
+    """Building from verified records reads every record (5 s at 10,000 libraries, past the 5 s a search
+    waits): ``docbundle serve`` starts it after its first answer, before any search across libraries."""
+    (root / ROUTING_INDEX).unlink()
+    async with _stdio(root) as client:
+        listed = await client.call_tool("list_libraries", {})
+        assert not listed.is_error, listed.content
+        while (index := load_index(root)) is None:  # bounded by the hang guard
+            await anyio.sleep(0.05)
+        assert len(index.libraries) == len(SUBJECTS)
 
 
 # -- the indexer ---------------------------------------------------------------------------------------
