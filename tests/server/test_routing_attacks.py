@@ -37,9 +37,9 @@ from serverkit import private_copy, search_text
 pytestmark = pytest.mark.anyio
 
 HANG_GUARD_SECONDS = 90  # a server that blocks on a file never answers: the guard ends the test
-# The server's address space: this catalogue is served in 600 MB of it (VmPeak, 7 threads), and two
-# malloc arenas keep thread count from inflating it; a file read whole (1.5 GB, or /dev/zero without
-# end) fails at this cap with MemoryError instead of taking the test machine's memory.
+# The server's address space: this catalogue is served in 225 MB of it (VmPeak, 7 threads, with the two
+# malloc arenas set below; 600 MB with glibc's default arenas, which grow with the threads); a file read
+# whole (1.5 GB, or /dev/zero without end) fails at this cap instead of taking the machine's memory.
 ADDRESS_SPACE_BYTES = 1280 * 1024**2
 SPARSE_BYTES = 1_500_000_000
 NESTING = 3_000  # msgspec gives up with RecursionError near 2,000 levels
