@@ -236,6 +236,8 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- long               warm latency of 7-9 word questions on large-en (issue 12's target)
     nox -s bench -- routing [N ...]    routing recall and cross-library latency: the five corpora + N distractors
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
+    nox -s bench -- routing-verify [--libraries N]  a server's first routing index from verified records
+                                       against loading routing.idx, over N generated libraries (no corpora)
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
@@ -265,6 +267,9 @@ def bench(session: nox.Session) -> None:
         return
     if session.posargs[:1] == ["hostile"]:
         session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
+        return
+    if session.posargs[:1] == ["routing-verify"]:
+        session.run("python", "benchmarks/routing_verify.py", *session.posargs[1:])
         return
     corpora = SHARED / "corpora"
     if session.posargs[:1] == ["catalog"]:  # the corpora join the generated libraries when present
