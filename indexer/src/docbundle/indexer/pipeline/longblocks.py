@@ -116,6 +116,8 @@ def cut_points(text: str, bound: int, keep: Sequence[tuple[int, int]] = ()) -> l
     pos = 0
     while len(text) - pos > bound:
         pos = _best_cut(text, pos, bound, keep, starts)
+        if pos >= len(text):
+            break  # a kept range longer than the bound ends the text
         cuts.append(pos)
     return cuts
 
