@@ -138,10 +138,12 @@ def test_code_blocks_are_never_cut_and_a_huge_one_stays_whole() -> None:
     # A page whose only large block is code chunks as before: one chunk, whatever its size.
     (whole,) = chunk_markdown("# T\n\nIntro.\n\n```\n" + code + "```\n")
     assert whole.code == code.rstrip("\n")
-    # A huge code block that ends a cut page is its last chunk (no empty chunk after it).
-    body = "# T\n\n" + _cjk(2 * MAX_CHUNK_CHARS) + "\n\n```\n" + code + "```\n"
+    # A huge code block that ends a cut chunk is its last piece (no empty chunk after it). Few words,
+    # so the paragraph and the code block are one section, one chunk, before the cut.
+    fence = "```\n" + "z" * (MAX_CHUNK_CHARS + 10) + "\n```\n"
+    body = "# T\n\n" + "y" * (2 * MAX_CHUNK_CHARS) + "\n\n" + fence
     chunks = chunk_markdown(body)
-    assert "".join(c.text for c in chunks) == body and chunks[-1].text == "```\n" + code + "```\n"
+    assert "".join(c.text for c in chunks) == body and chunks[-1].text == fence
     assert all(c.text.strip() for c in chunks)
 
 
