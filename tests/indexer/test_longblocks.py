@@ -85,10 +85,11 @@ def test_chunks_of_a_page_cut_by_a_small_bound_tile_it(
     assert "".join(c.text for c in chunks) == body
     line = 0
     for c in chunks:
-        # Within the bound, unless it holds a code block (never cut) or no block of it is over the
-        # bound (then it is the chunk it always was); the line ranges follow each other, a piece that
-        # ends inside a line sharing it with the next.
-        assert len(c.text) <= bound or "```" in c.text or c in whole
+        # Within the bound (but for whitespace a blank piece gave it), unless it holds a code block
+        # (never cut) or no block of it is over the bound (then it is the chunk it always was); the
+        # line ranges follow each other, a piece that ends inside a line sharing it with the next.
+        assert len(c.text.strip()) <= bound or "```" in c.text or c in whole
+        assert c.text.strip()
         assert c.start_line in (line, line - 1) and c.end_line > c.start_line
         lines = len(re.findall(r"\r\n|\r|\n", c.text)) + (0 if c.text.endswith(("\n", "\r")) else 1)
         assert c.end_line - c.start_line == lines
@@ -124,6 +125,14 @@ def test_a_paragraph_without_sentences_or_spaces_is_cut_between_characters() -> 
     chunks = chunk_markdown(body)
     assert [len(c.text) for c in chunks] == [MAX_CHUNK_CHARS] * 3 + [7]
     assert "".join(c.plain for c in chunks) == body
+
+
+def test_no_piece_is_blank() -> None:
+    # Runs of spaces longer than half the bound would make pieces of whitespace alone.
+    body = "a" + " " * (3 * MAX_CHUNK_CHARS) + "b" + " " * MAX_CHUNK_CHARS + "\n"
+    chunks = chunk_markdown(body)
+    assert "".join(c.text for c in chunks) == body
+    assert all(c.text.strip() for c in chunks) and len(chunks) == 2
 
 
 def test_code_blocks_are_never_cut_and_a_huge_one_stays_whole() -> None:

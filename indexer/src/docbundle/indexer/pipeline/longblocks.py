@@ -137,7 +137,14 @@ def split_chunk(
     """
     pieces: list[Piece] = []
     line = start_line
-    bounds = [0, *cut_points(text, bound, keep), len(text)]
+    # A piece of whitespace alone (a run of spaces longer than half the bound) joins the next piece,
+    # or the last one before it: a chunk is never blank.
+    bounds = [0]
+    for cut in [*cut_points(text, bound, keep), len(text)]:
+        if text[bounds[-1] : cut].strip() or cut == len(text):
+            bounds.append(cut)
+    if len(bounds) > 2 and not text[bounds[-2] : bounds[-1]].strip():
+        del bounds[-2]
     for lo, hi in pairwise(bounds):
         part = text[lo:hi]
         breaks = len(_LINE_END.findall(part))
