@@ -14,7 +14,8 @@ piece at:
 
 Code blocks are never cut (``keep``): a cut that would fall inside one falls before it, and a code block
 longer than the bound is a piece of its own, as long as it is (the crawler's page size cap bounds it).
-Every other piece is within the bound, and the pieces are exact slices that join to the chunk's text.
+Every other piece is within the bound (a piece that would be whitespace alone joins its neighbour, so
+no chunk is blank), and the pieces are exact slices that join to the chunk's text.
 
 The bound is far above any paragraph a person writes (65,536 characters is over 10,000 English words, and
 130 times the default ``max_words`` of Han), so ordinary pages chunk exactly as before.
