@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/hostile.py [--max-bytes N] [--start-bytes N] [--give-up SECONDS]
+    python benchmarks/hostile.py --cjk-paragraph [--cjk-sizes 1900000,5000000]
 
 For each entry point (meta refresh, HTML decode, HTML parse, main-content selection, HTML conversion,
 llms.txt parsing, markdown links, front matter, chunking) it builds every adversarial shape below
@@ -14,6 +15,13 @@ shape whose call takes longer than ``--give-up`` seconds is not grown further an
 Main-content selection is timed on an already parsed tree; the parse is its own row, through
 ``html.parse_html``, which bounds the nesting depth first (lexbor's tree building grows with the square
 of the depth).
+
+``--cjk-paragraph`` runs only the "CJK paragraph size" section instead (issue 31, item 13): for each
+size of ``--cjk-sizes`` (UTF-8 bytes) it builds, with ``docbundle-index build`` in a fresh process, a
+local library whose one page is a single CJK paragraph of that size, and prints the build's peak RSS
+(the process and its workers), the bundle's index size, the number of chunks, and the CPU seconds of
+one ``search_documents`` call that returns the page (in process, through ``Docs.search``, after a
+first call has opened and verified the bundle).
 
 It prints figures and asserts nothing (issue 19).
 
@@ -34,10 +42,13 @@ from __future__ import annotations
 import argparse
 import collections
 import itertools
+import json
 import os
 import random
 import shutil
 import string
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -137,6 +148,9 @@ ENTRY_POINTS: list[
 
 
 def main() -> None:
+    if "--cjk-paragraph" in sys.argv:
+        cjk_paragraph_main()
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument(
         "--max-bytes", type=int, default=CrawlOptions().max_bytes, help="largest size (default: the cap)"
@@ -199,6 +213,102 @@ def main() -> None:
     print("\nworst time ratio per size doubling (over 1 ms):")
     for name, ratio in worst_ratio.items():
         print(f"  {name:<24} {ratio:5.2f}")
+
+
+# --- CJK paragraph size (issue 31, item 13) -----------------------------------------------------------
+
+# The word searched for (it ends every sentence; the rest is drawn from all CJK unified ideographs, so
+# nearly every pair of characters is a term of its own, as in the attack).
+_CJK_WORD = "数据库"
+# The build of one page in a fresh interpreter: prints its own and its workers' peak RSS (KiB on Linux).
+_BUILD = """
+import resource, sys
+from docbundle.indexer.cli import main
+code = main(sys.argv[1:])
+print("RSS", max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+sys.exit(code)
+"""
+
+
+def cjk_paragraph(size: int) -> str:
+    """A page that is one heading and one CJK paragraph (no line break) of about ``size`` UTF-8 bytes."""
+    rng = random.Random(size)
+    sentences: list[str] = []
+    total = 0
+    while total < size:
+        sentence = (
+            "".join(chr(rng.randrange(0x4E00, 0x9FA6)) for _ in range(rng.randrange(20, 60)))
+            + _CJK_WORD
+            + "。"
+        )
+        sentences.append(sentence)
+        total += len(sentence.encode())
+    return "# 数据库手册\n\n" + "".join(sentences) + "\n"
+
+
+def _cjk_build(tmp: Path, size: int) -> tuple[int, Path]:
+    """Build the one-page library in a fresh process: (peak RSS in KiB, the bundle folder)."""
+    site = tmp / "site"
+    site.mkdir()
+    (site / "page.md").write_text(cjk_paragraph(size), encoding="utf-8")
+    (site / "llms.txt").write_text("# CJK\n\n- [Page](page.md)\n", encoding="utf-8")
+    config = tmp / "docbundle.toml"
+    config.write_text(
+        f'[[library]]\nid = "cjk"\nllms_txt = "{site / "llms.txt"}"\n'
+        f"crawl = {{ max_bytes = {size + 1024 * 1024} }}\n",
+        encoding="utf-8",
+    )
+    out = tmp / "bundles"
+    run = subprocess.run(
+        [sys.executable, "-c", _BUILD, "build", "--config", str(config), "--out", str(out), "--no-cache"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode != 0:
+        raise SystemExit(f"build of {size} bytes failed:\n{run.stdout}\n{run.stderr}")
+    rss = int(run.stdout.rsplit("RSS ", 1)[1].split()[0])
+    (bundle,) = (p.parent for p in out.glob("cjk/*/*/manifest.json"))
+    return rss, bundle
+
+
+def _cjk_search_cpu(root: Path) -> tuple[float, float]:
+    """CPU seconds of the first (opening) and of a second search for the word in every sentence."""
+    from docbundle.server import docs
+    from docbundle.server.catalog import Catalog
+
+    catalog = Catalog.load(root)
+    try:
+        times = []
+        for _ in range(2):
+            started = time.process_time()
+            docs.Docs(catalog).search(_CJK_WORD, library_id="cjk", mode="fulltext")
+            times.append(time.process_time() - started)
+        return times[0], times[1]
+    finally:
+        catalog.close()
+
+
+def cjk_paragraph_main() -> None:
+    """The "CJK paragraph size" section: build cost, index size and search CPU per paragraph size."""
+    ap = argparse.ArgumentParser(description="CJK paragraph size")
+    ap.add_argument("--cjk-paragraph", action="store_true")
+    ap.add_argument("--cjk-sizes", default="1900000,5000000", help="paragraph sizes in UTF-8 bytes")
+    args = ap.parse_args()
+    print("CJK paragraph size")
+    print(
+        f"  {'bytes':>9}  {'build RSS MB':>12}  {'index MB':>9}  {'chunks':>6}  {'open s':>7}  {'search CPU s':>12}"
+    )
+    for size in (int(s) for s in args.cjk_sizes.split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            rss, bundle = _cjk_build(Path(tmp), size)
+            manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+            index = sum(f.stat().st_size for f in (bundle / "index").rglob("*") if f.is_file())
+            chunks = manifest.get("counts", {}).get("chunks", "?")
+            opening, search = _cjk_search_cpu(Path(tmp) / "bundles")
+            print(
+                f"  {size:>9}  {rss / 1024:>12.0f}  {index / 1e6:>9.1f}  {chunks!s:>6}  {opening:>7.2f}  {search:>12.3f}"
+            )
 
 
 # -- server sections (issue 31) ---------------------------------------------------------------------

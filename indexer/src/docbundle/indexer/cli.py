@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import logging
+import math
 import os
 import sys
 import threading
@@ -674,8 +675,10 @@ def _nightly_plan(args: argparse.Namespace) -> int:
     from .release import plan
 
     target_minutes = plan.TARGET_SECONDS / 60 if args.target_minutes is None else args.target_minutes
-    if target_minutes <= 0:
-        raise ConfigError(f"--target-minutes must be positive, not {target_minutes:g}")
+    if not (target_minutes > 0 and math.isfinite(target_minutes)):  # nan and inf compare as "positive"
+        raise ConfigError(
+            f"--target-minutes must be a positive number of minutes (e.g. 30), not {target_minutes:g}"
+        )
     catalogue = load_config(args.config)
     ids = [i for group in args.library for i in group.split(",") if i]
     if ids:  # a manual run of a few libraries: plan only those

@@ -75,7 +75,7 @@ FOLLOW_DEFAULT_PAGES = 100
 FOLLOW_MAX_PAGES = 1000
 #: ``follow.depth``: the deepest a config may set.
 FOLLOW_MAX_DEPTH = 5
-_PREFIX_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+_PREFIX_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*\Z")
 
 
 class FollowConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):

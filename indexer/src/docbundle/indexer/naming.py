@@ -18,8 +18,8 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
 
 #: A version as titles write it: 3.2, v20.11.0, 5.x, 2024.1 (a bare "3" or "v3" names one too, but only
 #: a dotted number is taken as the docs version: "Top 10 recipes" names none).
-_VERSION = re.compile(r"^v?(\d+(?:\.(?:\d+|x))+)$", re.I)
-_NUMBERISH = re.compile(r"^v?\d+(?:\.(?:\d+|x))*$", re.I)
+_VERSION = re.compile(r"^v?(\d+(?:\.(?:\d+|x))+)\Z", re.I)
+_NUMBERISH = re.compile(r"^v?\d+(?:\.(?:\d+|x))*\Z", re.I)
 #: Where a title's name ends: "Django 3.2 documentation | Django", "Click — Click Documentation (8.1.x)",
 #: "FastHTML: a Python web framework".
 _TITLE_PARTS = re.compile(r"\s+[|·•—–-]\s+|:\s+|\s+\(")

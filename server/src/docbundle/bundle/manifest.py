@@ -14,6 +14,7 @@ test keeps it current.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -280,9 +281,28 @@ def decode_manifest(data: bytes) -> Manifest:
         raise BundleFormatError(f"manifest.json is malformed: {exc}") from exc
 
 
+def _clean_descriptions(node: object) -> None:
+    """Every ``description`` in a schema as ``inspect.cleandoc`` gives it, in place.
+
+    Descriptions come from docstrings, whose indentation reaches the schema differently by Python and
+    msgspec version (``"a reader\\n    uses"`` or ``"a reader\\nuses"``); cleaned, the committed schema
+    is the same with each, and still changes when a field or a word does.
+    """
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = inspect.cleandoc(value)
+            else:
+                _clean_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _clean_descriptions(item)
+
+
 def manifest_json_schema() -> dict[str, object]:
     """The JSON Schema of ``manifest.json``, as committed in ``docs/manifest.schema.json``."""
     schema: dict[str, object] = msgspec.json.schema(Manifest)
+    _clean_descriptions(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"docbundle manifest, format version {FORMAT_VERSION}"
     return schema
