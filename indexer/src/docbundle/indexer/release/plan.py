@@ -121,27 +121,26 @@ _plan_decoder = msgspec.json.Decoder(Plan)
 # -- reading the inputs -----------------------------------------------------------------------------
 
 
-def _read(path: Path, limit: int) -> bytes:
-    """``path`` read as ``untrusted.read_regular`` does (a FIFO, a device or a file over ``limit`` is
-    refused with the reason, never a hang); ``FileNotFoundError`` when it is missing."""
+def _read(path: Path, limit: int) -> bytes | None:
+    """``path`` read as ``untrusted.read_regular`` reads a file (a FIFO, a device or a file over ``limit``
+    is ``ConfigError`` with the reason, never a hang); None when it is missing."""
     try:
         return read_regular(path, limit)
+    except FileNotFoundError:
+        return None
     except BundleFormatError as exc:
         raise ConfigError(str(exc)) from None
 
 
 def read_timings(path: Path | None) -> Timings:
     """Last night's timings; an empty set when ``path`` is None or missing (the first night)."""
-    if path is None:
-        return Timings()
-    try:
-        data = _read(path, MAX_TIMINGS_BYTES)
-    except FileNotFoundError:
+    data = None if path is None else _read(path, MAX_TIMINGS_BYTES)
+    if data is None:
         return Timings()
     try:
         timings = decode(_timings_decoder.decode, data, str(path))
     except BundleFormatError as exc:
-        raise ConfigError(f"{exc}; it is not a nightly timings file ({TIMINGS})") from None
+        raise ConfigError(str(exc)) from None
     if timings.format != TIMINGS_FORMAT or timings.version != 1:
         raise ConfigError(f"{path} is not version 1 of {TIMINGS_FORMAT!r}")
     return timings
@@ -149,21 +148,22 @@ def read_timings(path: Path | None) -> Timings:
 
 def read_plan(path: Path) -> Plan:
     """The plan ``--plan-out`` wrote (``--plan-file``), or ``ConfigError`` saying what is wrong."""
+    data = _read(path, MAX_PLAN_BYTES)
+    if data is None:
+        raise ConfigError(f"cannot read the plan {path}: there is no such file")
     try:
-        data = _read(path, MAX_PLAN_BYTES)
         return decode(_plan_decoder.decode, data, str(path))
-    except (OSError, BundleFormatError) as exc:
-        raise ConfigError(f"cannot read the plan {path}: {exc}") from None
+    except BundleFormatError as exc:
+        raise ConfigError(f"cannot read the plan: {exc}") from None
 
 
 def read_documents(path: Path | None) -> dict[str, int]:
     """Documents per library (all versions) in last night's catalogue index; empty when there is none."""
-    if path is None:
+    data = None if path is None else _read(path, MAX_INDEX_BYTES)
+    if data is None:
         return {}
     try:
-        entries: list[PackagedBundle] = decode_index(_read(path, MAX_INDEX_BYTES), str(path))
-    except FileNotFoundError:
-        return {}
+        entries: list[PackagedBundle] = decode_index(data, str(path))
     except BundleFormatError as exc:
         raise ConfigError(str(exc)) from None
     documents: dict[str, int] = {}
