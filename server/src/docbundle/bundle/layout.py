@@ -155,7 +155,7 @@ def write_current(vdir: Path, build_id: str) -> None:
     write_atomically(vdir / CURRENT, (build_id + "\n").encode("ascii"), vdir / (CURRENT + ".tmp"))
 
 
-MANIFEST_FILE = "manifest.json"  # same name as manifest.MANIFEST_NAME (manifest imports this module)
+MANIFEST_FILE = "manifest.json"  # manifest.MANIFEST_NAME, without importing the manifest structs
 
 
 _NO_MANIFEST = -1
@@ -170,7 +170,7 @@ def _lock_manifest(bundle: Path, operation: int) -> int | None:
     """
     try:
         fd = open_regular(bundle / MANIFEST_FILE)
-    except (FileNotFoundError, NotADirectoryError):
+    except FileNotFoundError:
         return _NO_MANIFEST
     try:
         fcntl.flock(fd, operation | fcntl.LOCK_NB)
