@@ -68,3 +68,24 @@ def test_nightly_plan_refuses_hostile_timings_with_what_is_wrong(tmp_path: Path,
     assert "Traceback" not in r.stderr, r.stderr
     reason = "nested too deeply" if kind == "nested" else "FIFO"
     assert str(timings) in r.stderr and reason in r.stderr, r.stderr
+
+
+def test_build_names_a_fifo_planted_as_a_lock_file(tmp_path: Path) -> None:
+    """A FIFO as ``catalog.lock`` read as "held by another writer" (each publish waited 10 s for it) and
+    one as a version's ``.lock`` as "another build is running": each is named for what it is now. The
+    build publishes past the first (the summary is left for readers to rebuild) and refuses the second."""
+    config, out = _config(tmp_path), tmp_path / "bundles"
+    out.mkdir()
+    os.mkfifo(out / "catalog.lock")
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--no-cache", timeout=HANG_GUARD)
+    assert r.returncode == 0, r.stderr
+    assert "catalog.lock is a FIFO, not a regular file" in r.stderr, r.stderr
+    assert read_current(out / "lanterns" / "latest") is not None
+    (out / "catalog.lock").unlink()
+    vlock = out / "lanterns" / "latest" / ".lock"
+    vlock.unlink()
+    os.mkfifo(vlock)
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--no-cache", timeout=HANG_GUARD)
+    said = r.stdout + r.stderr
+    assert r.returncode == 1, said
+    assert ".lock is a FIFO, not a regular file" in said and "Traceback" not in said, said

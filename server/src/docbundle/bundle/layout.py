@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import BundleFormatError, BundleNotFoundError, VersionLockedError
-from .untrusted import UnsafeFileError, open_regular, read_regular
+from .untrusted import UnsafeFileError, open_lock, open_regular, read_regular
 
 # ``\Z``, never ``$``: ``$`` also matches before a trailing newline, and "<build id>\n" must not pass.
 # Call sites use ``fullmatch`` as well. Ids and versions are at most 64 characters.
@@ -206,9 +206,14 @@ def lock_for_removal(bundle: Path) -> int | None:
 
 @contextmanager
 def version_lock(vdir: Path) -> Iterator[None]:
-    """Hold the exclusive lock of a version directory (builds and installs); fails fast when held."""
+    """Hold the exclusive lock of a version directory (builds and installs); fails fast when held, and
+    when ``.lock`` is not a regular file (a FIFO there would read as held for ever), saying so."""
     vdir.mkdir(parents=True, exist_ok=True)
-    with open(vdir / LOCK_NAME, "a+b") as fh:
+    try:
+        fd = open_lock(vdir / LOCK_NAME)
+    except UnsafeFileError as exc:
+        raise VersionLockedError(f"{exc}: remove it, then try again") from None
+    with open(fd, "rb") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:

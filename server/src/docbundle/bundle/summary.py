@@ -42,7 +42,7 @@ from .manifest import (
     manifest_bytes,
     obtained_mix,
 )
-from .untrusted import decode, read_regular
+from .untrusted import UnsafeFileError, decode, open_lock, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -241,14 +241,18 @@ def write_summary(root: Path, entries: Iterable[SummaryEntry]) -> bool:
 
 
 @contextmanager
-def _summary_lock(root: Path) -> Iterator[bool]:
-    """Hold ``catalog.lock`` (waiting at most ``LOCK_WAIT_SECONDS``); yields whether it is held."""
+def _summary_lock(root: Path) -> Iterator[str | None]:
+    """Hold ``catalog.lock`` (waiting at most ``LOCK_WAIT_SECONDS``); yields None when it is held, else
+    why not. A lock file that is not a regular file (``untrusted.open_lock``) is not waited on."""
     try:
-        fh = open(root / SUMMARY_LOCK, "a+b")  # noqa: SIM115 - closed below
-    except OSError:
-        yield False
+        fd = open_lock(root / SUMMARY_LOCK)
+    except UnsafeFileError as exc:
+        yield _relative(str(exc), root)
         return
-    with fh:
+    except OSError as exc:
+        yield f"{SUMMARY_LOCK} cannot be opened ({exc.strerror})"
+        return
+    with open(fd, "rb") as fh:
         until = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:
@@ -256,11 +260,11 @@ def _summary_lock(root: Path) -> Iterator[bool]:
                 break
             except BlockingIOError:
                 if time.monotonic() > until:
-                    yield False
+                    yield f"{SUMMARY_LOCK} is held by another writer"
                     return
                 time.sleep(0.01)
         try:
-            yield True
+            yield None
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
@@ -268,8 +272,8 @@ def _summary_lock(root: Path) -> Iterator[bool]:
 def write_summary_locked(root: Path, entries: Iterable[SummaryEntry]) -> bool:
     """``write_summary`` under ``catalog.lock`` (a reader that found the summary stale writes it back);
     returns False when the lock stayed held or the summary would be too big."""
-    with _summary_lock(root) as held:
-        return held and write_summary(root, entries)
+    with _summary_lock(root) as why_not:
+        return why_not is None and write_summary(root, entries)
 
 
 def update_summary(root: Path, library_id: str | None = None, version: str | None = None) -> bool:
@@ -280,11 +284,9 @@ def update_summary(root: Path, library_id: str | None = None, version: str | Non
     every entry against ``CURRENT``, rebuild what is stale.
     """
     try:
-        with _summary_lock(root) as held:
-            if not held:
-                log.warning(
-                    "%s is held by another writer: the summary is left for readers to rebuild", SUMMARY_LOCK
-                )
+        with _summary_lock(root) as why_not:
+            if why_not is not None:
+                log.warning("%s: the summary is left for readers to rebuild", why_not)
                 return False
             known = read_summary(root)
             if known is None or library_id is None or version is None:
