@@ -18,6 +18,10 @@ validated ``[[library]]`` entry to the config, keeping its comments and layout; 
 probed page could be fetched, or the build failed (the entry is then taken out again); 2 usage or
 configuration error (a bad id, an id or URL already in the config, a config that does not load).
 
+``check``: check a library catalogue offline (``check.py``): every entry decodes, has a name and a
+category of the taxonomy, names its site once, over https. 0 no problem; 1 problems, one line each; 2 the
+file cannot be read as a catalogue at all.
+
 ``export``: export a bundle as JSON, SQLite or markdown. 0 written; 1 the bundle cannot be read or fails
 verification, or the export cannot be written; 2 usage (including an existing ``--out`` without
 ``--force``, or one inside the bundle).
@@ -372,6 +376,32 @@ ADD = Command(
         arg("--json", action="store_true", help="print what was found as JSON on stdout"),
         arg("--build", action="store_true", help="build the new library right away"),
         arg("--out", type=Path, help="with --build: bundles directory (as for build)"),
+    ),
+)
+
+
+# -- check ----------------------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run ``check``."""
+    from .check import check_config, render_check
+
+    report = check_config(args.config)
+    sys.stdout.write(_as_json(report) if args.json else render_check(report))
+    return EXIT_FAILED if report.problems else EXIT_OK
+
+
+CHECK = Command(
+    "check",
+    help="check a library catalogue offline (names, categories, one entry per site, https)",
+    description="Read a library catalogue without fetching anything: every entry must decode, have a name "
+    "and a category of the taxonomy (docs/configuration.md), an https llms.txt (or a local path), and name "
+    "a site no other entry names. One line per problem.",
+    run=cmd_check,
+    args=(
+        arg("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)"),
+        arg("--json", action="store_true", help="print the report as JSON"),
     ),
 )
 
@@ -836,7 +866,7 @@ NIGHTLY = Command(
 
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = table(BUILD, ADD, EXPORT, DIFF, REGRESS, AUDIT, PACKAGE, NIGHTLY)
+COMMANDS = table(BUILD, ADD, CHECK, EXPORT, DIFF, REGRESS, AUDIT, PACKAGE, NIGHTLY)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -142,6 +142,19 @@ def title_version(title: str | None) -> str | None:
     return None
 
 
+#: The longest description taken from a summary: one line of a listing.
+MAX_DESCRIPTION = 200
+
+
+def description_from(summary: str | None) -> str:
+    """The description a (printable) summary gives: ``describe``d, on one line, cut to
+    ``MAX_DESCRIPTION`` characters with "…"; "" when nothing is left. ``add`` writes it into a new
+    entry, and a build records it for a library whose entry has none (the catalogue leaves most
+    descriptions to the sites' own summaries)."""
+    text = " ".join(describe(summary).split())
+    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1].rstrip() + "…"
+
+
 def describe(summary: str | None) -> str:
     """The summary without its sentences about the llms.txt file itself ("Links are relative to this
     file."); "" when nothing else is left."""

@@ -38,6 +38,7 @@ from .releaseindex import (
     MAX_ARCHIVES_PER_RELEASE,
     MAX_ASSETS_PER_RELEASE,
     MAX_INDEX_ENTRIES,
+    MAX_TEXT_CHARS,
     RELEASE_TAG_RE,
     decode_index,
     encode_index,
@@ -121,6 +122,7 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     return PackagedBundle(
         **manifest_header(manifest),
         name=manifest.library.name,
+        description=manifest.library.description[:MAX_TEXT_CHARS],
         status=manifest.version.status,
         latest=manifest.version.latest,
         manifest_sha256=hashlib.sha256(manifest_bytes(bundle)).hexdigest(),

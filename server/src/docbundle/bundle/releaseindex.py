@@ -47,7 +47,9 @@ _LibraryId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
 _Version = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
 _BuildId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{8}-[0-9a-f]{12}$")]
 _Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
-_Text = Annotated[str, msgspec.Meta(max_length=500)]
+#: The longest name, status or description an entry may carry (a reader refuses the index past it).
+MAX_TEXT_CHARS = 500
+_Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 _Short = Annotated[str, msgspec.Meta(max_length=64)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 _Release = Annotated[str, msgspec.Meta(pattern=r"^$|" + RELEASE_TAG_PATTERN)]
@@ -70,6 +72,7 @@ class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
     sha256: _Sha256
     size: _Count
     release: _Release = ""
+    description: _Text = ""  # the library's one line (its llms.txt summary when the catalogue gives none)
 
 
 class _Header(msgspec.Struct):

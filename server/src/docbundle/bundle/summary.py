@@ -283,19 +283,30 @@ def update_summary(root: Path, library_id: str | None = None, version: str | Non
     Best effort: a summary that cannot be locked or written is left as it is, and readers, who check
     every entry against ``CURRENT``, rebuild what is stale.
     """
+    keys = None if library_id is None or version is None else [(library_id, version)]
+    return update_summary_versions(root, keys)
+
+
+def update_summary_versions(root: Path, keys: Iterable[tuple[str, str]] | None) -> bool:
+    """``update_summary`` for every ``(library id, version)`` of ``keys`` at once: one read, one write,
+    one fsync, whatever their number (None: every version is checked). A server that found many
+    entries stale rewrites the summary once, not once per library (issue 31: 370 rewrites in one call).
+    """
     try:
         with _summary_lock(root) as why_not:
             if why_not is not None:
                 log.warning("%s: the summary is left for readers to rebuild", why_not)
                 return False
             known = read_summary(root)
-            if known is None or library_id is None or version is None:
+            if known is None or keys is None:
                 entries = scan_entries(root, known or ())
             else:
-                entries = [e for e in known if e.key != (library_id, version)]
-                fresh = read_entry(root / library_id / version)
-                if fresh is not None:
-                    entries.append(fresh)
+                wanted = set(keys)
+                entries = [e for e in known if e.key not in wanted]
+                for library_id, version in sorted(wanted):
+                    fresh = read_entry(root / library_id / version)
+                    if fresh is not None:
+                        entries.append(fresh)
             return write_summary(root, entries)
     except OSError as exc:
         log.warning("the catalogue summary was not written: %s", exc)

@@ -151,6 +151,7 @@ def _index_names_soon(server: DocbundleMCP) -> None:
     def build() -> None:
         server.answered.wait(NAMES_INDEX_WAIT_SECONDS)
         server.docs.resolver.index()
+        server.docs.router.prepare()  # the routing index too: seconds at 10,000 libraries
 
     threading.Thread(target=build, name="docbundle-names", daemon=True).start()
 
