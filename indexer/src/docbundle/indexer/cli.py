@@ -711,11 +711,7 @@ def _plan_libraries(args: argparse.Namespace) -> tuple[list[str], int | None]:
         return [i for group in args.library for i in group.split(",") if i], args.shard
     if args.shard is None or args.library:
         raise ConfigError("--plan-file needs --shard K, and no --library")
-    try:
-        the_plan = msgspec.json.decode(args.plan_file.read_bytes(), type=plan.Plan)
-    except (OSError, msgspec.DecodeError) as exc:
-        raise ConfigError(f"cannot read the plan {args.plan_file}: {exc}") from None
-    return the_plan.shard(args.shard).libraries, args.shard
+    return plan.read_plan(args.plan_file).shard(args.shard).libraries, args.shard
 
 
 def _shard_timings(folders: list[Path]) -> list[Timings]:
