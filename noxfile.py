@@ -212,6 +212,14 @@ def nightly(session: nox.Session) -> None:
     tools = {"--plan", "--merge", "--roll"}
     builds = not any(a.split("=")[0] in tools for a in session.posargs)
     session.install(*(SEMANTIC_PACKAGES if builds else PACKAGES))
+    if "--plan" in session.posargs:
+        # The offline catalogue check first (no network): a night is not planned over a catalogue with
+        # duplicate sites, unknown categories or non-https sources. It prints one line; the plan's
+        # matrices stay the last line of the output (the workflow reads them with `tail -n 1`).
+        config = next((a.split("=", 1)[1] for a in session.posargs if a.startswith("--config=")), None)
+        if config is None and "--config" in session.posargs:
+            config = session.posargs[session.posargs.index("--config") + 1]
+        session.run("docbundle-index", "check", *(["--config", config] if config else []))
     session.run("docbundle-index", "nightly", *session.posargs)
 
 
@@ -228,6 +236,8 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- long               warm latency of 7-9 word questions on large-en (issue 12's target)
     nox -s bench -- routing [N ...]    routing recall and cross-library latency: the five corpora + N distractors
     nox -s bench -- limits             worst-case hostile searches (the committed golden bundle; no corpora)
+    nox -s bench -- routing-verify [--libraries N]  a server's first routing index from verified records
+                                       against loading routing.idx, over N generated libraries (no corpora)
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
     nox -s bench -- hostile --hybrid-query  with the semantic extras: hybrid search time by query length, and
                                        another client's latency during the attack (builds its own library)
@@ -261,6 +271,9 @@ def bench(session: nox.Session) -> None:
         if "--hybrid-query" in session.posargs:
             session.install(*SEMANTIC_PACKAGES)  # the model encodes the queries (benchmarks/hostile_query.py)
         session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
+        return
+    if session.posargs[:1] == ["routing-verify"]:
+        session.run("python", "benchmarks/routing_verify.py", *session.posargs[1:])
         return
     corpora = SHARED / "corpora"
     if session.posargs[:1] == ["catalog"]:  # the corpora join the generated libraries when present

@@ -357,11 +357,21 @@ def measure(bundles: Path, libs: list[str], calls: int, runs: int, seed: int) ->
     return last
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link of ``src`` (no bytes copied), or a copy when it lives on another file system."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _link_corpora(bundles: Path, target: Path) -> list[str]:
+    """The corpora's library folders under ``target``: real folders of hard-linked files, since a server
+    refuses a library folder that is a symbolic link (docs/security.md, "Files of the bundles folder")."""
     linked = []
     for name in CORPORA:
         if (bundles / name).is_dir():
-            os.symlink(bundles / name, target / name)
+            shutil.copytree(bundles / name, target / name, copy_function=_link_or_copy)
             linked.append(name)
     return linked
 

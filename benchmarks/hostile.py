@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/hostile.py [--max-bytes N] [--start-bytes N] [--give-up SECONDS]
+    python benchmarks/hostile.py --cjk-paragraph [--cjk-sizes 1900000,5000000]
 
 For each entry point (meta refresh, HTML decode, HTML parse, main-content selection, HTML conversion,
 llms.txt parsing, markdown links, front matter, chunking) it builds every adversarial shape below
@@ -15,18 +16,47 @@ Main-content selection is timed on an already parsed tree; the parse is its own 
 ``html.parse_html``, which bounds the nesting depth first (lexbor's tree building grows with the square
 of the depth).
 
+``--cjk-paragraph`` runs only the "CJK paragraph size" section instead (issue 31, item 13): for each
+size of ``--cjk-sizes`` (UTF-8 bytes) it builds, with ``docbundle-index build`` in a fresh process, a
+local library whose one page is a single CJK paragraph of that size, and prints the build's peak RSS
+(the process and its workers), the bundle's index size, the number of chunks, and the CPU seconds of
+one ``search_documents`` call that returns the page (in process, through ``Docs.search``, after a
+first call has opened and verified the bundle).
+
 It prints figures and asserts nothing (issue 19).
 
 ``--hybrid-query`` runs ``hostile_query.py`` instead (issue 31: hybrid query length, and one client's long
 query beside another client's searches; needs the semantic extra); its options follow the flag.
+
+Server sections (issue 31), run instead with ``--server resolve summary`` (either or both):
+
+- ``resolve``: ``resolve_library``'s work (``Docs.resolve_library``, what its lookup thread runs) per
+  query, against query length (125 to 2,000 characters, doubling) at 1,000 and 10,000 generated
+  libraries, for each hostile shape (words of two alternating letters, the vocabulary's commonest
+  3-letter prefixes, random words, one long word, CJK); the slowest shape per length and the ratio
+  to the previous length (linear: near 2 or below, as the work per query is bounded);
+- ``summary``: one ``list_libraries`` page (maxTokens 50,000) over a catalogue summary whose N entries
+  all name another build than ``CURRENT`` (copies of the golden bundle), N doubling: its time and how
+  many times the summary was rewritten (one since issue 31, N before).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import itertools
+import json
+import os
+import random
+import shutil
+import string
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from docbundle.indexer.pipeline import html, llmstxt
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
@@ -126,6 +156,9 @@ def main() -> None:
 
         hostile_query.main(sys.argv[2:])
         return
+    if "--cjk-paragraph" in sys.argv:
+        cjk_paragraph_main()
+        return
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument(
         "--max-bytes", type=int, default=CrawlOptions().max_bytes, help="largest size (default: the cap)"
@@ -135,7 +168,17 @@ def main() -> None:
         "--give-up", type=float, default=5.0, help="stop growing a shape whose call took this long"
     )
     ap.add_argument("--only", nargs="*", default=[], help="entry points to run (default: all)")
+    ap.add_argument(
+        "--server",
+        nargs="+",
+        choices=("resolve", "summary"),
+        help="run these server sections instead of the page parsers (issue 31)",
+    )
     args = ap.parse_args()
+    if args.server:
+        for section in args.server:
+            SERVER_SECTIONS[section]()
+        return
     sizes = []
     size = args.start_bytes
     while size <= args.max_bytes:
@@ -178,6 +221,259 @@ def main() -> None:
     print("\nworst time ratio per size doubling (over 1 ms):")
     for name, ratio in worst_ratio.items():
         print(f"  {name:<24} {ratio:5.2f}")
+
+
+# --- CJK paragraph size (issue 31, item 13) -----------------------------------------------------------
+
+# The word searched for (it ends every sentence; the rest is drawn from all CJK unified ideographs, so
+# nearly every pair of characters is a term of its own, as in the attack).
+_CJK_WORD = "数据库"
+# The build of one page in a fresh interpreter: prints its own and its workers' peak RSS (KiB on Linux).
+_BUILD = """
+import resource, sys
+from docbundle.indexer.cli import main
+code = main(sys.argv[1:])
+print("RSS", max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+sys.exit(code)
+"""
+
+
+def cjk_paragraph(size: int) -> str:
+    """A page that is one heading and one CJK paragraph (no line break) of about ``size`` UTF-8 bytes."""
+    rng = random.Random(size)
+    sentences: list[str] = []
+    total = 0
+    while total < size:
+        sentence = (
+            "".join(chr(rng.randrange(0x4E00, 0x9FA6)) for _ in range(rng.randrange(20, 60)))
+            + _CJK_WORD
+            + "。"
+        )
+        sentences.append(sentence)
+        total += len(sentence.encode())
+    return "# 数据库手册\n\n" + "".join(sentences) + "\n"
+
+
+def _cjk_build(tmp: Path, size: int) -> tuple[int, Path]:
+    """Build the one-page library in a fresh process: (peak RSS in KiB, the bundle folder)."""
+    site = tmp / "site"
+    site.mkdir()
+    (site / "page.md").write_text(cjk_paragraph(size), encoding="utf-8")
+    (site / "llms.txt").write_text("# CJK\n\n- [Page](page.md)\n", encoding="utf-8")
+    config = tmp / "docbundle.toml"
+    config.write_text(
+        f'[[library]]\nid = "cjk"\nllms_txt = "{site / "llms.txt"}"\n'
+        f"crawl = {{ max_bytes = {size + 1024 * 1024} }}\n",
+        encoding="utf-8",
+    )
+    out = tmp / "bundles"
+    run = subprocess.run(
+        [sys.executable, "-c", _BUILD, "build", "--config", str(config), "--out", str(out), "--no-cache"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if run.returncode != 0:
+        raise SystemExit(f"build of {size} bytes failed:\n{run.stdout}\n{run.stderr}")
+    rss = int(run.stdout.rsplit("RSS ", 1)[1].split()[0])
+    (bundle,) = (p.parent for p in out.glob("cjk/*/*/manifest.json"))
+    return rss, bundle
+
+
+def _cjk_search_cpu(root: Path) -> tuple[float, float]:
+    """CPU seconds of the first (opening) and of a second search for the word in every sentence."""
+    from docbundle.server import docs
+    from docbundle.server.catalog import Catalog
+
+    catalog = Catalog.load(root)
+    try:
+        times = []
+        for _ in range(2):
+            started = time.process_time()
+            docs.Docs(catalog).search(_CJK_WORD, library_id="cjk", mode="fulltext")
+            times.append(time.process_time() - started)
+        return times[0], times[1]
+    finally:
+        catalog.close()
+
+
+def cjk_paragraph_main() -> None:
+    """The "CJK paragraph size" section: build cost, index size and search CPU per paragraph size."""
+    ap = argparse.ArgumentParser(description="CJK paragraph size")
+    ap.add_argument("--cjk-paragraph", action="store_true")
+    ap.add_argument("--cjk-sizes", default="1900000,5000000", help="paragraph sizes in UTF-8 bytes")
+    args = ap.parse_args()
+    print("CJK paragraph size")
+    print(
+        f"  {'bytes':>9}  {'build RSS MB':>12}  {'index MB':>9}  {'chunks':>6}  {'open s':>7}  {'search CPU s':>12}"
+    )
+    for size in (int(s) for s in args.cjk_sizes.split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            rss, bundle = _cjk_build(Path(tmp), size)
+            manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+            index = sum(f.stat().st_size for f in (bundle / "index").rglob("*") if f.is_file())
+            chunks = manifest.get("counts", {}).get("chunks", "?")
+            opening, search = _cjk_search_cpu(Path(tmp) / "bundles")
+            print(
+                f"  {size:>9}  {rss / 1024:>12.0f}  {index / 1e6:>9.1f}  {chunks!s:>6}  {opening:>7.2f}  {search:>12.3f}"
+            )
+
+
+# -- server sections (issue 31) ---------------------------------------------------------------------
+
+RESOLVE_SIZES = (1_000, 10_000)  # libraries
+QUERY_LENGTHS = (125, 250, 500, 1_000, 2_000)  # characters; 2,000 is the bound of a name
+STALE_SIZES = (50, 100, 200, 400)  # summary entries naming another build than CURRENT
+RUNS = 3  # each query timed this many times; the best is shown (the machine is shared)
+
+
+def _pseudo_words(rng: random.Random, n: int) -> list[str]:
+    return ["".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(4, 10))) for _ in range(n)]
+
+
+def _catalog(libraries: int) -> Any:
+    """An in-memory catalogue of ``libraries`` generated libraries (names, descriptions of random words)."""
+    from docbundle.bundle.manifest import Counts, LibraryInfo, VersionInfo
+    from docbundle.bundle.summary import SummaryEntry
+    from docbundle.server.catalog import Catalog, LibraryEntry, VersionEntry
+
+    rng = random.Random(31)
+    libs = {}
+    for i in range(libraries):
+        lib_id = f"lib-{i:05d}"
+        name, second = _pseudo_words(rng, 2)
+        entry = SummaryEntry(
+            library=LibraryInfo(
+                id=lib_id,
+                name=f"{name.title()} {second} toolkit",
+                description=" ".join(_pseudo_words(rng, 8)),
+                category=rng.choice(("web", "data", "cloud", "ml")),
+            ),
+            version=VersionInfo(name="latest"),
+            build_id="20260101-000000000000",
+            content_hash="0" * 64,
+            built_at="2026-01-01T00:00:00Z",
+            manifest_sha256="0" * 64,
+            counts=Counts(documents=1, chunks=1),
+            languages=["en"],
+        )
+        libs[lib_id] = LibraryEntry(lib_id, {"latest": VersionEntry(lib_id, "latest", None, entry)}, "latest")
+    return Catalog(Path(tempfile.gettempdir()), libs)
+
+
+def _pairs(n: int) -> str:
+    """Words of two alternating letters, 8 to 16 letters (``abababab acacacac ...``)."""
+    out: list[str] = []
+    for size in itertools.cycle(range(8, 17)):
+        for x, y in itertools.permutations(string.ascii_lowercase, 2):
+            out.append((x + y) * (size // 2) + x * (size % 2))
+            if sum(len(w) + 1 for w in out) > n:
+                return " ".join(out)[:n]
+    raise AssertionError("unreachable")
+
+
+def _resolve_shapes(catalog: Any) -> dict[str, Callable[[int], str]]:
+    vocabulary = sorted(
+        {w for lib in catalog.libraries() for w in f"{lib.name} {lib.description}".lower().split()}
+    )
+    prefixes = [p for p, _ in collections.Counter(w[:3] for w in vocabulary).most_common()]
+    rng = random.Random(7)
+    return {
+        "letter pairs": _pairs,
+        "common prefixes": lambda n: " ".join(prefixes * (n // 4 // max(len(prefixes), 1) + 1))[:n],
+        "random words": lambda n: " ".join(_pseudo_words(rng, n // 4))[:n],
+        "one long word": lambda n: ("ab" * n)[:n],
+        "cjk": lambda n: "".join(
+            chr(0x4E00 + (i * 7919) % 20_000) + (" " if i % 3 == 2 else "") for i in range(n)
+        )[:n],
+    }
+
+
+def resolve_section() -> None:
+    """Time per resolve query against its length, at 1,000 and 10,000 libraries."""
+    from docbundle.server.docs import Docs
+
+    for libraries in RESOLVE_SIZES:
+        catalog = _catalog(libraries)
+        docs = Docs(catalog)
+        started = time.perf_counter()
+        docs.resolver.index()
+        print(
+            f"\nresolve_library at {libraries:,} libraries (word index built in {time.perf_counter() - started:.2f} s)"
+        )
+        print(f"  {'chars':>6}  {'slowest shape':<16} {'ms':>8}  {'x prev':>6}")
+        previous = None
+        for length in QUERY_LENGTHS:
+            worst, worst_shape = 0.0, ""
+            for shape, make in _resolve_shapes(catalog).items():
+                query = make(length)
+                best = min(_timed(lambda q=query, d=docs: d.resolve_library(q, 10)) for _ in range(RUNS))
+                if best >= worst:
+                    worst, worst_shape = best, shape
+            ratio = "" if previous is None else f"{worst / previous:6.2f}"
+            print(f"  {length:>6}  {worst_shape:<16} {worst * 1000:>8.2f}  {ratio:>6}")
+            previous = worst
+        catalog.close()
+
+
+def _timed(call: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def summary_section() -> None:
+    """One list_libraries page over a summary whose every entry names another build than CURRENT."""
+    import msgspec
+    from docbundle.bundle import summary
+    from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
+    from docbundle.server.catalog import Catalog
+    from docbundle.server.docs import Docs
+
+    golden = Path(__file__).resolve().parent.parent / "tests" / "bundle" / "golden" / "v1-early"
+    build = "20260101-573833773b18"
+    writes: list[int] = []
+    write = summary.write_summary
+
+    def counted(root: Path, entries: Any) -> bool:
+        writes.append(1)
+        return write(root, entries)
+
+    summary.write_summary = counted  # type: ignore[assignment]
+    print("\nlist_libraries over a stale catalogue summary (every entry names another build than CURRENT)")
+    print(f"  {'entries':>7}  {'listed':>6}  {'rewrites':>8}  {'seconds':>8}  {'x prev':>6}")
+    previous = None
+    for n in STALE_SIZES:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "bundles"
+            for i in range(n):
+                vdir = root / f"lib-{i:04d}" / "latest"
+                shutil.copytree(golden, vdir / build, copy_function=os.link)
+                # Relabelled (a new file: the others stay hard links); the manifest is not in its own list.
+                manifest = vdir / build / MANIFEST_NAME
+                m = decode_manifest(manifest.read_bytes())
+                m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=f"lib-{i:04d}"))
+                manifest.unlink()
+                manifest.write_bytes(encode_manifest(m))
+                (vdir / "CURRENT").write_text(build + "\n", encoding="ascii")
+            Catalog.load(root).close()  # no summary yet: read from the manifests and written
+            lie = [
+                msgspec.structs.replace(e, build_id="20250101-000000000000")
+                for e in summary.read_summary(root) or []
+            ]
+            write(root, lie)
+            catalog = Catalog.load(root)
+            writes.clear()
+            took = _timed(lambda c=catalog: Docs(c).list_libraries(max_tokens=50_000))
+            listed = len(Docs(catalog).list_libraries(max_tokens=50_000).libraries)
+            catalog.close()
+        ratio = "" if previous is None else f"{took / previous:6.2f}"
+        print(f"  {n:>7}  {listed:>6}  {len(writes):>8}  {took:>8.3f}  {ratio:>6}")
+        previous = took
+    summary.write_summary = write  # type: ignore[assignment]
+
+
+SERVER_SECTIONS: dict[str, Callable[[], None]] = {"resolve": resolve_section, "summary": summary_section}
 
 
 if __name__ == "__main__":

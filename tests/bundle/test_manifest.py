@@ -10,6 +10,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from docbundle.bundle import manifest
 from docbundle.bundle.errors import BundleFormatError, UnsupportedFormatVersionError
 from docbundle.bundle.manifest import (
     FORMAT_VERSION,
@@ -129,6 +130,46 @@ def test_committed_json_schema_is_current() -> None:
     assert committed == render_json_schema(), (
         "docs/manifest.schema.json is stale: run python -m docbundle.bundle.manifest > docs/manifest.schema.json"
     )
+
+
+def _indent_descriptions(node: object, indent: str) -> None:
+    """Docstring lines after the first indented as an older Python or msgspec leaves them."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = value.replace("\n", "\n" + indent)
+            else:
+                _indent_descriptions(value, indent)
+    elif isinstance(node, list):
+        for item in node:
+            _indent_descriptions(item, indent)
+
+
+@pytest.mark.parametrize("indent", ["", "    ", "        "])
+def test_the_schema_is_the_same_however_docstrings_come_indented(
+    indent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pydantic/msgspec and Python versions render a docstring's later lines with or without their
+    # indentation ("a reader\nuses" / "a reader\n    uses"): a fresh clone's CI failed on it.
+    rendered = manifest.msgspec.json.schema(Manifest)
+
+    def schema(_: type) -> dict[str, object]:
+        copy = json.loads(json.dumps(rendered))
+        _indent_descriptions(copy, indent)
+        return copy
+
+    monkeypatch.setattr(manifest.msgspec.json, "schema", schema)
+    assert render_json_schema() == (ROOT / "docs" / "manifest.schema.json").read_text(encoding="utf-8")
+
+
+def test_the_schema_check_still_sees_a_new_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Grown(Manifest, kw_only=True):
+        """A manifest with one field more, not yet in the committed schema."""
+
+        a_new_field: int = 0
+
+    monkeypatch.setattr(manifest, "Manifest", Grown)
+    assert render_json_schema() != (ROOT / "docs" / "manifest.schema.json").read_text(encoding="utf-8")
 
 
 def test_the_obtained_mix_counts_indexed_documents_in_one_order_for_indexer_and_server() -> None:

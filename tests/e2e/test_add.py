@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from clikit import index_cli, server_cli
@@ -303,3 +307,34 @@ def test_a_site_root_serving_html_points_at_its_llms_txt(site: Site, tmp_path: P
     assert r.returncode == 1 and "ask the site where its llms.txt is" in r.stderr, r.stderr
     assert [q.path for q in site.requests] == ["/llms.txt"]
     assert not config.exists()
+
+
+def test_an_interrupted_first_build_leaves_no_empty_folder(site: Site, tmp_path: Path) -> None:
+    # Ctrl-C during `add --build` (issue 31): the entry was taken back out, but an empty
+    # bundles/<id>/<version>/ stayed, although a failed first build leaves no empty folder.
+    site.add("/llms.txt", "# Slow Docs\n\n- [A](a.md)\n", content_type="text/plain; charset=utf-8")
+    site.fault("/a.md", "slow", size=100_000, chunk=1, delay=0.25)  # hours: the build is interrupted
+    config = tmp_path / "libraries.toml"
+    config.write_text(CATALOGUE, encoding="utf-8")
+    out = tmp_path / "bundles"
+    add = [sys.executable, "-m", "docbundle.indexer.cli", "add", site.url("/llms.txt"), "--id", "slow"]
+    proc = subprocess.Popen(
+        [*add, "--config", str(config), "--probe", "0", "--build", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        hang_guard = time.monotonic() + 120
+        while site.hits("/a.md") == 0:  # the build is crawling: its version folder and lock exist
+            assert proc.poll() is None and time.monotonic() < hang_guard, proc.communicate()
+            time.sleep(0.05)
+        assert (out / "slow").is_dir()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "taken out of" in stderr and "Traceback" not in stderr
+    assert config.read_text(encoding="utf-8") == CATALOGUE
+    assert not (out / "slow").exists(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from buildkit import golden_query, golden_toml
+from clikit import index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.indexer.cli import main as cli_main
 
@@ -142,3 +143,13 @@ def test_a_shard_of_the_plan_builds_its_libraries_and_records_their_timings(
     assert "the plan has shards 0-1, not 7" in capsys.readouterr().err
     assert main([*common, "--plan-file", str(plan_file), "--dist", str(dist)]) == 2
     assert "--plan-file needs --shard K" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("minutes", ["nan", "inf", "-inf", "0"])
+def test_a_target_of_minutes_that_is_not_a_positive_number_is_refused(minutes: str, tmp_path: Path) -> None:
+    # nan and inf passed the "<= 0" check (issue 31): the plan was made with an infinite shard time.
+    common = _setup(tmp_path)
+    done = index_cli("nightly", *common, "--plan", f"--target-minutes={minutes}", timeout=60)
+    assert done.returncode == 2, done.stdout
+    assert f"--target-minutes must be a positive number of minutes (e.g. 30), not {minutes}" in done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr

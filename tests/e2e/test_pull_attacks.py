@@ -3,6 +3,7 @@ keep it waiting for ever, or make it print a traceback. Real CLI, real HTTP on 1
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -143,3 +144,26 @@ def test_a_deeply_nested_index_gets_a_clear_error(args: list[str], site: Site, t
     assert r.returncode == 1, r.stdout
     assert "is not a docbundle release index: its JSON is nested too deeply" in r.stderr
     assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "field", ["library", "version", "build_id", "content_hash", "manifest_sha256", "sha256", "release"]
+)
+def test_an_index_field_with_a_trailing_newline_is_refused(
+    field: str, site: Site, release: Path, tmp_path: Path
+) -> None:
+    # "$" also matches before a final newline: `pull --list` printed it raw and a tag `r1\n` was fetched
+    # as `/r1%0A/` (issue 31, item 14). Every pattern ends in \Z now.
+    index = json.loads((release / INDEX).read_text())
+    (entry,) = index["bundles"]
+    if field == "release":
+        index["version"] = 2
+        entry["release"] = "r1"
+    entry[field] += "\n"
+    site.add(f"/nl/{INDEX}", json.dumps(index), content_type="application/json")
+    for args in (["--list"], [entry["library"].strip()]):
+        r = pull(*args, "--from", site.url("/nl/"), "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp")
+        assert r.returncode == 1, (args, r.stdout)
+        assert "is malformed" in r.stderr and f"`$.bundles[0].{field}`" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr and r.stdout == ""
+    assert not [q.path for q in site.requests if q.path != f"/nl/{INDEX}"]

@@ -165,6 +165,8 @@ def test_follow_is_off_by_default_and_read_with_its_defaults(tmp_path: Path) -> 
         ('{ prefix = "/docs/../etc/" }', r"library 'atmos': key 'follow.prefix'"),
         ('{ prefix = "/docs?x=1" }', r"library 'atmos': key 'follow.prefix'"),
         ('{ prefix = "//evil.example/" }', r"library 'atmos': key 'follow.prefix'"),
+        # "$" matched before a final newline (issue 31, item 14): a trailing newline is refused.
+        ('{ prefix = "/docs/\\n" }', r"library 'atmos': key 'follow.prefix': '/docs/\\n'"),
         ("{ max_pages = 0 }", r"library 'atmos': key 'follow.max_pages': must be between 1 and 1000"),
         ("{ max_pages = 1001 }", r"library 'atmos': key 'follow.max_pages': must be between 1 and 1000"),
         ("{ deph = 2 }", r"library 'atmos': key 'follow.deph': unknown key"),

@@ -112,7 +112,13 @@ def test_json_export_reads_back_with_json_and_equals_the_store(built: Path, tmp_
     data = json.loads(out.read_text(encoding="utf-8"))
     assert list(data)[:2] == ["format", "exportVersion"]
     assert (data["format"], data["exportVersion"]) == ("docbundle-export", EXPORT_VERSION)
-    assert data["library"] == {"id": "exp", "name": "Export", "description": "", "category": ""}
+    # No description in the config: the build takes the llms.txt summary line (issue 32).
+    assert data["library"] == {
+        "id": "exp",
+        "name": "Export",
+        "description": "Documentation for the export tests.",
+        "category": "",
+    }
     assert data["version"]["name"] == "latest"
     assert data["source"]["llmsTxt"] == "site/llms.txt"
     build = data["build"]

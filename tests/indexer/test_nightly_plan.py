@@ -183,7 +183,7 @@ def test_timings_and_the_previous_index_are_read_as_checked_data(tmp_path: Path)
     merged = merge_timings(read_timings(path), [Timings(libraries={"b": LibraryTiming(seconds=9.0)})], {"b"})
     assert merged.libraries == {"b": LibraryTiming(seconds=9.0)}
     path.write_text('{"libraries": {"a": {"seconds": -1}}}')
-    with pytest.raises(ConfigError, match=r"not a nightly timings file: Expected `float` >= 0"):
+    with pytest.raises(ConfigError, match=r"timings.json is malformed: Expected `float` >= 0"):
         read_timings(path)
     path.write_text('{"libraries": {"a": {"seconds": 1, "shard": 256}}}')
     with pytest.raises(ConfigError, match=r"Expected `int` <= 255"):

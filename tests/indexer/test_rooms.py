@@ -35,5 +35,15 @@ def test_every_exception_class_is_in_the_drawn_tree() -> None:
 
 def test_the_cli_docstring_names_every_command() -> None:
     doc = cli.__doc__ or ""
-    assert list(cli.COMMANDS) == ["build", "add", "export", "diff", "regress", "audit", "package", "nightly"]
+    assert list(cli.COMMANDS) == [
+        "build",
+        "add",
+        "check",
+        "export",
+        "diff",
+        "regress",
+        "audit",
+        "package",
+        "nightly",
+    ]
     assert [name for name in cli.COMMANDS if f"``{name}``" not in doc] == []

@@ -308,3 +308,26 @@ def test_an_oversized_manifest_is_refused_from_its_header(tmp_path: Path) -> Non
     assert "Traceback" not in stderr
     assert peak_kib < 150 * 1024, f"peak RSS {peak_kib // 1024} MiB"
     assert _du(bundles) == 0
+
+
+def test_an_archive_whose_manifest_is_nested_too_deeply_gets_a_clear_error(tmp_path: Path) -> None:
+    """Issue 31, item 3: a manifest.json of 10 KB nested 5,000 deep (msgspec raises RecursionError on it)
+    is refused with what is wrong, through the CLI, no traceback, nothing left behind."""
+    nested = b'{"format_version": 1, "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    members = []
+    for info, data in _members():
+        if info.name.endswith("/manifest.json"):
+            info.size, data = len(nested), nested
+        members.append((info, data))
+    archive = _write(members, tmp_path / "rel")
+    bundles = tmp_path / "b"
+    done = subprocess.run(
+        [sys.executable, "-m", "docbundle.server", "install", str(archive), "--bundles", str(bundles)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and "docbundle: error:" in done.stderr, done.stderr
+    assert "manifest.json is nested too deeply" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert _du(bundles) == 0

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
+import pytest
+from docbundle.server import budget
 from docbundle.server.budget import estimate_tokens, fit_text, open_fence, page_end, share
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,3 +77,83 @@ def test_share_serves_small_items_whole_and_cuts_large_ones_equally() -> None:
     alloc = share([50, 5000, 70, 3000], 1000)
     assert alloc[0] == 50 and alloc[2] == 70 and alloc[1] == alloc[3] == 440
     assert sum(share([7, 9, 11], 10)) <= 10
+
+
+# --- fitting is linear in what it keeps, and cuts where it always did (issue 31, item 13) -------------
+
+
+def _reference_estimate(text: str) -> int:
+    """The estimate as first written: one float sum over the three kinds of characters."""
+    ascii_chars = sum(ch.isascii() for ch in text)
+    cjk = len(budget._CJK_RE.findall(text))
+    return math.ceil(ascii_chars / 4 + cjk + (len(text) - ascii_chars - cjk) / 2)
+
+
+def _reference_cut_within(text: str, max_tokens: int) -> int:
+    """``cut_within`` as it was before the fix: whole-text estimates and a binary search per line."""
+    if _reference_estimate(text) <= max_tokens:
+        return len(text)
+    used = pos = 0
+    cut_line = ""
+    for line in text.splitlines(keepends=True):
+        cost = _reference_estimate(line)
+        if used + cost > max_tokens:
+            cut_line = line
+            break
+        used += cost
+        pos += len(line)
+    rest = max_tokens - used
+    if cut_line and (pos == 0 or rest >= max(8, max_tokens // 4)):
+        lo, hi = 0, len(cut_line)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _reference_estimate(cut_line[:mid]) <= rest:
+                lo = mid
+            else:
+                hi = mid - 1
+        space = cut_line.rfind(" ", 0, lo)
+        pos += space + 1 if space > lo // 2 else lo
+    return max(pos, 1) if text else 0
+
+
+# Characters of each weight, the line ends str.splitlines knows (\r\n split by a window too), spaces.
+_FIT_TEXT = st.text(alphabet=st.sampled_from("ab \n\r\x0b\u2028é数据결ｱ\U00020001"), max_size=400)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_FIT_TEXT, st.integers(min_value=-2, max_value=120))
+def test_fitting_cuts_where_it_always_did(text: str, max_tokens: int) -> None:
+    assert estimate_tokens(text) == _reference_estimate(text)
+    assert budget.cut_within(text, max_tokens) == _reference_cut_within(text, max_tokens)
+    kept, was_cut = fit_text(text, max(max_tokens, 1))
+    assert was_cut == (_reference_estimate(text) > max(max_tokens, 1))
+    assert kept.startswith(text[: budget.cut_within(text, max(max_tokens - 3, 1))]) or not was_cut
+
+
+def test_fitting_a_hit_weighs_only_the_text_it_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One 5 MB paragraph on one line: every fitting step weighed the whole line before (~23 passes).
+    line = "数据库是一个很好的东西。" * 140_000 + "\n"
+    weighed = 0
+
+    def counting(weigh: Callable[[str], int]) -> Callable[[str], int]:
+        def count(text: str) -> int:
+            nonlocal weighed
+            weighed += len(text)
+            return weigh(text)
+
+        return count
+
+    # Every character weighed is counted (twice when estimate_tokens hands it to _quarters).
+    monkeypatch.setattr(budget, "estimate_tokens", counting(budget.estimate_tokens))
+    if hasattr(budget, "_quarters"):
+        monkeypatch.setattr(budget, "_quarters", counting(budget._quarters))
+    for max_tokens in (60, 2_000, 20_000):
+        bound = 2 * 4 * (4 * max_tokens + 64)
+        weighed = 0
+        kept, was_cut = fit_text(line, max_tokens)
+        assert weighed <= bound, (max_tokens, weighed)
+        assert was_cut and estimate_tokens(kept) <= max_tokens
+        weighed = 0
+        end = page_end(line * 3, 0, max_tokens, [len(line), 2 * len(line)])
+        assert weighed <= bound, (max_tokens, weighed)
+        assert 0 < end <= 4 * max_tokens

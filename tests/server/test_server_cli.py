@@ -173,3 +173,14 @@ def test_info_works_with_a_malformed_lock_file(golden_root: Path) -> None:
     # Serving still refuses a lock file it cannot read.
     served = server_cli("search", "golden", "hooks", "--bundles", str(golden_root))
     assert served.returncode == 2 and "is not readable TOML" in served.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--body-timeout", "nan"), ("--body-timeout", "inf"), ("--rate", "9" * 400)]
+)
+def test_non_finite_numbers_are_refused_naming_the_option(option: str, value: str, tmp_path: Path) -> None:
+    # "nan" compares as neither <= 0 nor > 0, and 400 digits parse as inf: both were taken (issue 31).
+    serve = ("serve", "--bundles", str(tmp_path), "--transport", "http", "--port", "0")
+    done = server_cli(*serve, option, value, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"error: argument {option}: " in done.stderr and "Traceback" not in done.stderr

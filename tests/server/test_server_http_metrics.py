@@ -21,11 +21,12 @@ import pytest
 from asgikit import FakeClock, client, serving
 from docbundle.server import docs
 from docbundle.server.catalog import Catalog
+from docbundle.server.http.metrics import OUTCOMES
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.keys import KeyStore, create_key, revoke_key
 from docbundle.server.mcp.tools import TOOLS
 from metricskit import HEADERS, Samples, label_values, parse, tool_call, value
-from serverkit import install_golden
+from serverkit import flip_byte, install_golden
 
 pytestmark = pytest.mark.anyio
 
@@ -60,8 +61,8 @@ async def test_a_known_mix_of_requests_is_counted_exactly(golden_catalog: Catalo
         sent = {
             ("search_documents", "ok"): 5,
             ("list_libraries", "ok"): 3,
-            ("get_document", "error"): 2,  # no such document: a tool error
-            ("_other", "error"): 1,  # no such tool
+            ("get_document", "client_error"): 2,  # no such document: the client's mistake
+            ("_other", "client_error"): 1,  # no such tool (-32602)
             ("_none", "ok"): 2,  # initialize
             ("_unknown", "refused"): 1,  # not JSON
         }
@@ -104,6 +105,39 @@ async def test_a_known_mix_of_requests_is_counted_exactly(golden_catalog: Catalo
         assert manifest is not None
         assert value(samples, "docbundle_open_bundle_bytes") == sum(f.size for f in manifest.files)
         assert value(samples, "docbundle_bundle_failures_total", library="golden") == 0
+
+
+async def test_client_mistakes_count_as_client_error_and_server_failures_as_error(golden_root: Path) -> None:
+    """Issue 31: an unknown tool, a ``mode`` outside its enum, an argument over its bound, an unknown
+    library or a bad cursor is the client's mistake (``client_error``); a library whose bundle went bad is
+    the server's failure (``error``), which an error-rate alert is about."""
+    bundle = install_golden(golden_root, "damaged")
+    flip_byte(next(p for p in sorted(bundle.iterdir()) if p.name != "manifest.json"))
+    catalog = Catalog.load(golden_root)
+    try:
+        async with serving(catalog, OPTIONS) as app, client(app) as http:
+            mistakes = [
+                tool_call(1, "no_such_tool"),
+                tool_call(2, "search_documents", query=QUERY, libraryId="golden", mode="fastest"),
+                tool_call(3, "search_documents", query="x" * 3_000, libraryId="golden"),
+                tool_call(4, "search_documents", query=QUERY, libraryId="no-such-library"),
+                tool_call(5, "list_libraries", cursor="not-a-cursor"),
+            ]
+            for body in mistakes:
+                reply = (await rpc(http, body)).json()
+                assert "error" in reply or reply["result"]["isError"] is True, reply
+            failed = (
+                await rpc(http, tool_call(6, "search_documents", query=QUERY, libraryId="damaged"))
+            ).json()
+            assert failed["result"]["isError"] is True, failed
+            samples = await scrape(http)
+    finally:
+        catalog.close()
+    assert value(samples, REQUESTS, tool="_other", outcome="client_error") == 1
+    assert value(samples, REQUESTS, tool="search_documents", outcome="client_error") == 3
+    assert value(samples, REQUESTS, tool="list_libraries", outcome="client_error") == 1
+    assert value(samples, REQUESTS, tool="search_documents", outcome="error") == 1
+    assert value(samples, REQUESTS, tool="_other", outcome="error") == 0
 
 
 async def test_a_search_stopped_at_its_time_budget_counts_as_stopped(
@@ -195,12 +229,13 @@ async def test_label_values_stay_bounded_whatever_clients_send(catalog: Catalog)
         assert label_values(after, label) == label_values(first, label)
     assert label_values(after, "tool") == TOOL_NAMES | {"_other", "_none"}
     assert label_values(after, "library") == {*catalog.library_ids(), "_other"}  # the gauges name each
-    assert label_values(after, "outcome") <= {"ok", "error", "refused", "rate_limited", "stopped"}
+    assert label_values(after, "outcome") <= set(OUTCOMES)
     assert sum(v for (name, _), v in after.items() if name == REQUESTS) == len(TOOL_NAMES) + 1004
 
 
 async def test_per_library_figures_come_from_the_catalogue(catalog: Catalog) -> None:
     async with serving(catalog, OPTIONS) as app, client(app) as http:
+        await rpc(http, tool_call(1, "list_libraries"))  # every library checked against its CURRENT
         samples = await scrape(http)
     assert value(samples, "docbundle_libraries") == len(catalog.library_ids())
     for entry in catalog.entries():

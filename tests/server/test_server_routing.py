@@ -129,40 +129,57 @@ async def test_the_server_writes_the_routing_index_and_rebuilds_a_stale_one(root
     assert rebuilt.builds()[("gitflow", "latest")] == gitflow
 
 
+def _rebuild_library(root: Path, work: Path, lib_id: str, extra: str) -> None:
+    """Build ``lib_id`` again with one more word (``extra``): a new build its CURRENT names."""
+    words = [*SUBJECTS[lib_id], extra]
+    site = work / "sites2" / lib_id
+    pages = subject_pages(words)
+    write_site(site, pages, f"# {lib_id}\n\n## Docs\n\n" + "".join(f"- [{n}]({n})\n" for n in pages))
+    config = (
+        f'[[library]]\nid = "{lib_id}"\nllms_txt = "{site}/llms.txt"\n[library.chunking]\nmin_words = 5\n'
+    )
+    build_config(work / f"{lib_id}.toml", root, config)
+
+
 async def test_while_a_stale_index_is_rebuilt_the_search_routes_by_its_unchanged_entries(
-    root: Path, monkeypatch: pytest.MonkeyPatch
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A rebuild that outlasts the wait (seconds, at thousands of libraries) does not turn the search
-    into a pass over the catalogue in order: the stale index routes, its changed entries left out."""
-    written, _ = update_index(root)
-    parts = written.split()
-    gitflow_entry, postings = parts.pop(("gitflow", "latest"))
-    liar = msgspec.structs.replace(gitflow_entry, build_id="20200101-000000000000")
-    (root / ROUTING_INDEX).write_bytes(RouteIndex.from_hashed([*parts.values(), (liar, postings)]).encode())
+    into a pass over the catalogue in order: the server's previous index routes, its changed entries
+    left out."""
     release = threading.Event()
+    hold = threading.Event()  # set: the next rebuild waits for ``release``
     real = routing_module.build_index
 
     def held(*args: Any, **kwargs: Any) -> Any:
-        release.wait(30)  # bounded: the test releases it after its first search
+        if hold.is_set():
+            release.wait(30)  # bounded: the test releases it after its searches
         return real(*args, **kwargs)
 
     monkeypatch.setattr(routing_module, "build_index", held)
     monkeypatch.setattr(routing_module, "ROUTE_INDEX_WAIT_SECONDS", 0.2)
     try:
-        async with serve(root) as (client, _):
+        async with serve(root) as (client, catalog):
+            data, _ = await search(client, query="rebase reflog")
+            assert data["routing"]["chosen"][0] == "gitflow"
+            # gitflow is built again (the indexer runs its own event loop: in a worker thread) and
+            # the server reloads: its index now describes an old gitflow.
+            await anyio.to_thread.run_sync(_rebuild_library, root, tmp_path, "gitflow", "zanzibar")
+            await anyio.to_thread.run_sync(catalog.reload)
+            hold.set()
             data, _ = await search(client, query="autovacuum bloat")
             assert data["routing"]["method"] == "routed", data["routing"]
             assert data["routing"]["chosen"][0] == "pgvac"
             assert "the previous one was used" in data["routing"]["reason"]
             assert "1 without a current routing record could not be chosen" in data["routing"]["reason"]
-            data, _ = await search(client, query="rebase reflog")
+            data, _ = await search(client, query="zanzibar")
             assert "gitflow" not in data["routing"]["chosen"]  # its entry names another build
             release.set()
             gitflow = current_bundle(root / "gitflow" / "latest").name
             with anyio.fail_after(30):  # the rebuild writes the fresh index
                 while (got := load_index(root)) is None or got.builds()[("gitflow", "latest")] != gitflow:
                     await anyio.sleep(0.05)
-            data, _ = await search(client, query="rebase reflog")
+            data, _ = await search(client, query="zanzibar")
             assert data["routing"]["chosen"][0] == "gitflow"
             assert "previous one" not in data["routing"]["reason"]
     finally:

@@ -31,14 +31,13 @@ from docbundle.server.terminal import printable
 
 from .config import Catalogue, LibraryConfig, load_config
 from .errors import ConfigError, FetchError
-from .naming import derive_id, describe, title_version, unique_id
+from .naming import MAX_DESCRIPTION, derive_id, description_from, title_version, unique_id
 from .pipeline.crawl import CrawlOptions, crawl, fetch_one
 from .pipeline.llmstxt import parse_llms_txt
 from .pipeline.scope import CrawlScope, HostRule
 
 DEFAULT_PROBE = 20
 MAX_PROBE = 200
-MAX_DESCRIPTION = 200
 _HEADER = (
     "# The docbundle library catalogue: one [[library]] table per library (docs/configuration.md).\n"
     "# Created by docbundle-index add.\n"
@@ -283,9 +282,9 @@ def append_entry(
     # The catalogue keeps the site's words as they will be shown: no control characters.
     if s.title and printable(s.title, 100).strip():
         table.add("name", _clip(printable(s.title, 100), 100))
-    description = describe(printable(s.summary or "", 4 * MAX_DESCRIPTION))
-    if description.strip():
-        table.add("description", _clip(description, MAX_DESCRIPTION))
+    description = description_from(printable(s.summary or "", 4 * MAX_DESCRIPTION))
+    if description:
+        table.add("description", description)
     version = title_version(printable(s.title or "", 200))
     if version is None:
         table.add("llms_txt", s.url)

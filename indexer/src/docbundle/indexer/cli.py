@@ -18,6 +18,10 @@ validated ``[[library]]`` entry to the config, keeping its comments and layout; 
 probed page could be fetched, or the build failed (the entry is then taken out again); 2 usage or
 configuration error (a bad id, an id or URL already in the config, a config that does not load).
 
+``check``: check a library catalogue offline (``check.py``): every entry decodes, has a name and a
+category of the taxonomy, names its site once, over https. 0 no problem; 1 problems, one line each; 2 the
+file cannot be read as a catalogue at all.
+
 ``export``: export a bundle as JSON, SQLite or markdown. 0 written; 1 the bundle cannot be read or fails
 verification, or the export cannot be written; 2 usage (including an existing ``--out`` without
 ``--force``, or one inside the bundle).
@@ -48,6 +52,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import logging
+import math
 import os
 import sys
 import threading
@@ -376,6 +381,32 @@ ADD = Command(
 )
 
 
+# -- check ----------------------------------------------------------------------------------------
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Run ``check``."""
+    from .check import check_config, render_check
+
+    report = check_config(args.config)
+    sys.stdout.write(_as_json(report) if args.json else render_check(report))
+    return EXIT_FAILED if report.problems else EXIT_OK
+
+
+CHECK = Command(
+    "check",
+    help="check a library catalogue offline (names, categories, one entry per site, https)",
+    description="Read a library catalogue without fetching anything: every entry must decode, have a name "
+    "and a category of the taxonomy (docs/configuration.md), an https llms.txt (or a local path), and name "
+    "a site no other entry names. One line per problem.",
+    run=cmd_check,
+    args=(
+        arg("--config", type=Path, default=DEFAULT_CONFIG, help="library catalogue (TOML)"),
+        arg("--json", action="store_true", help="print the report as JSON"),
+    ),
+)
+
+
 # -- export ---------------------------------------------------------------------------------------
 
 
@@ -644,8 +675,10 @@ def _nightly_plan(args: argparse.Namespace) -> int:
     from .release import plan
 
     target_minutes = plan.TARGET_SECONDS / 60 if args.target_minutes is None else args.target_minutes
-    if target_minutes <= 0:
-        raise ConfigError(f"--target-minutes must be positive, not {target_minutes:g}")
+    if not (target_minutes > 0 and math.isfinite(target_minutes)):  # nan and inf compare as "positive"
+        raise ConfigError(
+            f"--target-minutes must be a positive number of minutes (e.g. 30), not {target_minutes:g}"
+        )
     catalogue = load_config(args.config)
     ids = [i for group in args.library for i in group.split(",") if i]
     if ids:  # a manual run of a few libraries: plan only those
@@ -678,11 +711,7 @@ def _plan_libraries(args: argparse.Namespace) -> tuple[list[str], int | None]:
         return [i for group in args.library for i in group.split(",") if i], args.shard
     if args.shard is None or args.library:
         raise ConfigError("--plan-file needs --shard K, and no --library")
-    try:
-        the_plan = msgspec.json.decode(args.plan_file.read_bytes(), type=plan.Plan)
-    except (OSError, msgspec.DecodeError) as exc:
-        raise ConfigError(f"cannot read the plan {args.plan_file}: {exc}") from None
-    return the_plan.shard(args.shard).libraries, args.shard
+    return plan.read_plan(args.plan_file).shard(args.shard).libraries, args.shard
 
 
 def _shard_timings(folders: list[Path]) -> list[Timings]:
@@ -840,7 +869,7 @@ NIGHTLY = Command(
 
 
 #: The subcommands, in the order ``--help`` lists them.
-COMMANDS = table(BUILD, ADD, EXPORT, DIFF, REGRESS, AUDIT, PACKAGE, NIGHTLY)
+COMMANDS = table(BUILD, ADD, CHECK, EXPORT, DIFF, REGRESS, AUDIT, PACKAGE, NIGHTLY)
 
 
 def _parser() -> argparse.ArgumentParser:

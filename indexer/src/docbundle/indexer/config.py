@@ -24,6 +24,29 @@ from .pipeline.scope import HostRule
 
 _FIELD_RE = re.compile(r"at `\$((?:\.[A-Za-z_][\w]*|\[\d+\])*)`")
 
+#: The catalogue's taxonomy: every ``category`` of the shipped ``bundles/libraries.toml`` is one of these
+#: (``docbundle-index check`` holds it to them; docs/configuration.md lists them). Small on purpose: a
+#: user filters ``list_libraries`` and ``pull --list`` by category, and sixteen words can be learnt at a
+#: glance, where the lists the catalogue came from had hundreds. A config of one's own may use any word.
+CATEGORIES: dict[str, str] = {
+    "languages": "programming languages, runtimes and general-purpose libraries of a language",
+    "web-frameworks": "web application frameworks, front and back end, and their state and data layers",
+    "ui": "component libraries, CSS frameworks, design systems, editors and charts",
+    "mobile": "mobile, desktop and game development",
+    "ai": "model APIs, agent frameworks, LLM tooling, evaluation and speech",
+    "data": "data engineering, analytics, notebooks, scraping and data APIs",
+    "databases": "databases, ORMs, sync engines, vector and search engines",
+    "cloud": "cloud platforms, hosting, serverless, storage and sandboxes",
+    "devops": "CI/CD, infrastructure as code, containers, monitoring and observability",
+    "developer-tools": "editors, build tools, linters, testing, docs tooling, feature flags, workflow engines",
+    "apis": "SaaS APIs: messaging, email, maps, video, integrations, productivity",
+    "payments": "payments, billing, banking and commerce",
+    "security": "authentication, authorization, identity, secrets and application security",
+    "content": "CMSs, documents, images and video",
+    "blockchain": "chains, wallets, web3 SDKs and on-chain data",
+    "specifications": "protocols, standards and specifications",
+}
+
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     pass
@@ -52,7 +75,7 @@ FOLLOW_DEFAULT_PAGES = 100
 FOLLOW_MAX_PAGES = 1000
 #: ``follow.depth``: the deepest a config may set.
 FOLLOW_MAX_DEPTH = 5
-_PREFIX_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$")
+_PREFIX_RE = re.compile(r"^/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*\Z")
 
 
 class FollowConfig(_Strict, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -333,6 +356,15 @@ def _check_follow(where: str, follow: FollowConfig, sources: list[str]) -> None:
 
 def load_config(path: Path) -> Catalogue:
     """Read and validate a libraries.toml; raises ConfigError naming the library and key."""
+    catalogue, problems = decode_config(path)
+    if problems:
+        raise _problems(path, problems)
+    return catalogue
+
+
+def decode_config(path: Path) -> tuple[Catalogue, list[str]]:
+    """The libraries of a libraries.toml that are valid, and one line per problem of the others (the
+    offline check reports both); ConfigError when the file as a whole cannot be read."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -379,6 +411,4 @@ def load_config(path: Path) -> Catalogue:
             catalogue.targets(lib)  # validates the crawl options early
         except ConfigError as exc:
             problems.append(str(exc))
-    if problems:
-        raise _problems(path, problems)
-    return catalogue
+    return catalogue, problems

@@ -18,8 +18,8 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, VERSION_RE
 
 #: A version as titles write it: 3.2, v20.11.0, 5.x, 2024.1 (a bare "3" or "v3" names one too, but only
 #: a dotted number is taken as the docs version: "Top 10 recipes" names none).
-_VERSION = re.compile(r"^v?(\d+(?:\.(?:\d+|x))+)$", re.I)
-_NUMBERISH = re.compile(r"^v?\d+(?:\.(?:\d+|x))*$", re.I)
+_VERSION = re.compile(r"^v?(\d+(?:\.(?:\d+|x))+)\Z", re.I)
+_NUMBERISH = re.compile(r"^v?\d+(?:\.(?:\d+|x))*\Z", re.I)
 #: Where a title's name ends: "Django 3.2 documentation | Django", "Click — Click Documentation (8.1.x)",
 #: "FastHTML: a Python web framework".
 _TITLE_PARTS = re.compile(r"\s+[|·•—–-]\s+|:\s+|\s+\(")
@@ -140,6 +140,19 @@ def title_version(title: str | None) -> str | None:
         if m and VERSION_RE.match(m.group(1)):
             return m.group(1)
     return None
+
+
+#: The longest description taken from a summary: one line of a listing.
+MAX_DESCRIPTION = 200
+
+
+def description_from(summary: str | None) -> str:
+    """The description a (printable) summary gives: ``describe``d, on one line, cut to
+    ``MAX_DESCRIPTION`` characters with "…"; "" when nothing is left. ``add`` writes it into a new
+    entry, and a build records it for a library whose entry has none (the catalogue leaves most
+    descriptions to the sites' own summaries)."""
+    text = " ".join(describe(summary).split())
+    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1].rstrip() + "…"
 
 
 def describe(summary: str | None) -> str:

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import BundleFormatError, BundleNotFoundError, VersionLockedError
+from .untrusted import UnsafeFileError, open_lock, open_regular, read_regular
 
 # ``\Z``, never ``$``: ``$`` also matches before a trailing newline, and "<build id>\n" must not pass.
 # Call sites use ``fullmatch`` as well. Ids and versions are at most 64 characters.
@@ -42,6 +43,9 @@ BUILD_ID_RE = re.compile(r"[0-9]{8}-[0-9a-f]{12}\Z")
 CURRENT = "CURRENT"
 LOCK_NAME = ".lock"  # <version>/.lock: held by a build or an install of that version
 TMP_PREFIX = ".tmp-"  # <version>/.tmp-*: a bundle being written; swept under the lock
+# A CURRENT holds one build id (21 characters) and a newline; a little room for stray whitespace a hand
+# edit leaves. Anything larger is not a CURRENT and is refused before it is read.
+MAX_CURRENT_BYTES = 256
 
 
 def make_build_id(date: str, content_hash: str) -> str:
@@ -59,16 +63,48 @@ def version_dir(root: Path, library_id: str, version: str) -> Path:
 
 
 def read_current(vdir: Path) -> str | None:
-    """The buildId ``CURRENT`` names, or None when there is no ``CURRENT`` yet."""
+    """The buildId ``CURRENT`` names, or None when there is no ``CURRENT`` yet.
+
+    Read as a file of the bundles folder (``untrusted.read_regular``): a FIFO, a device, a symbolic link
+    or a file over ``MAX_CURRENT_BYTES`` is ``UnsafeFileError`` (a ``BundleFormatError``), never a hang.
+    """
     try:
-        text = (vdir / CURRENT).read_text(encoding="ascii").strip()
+        text = read_regular(vdir / CURRENT, MAX_CURRENT_BYTES).decode("ascii").strip()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise BundleFormatError(f"{vdir / CURRENT} is unreadable: {exc}") from exc
     if not BUILD_ID_RE.fullmatch(text):
         raise BundleFormatError(f"{vdir / CURRENT} does not hold a build id: {text[:40]!r}")
     return text
+
+
+def linked_folder(root: Path, *names: str) -> str | None:
+    """The first of ``root/names[0]``, ``root/names[0]/names[1]``, ... that is a symbolic link, as a path
+    relative to ``root`` (None when none is, or one is missing).
+
+    A library, version or build folder is served only as a real folder inside the bundles folder: a
+    link would serve whatever it points at, outside the folder an operator looks after (the files
+    inside a bundle are refused as links when they are opened, ``O_NOFOLLOW``, but that flag looks at
+    the last part of a path only). ``root`` itself may be a link: it is the path the user gave.
+    """
+    path = root
+    for name in names:
+        path = path / name
+        try:
+            if os.path.islink(path):
+                return path.relative_to(root).as_posix()
+        except OSError:
+            return None
+    return None
+
+
+def linked_folder_problem(link: str) -> str:
+    """Why a library whose folder ``link`` is a symbolic link is not served, and what to do."""
+    return (
+        f"{link} is a symbolic link: library, version and build folders are served only as real folders "
+        "inside the bundles folder; move or copy the bundle in (or install its archive)"
+    )
 
 
 def current_bundle(vdir: Path) -> Path:
@@ -119,21 +155,22 @@ def write_current(vdir: Path, build_id: str) -> None:
     write_atomically(vdir / CURRENT, (build_id + "\n").encode("ascii"), vdir / (CURRENT + ".tmp"))
 
 
-MANIFEST_FILE = "manifest.json"  # same name as manifest.MANIFEST_NAME, without importing msgspec here
+MANIFEST_FILE = "manifest.json"  # manifest.MANIFEST_NAME, without importing the manifest structs
 
 
 _NO_MANIFEST = -1
 
 
 def _lock_manifest(bundle: Path, operation: int) -> int | None:
-    """``bundle``'s manifest opened read-only and flocked (non-blocking) with ``operation``.
+    """``bundle``'s manifest opened read-only (``untrusted.open_regular``: a FIFO, device or symbolic
+    link is ``UnsafeFileError``, never a blocking open) and flocked (non-blocking) with ``operation``.
 
-    The descriptor, or ``_NO_MANIFEST`` when the manifest cannot be opened, or None when the lock is
-    held elsewhere.
+    The descriptor, or ``_NO_MANIFEST`` when there is no manifest (or no bundle folder), or None when
+    the lock is held elsewhere.
     """
     try:
-        fd = os.open(bundle / MANIFEST_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+        fd = open_regular(bundle / MANIFEST_FILE)
+    except FileNotFoundError:
         return _NO_MANIFEST
     try:
         fcntl.flock(fd, operation | fcntl.LOCK_NB)
@@ -146,8 +183,9 @@ def _lock_manifest(bundle: Path, operation: int) -> int | None:
 def take_lease(bundle: Path) -> int | None:
     """Hold a shared lease on ``bundle``: an open descriptor of its manifest with a shared flock.
 
-    Returns the descriptor (close it to release the lease), or None when the manifest cannot be opened
-    or a prune holds it right now. The caller reads the manifest through this descriptor.
+    Returns the descriptor (close it to release the lease), or None when there is no manifest or a
+    prune holds it right now. The caller reads the manifest through this descriptor. A manifest that is
+    not a regular file (a FIFO, a device, a symbolic link) is ``UnsafeFileError``: the bundle is refused.
     """
     fd = _lock_manifest(bundle, fcntl.LOCK_SH)
     return None if fd == _NO_MANIFEST else fd
@@ -156,17 +194,26 @@ def take_lease(bundle: Path) -> int | None:
 def lock_for_removal(bundle: Path) -> int | None:
     """An exclusive lock on ``bundle`` for deleting it, or None when a server holds a lease on it.
 
-    A bundle without a readable manifest (a broken or half-removed one) is not leased by anyone: the
-    result is then -1, meaning "no lock needed, remove it".
+    A bundle without a readable manifest (a broken or half-removed one, or one whose manifest is a
+    FIFO, a device or a symbolic link, which no server leases) is not leased by anyone: the result is
+    then -1, meaning "no lock needed, remove it".
     """
-    return _lock_manifest(bundle, fcntl.LOCK_EX)
+    try:
+        return _lock_manifest(bundle, fcntl.LOCK_EX)
+    except UnsafeFileError:
+        return _NO_MANIFEST
 
 
 @contextmanager
 def version_lock(vdir: Path) -> Iterator[None]:
-    """Hold the exclusive lock of a version directory (builds and installs); fails fast when held."""
+    """Hold the exclusive lock of a version directory (builds and installs); fails fast when held, and
+    when ``.lock`` is not a regular file (a FIFO there would read as held for ever), saying so."""
     vdir.mkdir(parents=True, exist_ok=True)
-    with open(vdir / LOCK_NAME, "a+b") as fh:
+    try:
+        fd = open_lock(vdir / LOCK_NAME)
+    except UnsafeFileError as exc:
+        raise VersionLockedError(f"{exc}: remove it, then try again") from None
+    with open(fd, "rb") as fh:
         try:
             fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:

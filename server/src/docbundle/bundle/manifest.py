@@ -14,6 +14,7 @@ test keeps it current.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ from typing import Literal
 
 import msgspec
 
-from .errors import BundleFormatError, BundleNotFoundError, UnsupportedFormatVersionError
+from .errors import BundleNotFoundError, UnsupportedFormatVersionError
+from .untrusted import decode, read_regular
 
 FORMAT_VERSION = 1
 SUPPORTED_FORMAT_VERSIONS: tuple[int, ...] = (1,)
@@ -251,38 +253,51 @@ def encode_manifest(manifest: Manifest) -> bytes:
 
 
 def manifest_bytes(bundle: Path) -> bytes:
-    """The raw bytes of ``bundle``'s manifest, refusing a missing or oversized file."""
-    path = bundle / MANIFEST_NAME
+    """The raw bytes of ``bundle``'s manifest: ``BundleNotFoundError`` when it is missing,
+    ``UnsafeFileError`` (a ``BundleFormatError``) when it is not a regular file (a FIFO, a device, a
+    symbolic link) or is over ``MAX_MANIFEST_BYTES`` (``untrusted.read_regular``)."""
     try:
-        size = path.stat().st_size
+        return read_regular(bundle / MANIFEST_NAME, MAX_MANIFEST_BYTES)
     except FileNotFoundError as exc:
         raise BundleNotFoundError(f"{bundle} is not a bundle: it has no {MANIFEST_NAME}") from exc
-    if size > MAX_MANIFEST_BYTES:
-        raise BundleFormatError(f"{path} is {size} bytes, over the {MAX_MANIFEST_BYTES} byte limit")
-    return path.read_bytes()
 
 
 def decode_manifest(data: bytes) -> Manifest:
-    """Decode a manifest, checking ``format_version`` before anything else."""
-    try:
-        header = _header_decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BundleFormatError(f"manifest.json is not a docbundle manifest: {exc}") from exc
+    """Decode a manifest, checking ``format_version`` before anything else; ``BundleFormatError`` for
+    any bytes that are not a manifest (malformed, of the wrong shape, nested too deeply:
+    ``untrusted.decode``)."""
+    header = decode(_header_decoder.decode, data, MANIFEST_NAME)
     if header.format_version not in SUPPORTED_FORMAT_VERSIONS:
         supported = ", ".join(map(str, SUPPORTED_FORMAT_VERSIONS))
         raise UnsupportedFormatVersionError(
             f"bundle format_version {header.format_version} is not supported by this docbundle "
             f"(supported: {supported}); upgrade docbundle or rebuild the bundle"
         )
-    try:
-        return _decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BundleFormatError(f"manifest.json is malformed: {exc}") from exc
+    return decode(_decoder.decode, data, MANIFEST_NAME)
+
+
+def _clean_descriptions(node: object) -> None:
+    """Every ``description`` in a schema as ``inspect.cleandoc`` gives it, in place.
+
+    Descriptions come from docstrings, whose indentation reaches the schema differently by Python and
+    msgspec version (``"a reader\\n    uses"`` or ``"a reader\\nuses"``); cleaned, the committed schema
+    is the same with each, and still changes when a field or a word does.
+    """
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = inspect.cleandoc(value)
+            else:
+                _clean_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _clean_descriptions(item)
 
 
 def manifest_json_schema() -> dict[str, object]:
     """The JSON Schema of ``manifest.json``, as committed in ``docs/manifest.schema.json``."""
     schema: dict[str, object] = msgspec.json.schema(Manifest)
+    _clean_descriptions(schema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = f"docbundle manifest, format version {FORMAT_VERSION}"
     return schema

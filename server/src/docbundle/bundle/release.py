@@ -29,7 +29,7 @@ from typing import Protocol, TypedDict
 import msgspec
 
 from .errors import BundleFormatError, BundleIntegrityError
-from .manifest import MANIFEST_NAME, Manifest
+from .manifest import Manifest, manifest_bytes
 from .reader import verify_bundle
 from .releaseindex import (
     INDEX as INDEX,  # re-exported: the release folder's names are this module's
@@ -38,6 +38,7 @@ from .releaseindex import (
     MAX_ARCHIVES_PER_RELEASE,
     MAX_ASSETS_PER_RELEASE,
     MAX_INDEX_ENTRIES,
+    MAX_TEXT_CHARS,
     RELEASE_TAG_RE,
     decode_index,
     encode_index,
@@ -121,9 +122,10 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
     return PackagedBundle(
         **manifest_header(manifest),
         name=manifest.library.name,
+        description=manifest.library.description[:MAX_TEXT_CHARS],
         status=manifest.version.status,
         latest=manifest.version.latest,
-        manifest_sha256=hashlib.sha256((bundle / MANIFEST_NAME).read_bytes()).hexdigest(),
+        manifest_sha256=hashlib.sha256(manifest_bytes(bundle)).hexdigest(),
         documents=manifest.counts.documents,
         archive=name,
         sha256=hashlib.sha256(data).hexdigest(),

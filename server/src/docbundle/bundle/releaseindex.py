@@ -40,17 +40,20 @@ MAX_ASSETS_PER_RELEASE = 1000
 #: Archives in one release: its ``SHA256SUMS`` and ``index.json`` are assets too.
 MAX_ARCHIVES_PER_RELEASE = MAX_ASSETS_PER_RELEASE - 2
 #: A release tag as a path segment beside the index's folder: no ``/``, never ``.`` or ``..``.
-RELEASE_TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+#: Patterns end in ``\Z``, never ``$`` (which also matches before a final newline): msgspec searches.
+RELEASE_TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"
 RELEASE_TAG_RE = re.compile(RELEASE_TAG_PATTERN)
 
-_LibraryId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,63}$")]
-_Version = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-_BuildId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{8}-[0-9a-f]{12}$")]
-_Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
-_Text = Annotated[str, msgspec.Meta(max_length=500)]
+_LibraryId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,63}\Z")]
+_Version = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")]
+_BuildId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{8}-[0-9a-f]{12}\Z")]
+_Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
+#: The longest name, status or description an entry may carry (a reader refuses the index past it).
+MAX_TEXT_CHARS = 500
+_Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 _Short = Annotated[str, msgspec.Meta(max_length=64)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
-_Release = Annotated[str, msgspec.Meta(pattern=r"^$|" + RELEASE_TAG_PATTERN)]
+_Release = Annotated[str, msgspec.Meta(pattern=r"^\Z|" + RELEASE_TAG_PATTERN)]
 
 
 class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -70,6 +73,7 @@ class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
     sha256: _Sha256
     size: _Count
     release: _Release = ""
+    description: _Text = ""  # the library's one line (its llms.txt summary when the catalogue gives none)
 
 
 class _Header(msgspec.Struct):

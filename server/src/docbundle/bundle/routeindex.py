@@ -2,15 +2,24 @@
 
 ``<bundles-dir>/routing.idx`` maps each term (a 64-bit hash of it: blake2b, 8 bytes) to the libraries
 whose routing record (``routing``) holds it, with the term's document frequency there. It is keyed by
-the build each entry was made from (library id, version, build id): whoever reads it compares those
-with the builds ``CURRENT`` names now and uses it only when they agree (``stale``); it is never trusted
-blindly, and a missing, unreadable or stale file is rebuilt (``build_index``), reusing the entries whose
-build did not change. It is written atomically (temporary file, fsync, rename), by the indexer's
-``build``, by ``docbundle install``/``pull``, and by a server that found it missing or stale (a server
-over a read-only folder keeps it in memory).
+the build each entry was made from (library id, version, build id, and the sha256 of the manifest that
+listed its record): whoever reads it compares those with the builds ``CURRENT`` names now and uses it
+only when they agree (``stale``); a missing, unreadable or stale file is rebuilt (``build_index``),
+reusing the entries whose build and manifest did not change. It is written atomically (temporary file,
+fsync, rename), by the indexer's ``build``, by ``docbundle install``/``pull``, and by a server.
 
-Layout: one msgpack map (``_IndexFile``): ``format`` (1); ``libraries`` (one ``IndexedLibrary`` per
-bundle: ids, build, sections, vocabulary, cutoff, whether its record was derived from the index);
+Anyone who can write the bundles folder can write this file, and matching build ids prove nothing about
+the postings (moved from one library to another, they hide a library silently). So a server routes
+only by entries it made itself from records checked against manifests it verified (``Served``; the
+server's ``routing`` module): it takes from the file only what it cannot check cheaply, the derived
+entries of bundles built before records existed, and those only without a lock file.
+
+The file is read through ``untrusted`` (a FIFO, a device or a link refused without blocking, at most
+``MAX_INDEX_BYTES`` read) and decoded by it (nesting is a format error), so a bad file is rebuilt.
+
+Layout: one msgpack map (``_IndexFile``): ``format`` (2; 1 had no manifest sha256 and is rebuilt);
+``libraries`` (one ``IndexedLibrary`` per bundle: ids, build, sections, vocabulary, cutoff, whether its
+record was derived from the index, the sha256 of its manifest);
 ``hashes`` (sorted unique term hashes, u64 little-endian), ``offsets`` (u32, one more than hashes:
 term ``i``'s postings are ``offsets[i]:offsets[i+1]``), ``libs`` and ``dfs`` (u32 each: a posting's
 library number and document frequency). Loading is four ``array.frombytes``; looking a term up is one
@@ -46,15 +55,18 @@ from pathlib import Path
 
 import msgspec
 
-from .errors import BundleError, BundleFormatError
+from .errors import BundleError, BundleFormatError, BundleIntegrityError
 from .layout import current_bundle, write_atomically
-from .manifest import Manifest
+from .manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, decode_manifest
 from .routing import RoutingRecord, decode_versioned, derive_record, read_record
+from .untrusted import decode, read_regular
 
 log = logging.getLogger(__name__)
 
 ROUTING_INDEX = "routing.idx"
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
+# Real catalogues make tens of MB (the routing benchmark's 10,005 libraries: 20.7 MB); only thousands of
+# libraries at the 32,768-term cap come near it. A bigger file is refused from its size, unread.
 MAX_INDEX_BYTES = 1024 * 1024 * 1024
 # CORI's constants (df + 50 + 150 * v / avg_v), as published.
 _CORI_DF = 50.0
@@ -71,6 +83,9 @@ class IndexedLibrary(msgspec.Struct, frozen=True, array_like=True):
     vocabulary: int
     cutoff: int
     derived: bool  # the bundle had no record: it was derived from its search index
+    # The sha256 of the manifest that listed the record (or, derived, of the bundle's manifest): an entry
+    # is reused only for the very manifest it was made from. Empty in entries made before format 2.
+    manifest_sha256: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -302,21 +317,27 @@ class RouteIndex:
 # -- the file on disk ---------------------------------------------------------------------------------
 
 
-def load_index(root: Path) -> RouteIndex | None:
-    """The routing index of a bundles directory; None when there is none or it cannot be read (logged)."""
-    path = root / ROUTING_INDEX
+def read_index(root: Path) -> tuple[RouteIndex | None, str | None]:
+    """The routing index of a bundles directory and the sha256 of its bytes; (None, None) when there is
+    none or it cannot be used (logged: a FIFO, a device or a link, over ``MAX_INDEX_BYTES``, malformed,
+    nested too deeply, of another format)."""
     try:
-        data = path.read_bytes()
+        data = read_regular(root / ROUTING_INDEX, MAX_INDEX_BYTES)
     except FileNotFoundError:
-        return None
-    except OSError as exc:
-        log.warning("%s cannot be read (%s); it will be rebuilt", ROUTING_INDEX, exc.strerror)
-        return None
+        return None, None
+    except BundleFormatError as exc:  # untrusted's refusals name the file and why
+        log.warning("%s; it will be rebuilt", exc)
+        return None, None
     try:
-        return RouteIndex.decode(data)
+        return RouteIndex.decode(data), hashlib.sha256(data).hexdigest()
     except BundleFormatError as exc:
         log.warning("%s; it will be rebuilt", exc)
-        return None
+        return None, hashlib.sha256(data).hexdigest()
+
+
+def load_index(root: Path) -> RouteIndex | None:
+    """The routing index of a bundles directory; None when there is none or it cannot be read (logged)."""
+    return read_index(root)[0]
 
 
 def write_index(root: Path, index: RouteIndex) -> None:
@@ -327,52 +348,86 @@ def write_index(root: Path, index: RouteIndex) -> None:
 
 @dataclass(frozen=True)
 class Served:
-    """A bundle the routing index should describe: where it is, its build, and how to read its manifest
-    (read only when its entry cannot be kept from the previous index)."""
+    """A bundle the routing index should describe: where it is, its build, the sha256 of its manifest,
+    and how to read that manifest (read only when its entry cannot be kept; ``read_manifest`` checks
+    the bytes against ``manifest_sha256``)."""
 
     library_id: str
     version: str
     bundle: Path
     build_id: str
+    manifest_sha256: str
     read_manifest: Callable[[], Manifest | None]
 
 
+def read_manifest_checked(bundle: Path, sha256: str | None = None) -> tuple[Manifest, str]:
+    """``bundle``'s manifest and the sha256 of its bytes, read through ``untrusted`` (a regular file of
+    at most ``MAX_MANIFEST_BYTES``, nesting a format error). With ``sha256``, bytes that differ are
+    ``BundleIntegrityError``: the manifest is then not the one the catalogue verified (or pinned)."""
+    name = f"{bundle.name}/{MANIFEST_NAME}"
+    data = read_regular(bundle / MANIFEST_NAME, MAX_MANIFEST_BYTES)
+    digest = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and digest != sha256:
+        raise BundleIntegrityError(f"{name} is not the manifest the catalogue read (its sha256 differs)")
+    return decode(decode_manifest, data, name), digest
+
+
+Reusable = Callable[[IndexedLibrary], bool]
+
+
 def build_index(
-    served: Iterable[Served], previous: RouteIndex | None, *, derive: bool = True
-) -> tuple[RouteIndex, list[str]]:
-    """A routing index of ``served``, reusing ``previous``'s entries whose build is unchanged.
+    served: Iterable[Served],
+    previous: RouteIndex | None,
+    *,
+    derive: bool = True,
+    reusable: Reusable | None = None,
+) -> tuple[RouteIndex, dict[tuple[str, str], str]]:
+    """A routing index of ``served``, reusing ``previous``'s entries whose build and manifest are
+    unchanged (and, given ``reusable``, that it accepts: a server accepts only entries it verified).
 
     Each other bundle's record is read (checked against its manifest), or derived from its search index
     when it has none (``derive``); a bundle whose record cannot be had is left out and named in the
-    second value (with why), so it is searched only when a search names it.
+    second value (``(library id, version) -> why``), so it is searched only when a search names it.
     """
     kept = previous.split() if previous is not None else {}
     entries: list[tuple[IndexedLibrary, Hashed]] = []
     known: dict[str, int] = {}  # term -> hash, for this build
-    problems: list[str] = []
+    problems: dict[tuple[str, str], str] = {}
     for s in served:
-        build = s.build_id
-        old = kept.get((s.library_id, s.version))
-        if old is not None and old[0].build_id == build:
+        build, key = s.build_id, (s.library_id, s.version)
+        old = kept.get(key)
+        if (
+            old is not None
+            and old[0].build_id == build
+            and old[0].manifest_sha256 == s.manifest_sha256
+            and (reusable is None or reusable(old[0]))
+        ):
             entries.append(old)
             continue
         try:
             manifest = s.read_manifest()
             if manifest is None or manifest.build.build_id != build:
-                problems.append(f"{s.library_id}/{s.version}: its manifest cannot be read")
+                problems[key] = "its manifest cannot be read"
                 continue
             record = read_record(s.bundle, manifest)
             derived = record is None
             if record is None:
                 if not derive:
-                    problems.append(f"{s.library_id}/{s.version}: no routing record")
+                    problems[key] = "no routing record"
                     continue
                 record = derive_record(s.bundle)
         except (BundleError, OSError) as exc:
-            problems.append(f"{s.library_id}/{s.version}: {exc}")
+            problems[key] = str(exc)
             continue
         lib = IndexedLibrary(
-            s.library_id, s.version, build, record.chunks, record.vocabulary, record.cutoff, derived
+            s.library_id,
+            s.version,
+            build,
+            record.chunks,
+            record.vocabulary,
+            record.cutoff,
+            derived,
+            s.manifest_sha256,
         )
         entries.append((lib, hash_record(record, known)))
     return RouteIndex.from_hashed(entries), problems
@@ -384,23 +439,23 @@ def _same(manifest: Manifest) -> Manifest:
 
 def served_bundles(root: Path) -> list[Served]:
     """Every bundle a ``CURRENT`` names under ``root``, with its manifest (unreadable ones left out)."""
-    from .reader import read_manifest
-
     out: list[Served] = []
     for cur in sorted(root.glob("*/*/CURRENT")):
         vdir = cur.parent
         try:
             bundle = current_bundle(vdir)
-            manifest = read_manifest(bundle)
+            manifest, sha = read_manifest_checked(bundle)
         except (BundleError, OSError):
             continue
         out.append(
-            Served(vdir.parent.name, vdir.name, bundle, manifest.build.build_id, partial(_same, manifest))
+            Served(
+                vdir.parent.name, vdir.name, bundle, manifest.build.build_id, sha, partial(_same, manifest)
+            )
         )
     return out
 
 
-def update_index(root: Path) -> tuple[RouteIndex, list[str]]:
+def update_index(root: Path) -> tuple[RouteIndex, dict[tuple[str, str], str]]:
     """Bring ``root``'s ``routing.idx`` up to date with every ``CURRENT`` (the indexer's and installs'
     step after publishing); returns the index and the bundles left out. OSError when it cannot be written."""
     index, problems = build_index(served_bundles(root), load_index(root))
@@ -417,6 +472,6 @@ def refresh_index(root: Path) -> None:
             "the routing index of %s was not updated (%s); a server rebuilds it when it needs it", root, exc
         )
         return
-    for problem in left_out:
-        log.warning("left out of the routing index: %s", problem)
+    for (library_id, version), why in left_out.items():
+        log.warning("left out of the routing index: %s/%s: %s", library_id, version, why)
     log.info("routing index updated: %d library versions", len(index.libraries))

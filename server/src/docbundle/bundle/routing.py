@@ -31,6 +31,7 @@ import msgspec
 
 from .errors import BundleFormatError, BundleIntegrityError
 from .manifest import Manifest
+from .untrusted import decode, read_regular
 
 ROUTING_FILE = "routing.bin"
 RECORD_FORMAT = 1
@@ -91,13 +92,10 @@ def decode_versioned(
     data: bytes, decoder: msgspec.msgpack.Decoder[V], name: str, limit: int, version: int
 ) -> V:
     """Decode one of the routing files (``name``): at most ``limit`` bytes, of format ``version``;
-    ``BundleFormatError`` otherwise."""
+    ``BundleFormatError`` otherwise (malformed, of the wrong shape, or nested too deeply: ``untrusted``)."""
     if len(data) > limit:
         raise BundleFormatError(f"{name} is {len(data)} bytes, over the {limit} byte limit")
-    try:
-        value = decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BundleFormatError(f"{name} is malformed: {exc}") from exc
+    value = decode(decoder.decode, data, name)
     if value.format != version:
         raise BundleFormatError(f"{name} has format {value.format}; this reader reads {version}")
     return value
@@ -135,7 +133,8 @@ def read_record(bundle: Path, manifest: Manifest) -> RoutingRecord | None:
     """The routing record a bundle's manifest lists, checked against its sha256; None when it has none.
 
     Raises ``BundleIntegrityError`` when the file does not match the manifest, ``BundleFormatError``
-    when it is malformed.
+    when it is malformed, and ``UnsafeFileError`` (a ``BundleFormatError``) when it is not a regular
+    file or is larger than the manifest says.
     """
     info = manifest.routing
     if info is None:
@@ -146,13 +145,18 @@ def read_record(bundle: Path, manifest: Manifest) -> RoutingRecord | None:
             f"the manifest's routing names {info.path!r}, which its file list does not hold"
         )
     path = bundle / info.path
+    # Through ``untrusted``: a FIFO, a device or a link is refused without blocking, and no more than
+    # the listed size (itself bounded) is read, whatever the file claims or turns out to be.
+    if listed.size > MAX_RECORD_BYTES:
+        raise BundleIntegrityError(
+            f"{info.path}: the manifest lists {listed.size} bytes, over {MAX_RECORD_BYTES}"
+        )
     try:
-        size = path.stat().st_size
-        if size != listed.size or size > MAX_RECORD_BYTES:
-            raise BundleIntegrityError(f"{info.path} is {size} bytes, the manifest says {listed.size}")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise BundleIntegrityError(f"{info.path} cannot be read: {exc.strerror}") from exc
+        data = read_regular(path, listed.size)
+    except FileNotFoundError as exc:
+        raise BundleIntegrityError(f"{info.path} is missing") from exc
+    if len(data) != listed.size:
+        raise BundleIntegrityError(f"{info.path} is {len(data)} bytes, the manifest says {listed.size}")
     if hashlib.sha256(data).hexdigest() != listed.sha256:
         raise BundleIntegrityError(f"{info.path} does not match its sha256 in the manifest")
     return decode_record(data)

@@ -31,7 +31,7 @@ from typing import Literal
 import msgspec
 
 from .errors import BundleError
-from .layout import LIBRARY_ID_RE, VERSION_RE, read_current, write_atomically
+from .layout import LIBRARY_ID_RE, VERSION_RE, linked_folder, read_current, write_atomically
 from .manifest import (
     Counts,
     LibraryInfo,
@@ -42,6 +42,7 @@ from .manifest import (
     manifest_bytes,
     obtained_mix,
 )
+from .untrusted import UnsafeFileError, decode, open_lock, read_regular
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ def read_entry(vdir: Path) -> SummaryEntry | None:
     or it does not describe the folder it sits in (a reader then reports the problem itself)."""
     try:
         build_id = read_current(vdir)
-        if build_id is None:
+        if build_id is None or linked_folder(vdir.parent.parent, vdir.parent.name, vdir.name, build_id):
             return None
         data = manifest_bytes(vdir / build_id)
         manifest = decode_manifest(data)
@@ -158,39 +159,47 @@ def read_entry(vdir: Path) -> SummaryEntry | None:
 
 
 def read_summary(root: Path) -> list[SummaryEntry] | None:
-    """The entries of ``root``'s summary; None when it is missing, unreadable or of another format."""
-    path = root / SUMMARY_NAME
+    """The entries of ``root``'s summary; None when it is missing, unreadable or of another format.
+
+    Read as a file of the bundles folder (``untrusted``): a FIFO, a device, a symbolic link, a file over
+    ``MAX_SUMMARY_BYTES`` or JSON nested too deeply is logged and ignored, never a hang or a crash; the
+    caller rebuilds the summary from the manifests.
+    """
     try:
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size > MAX_SUMMARY_BYTES:
-                log.warning("%s is over %d bytes: ignored", SUMMARY_NAME, MAX_SUMMARY_BYTES)
-                return None
-            data = fh.read(MAX_SUMMARY_BYTES + 1)
+        data = read_regular(root / SUMMARY_NAME, MAX_SUMMARY_BYTES)
+        summary = decode(_decoder.decode, data, SUMMARY_NAME)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        log.warning("%s is unreadable (%s): rebuilt from the manifests", SUMMARY_NAME, exc)
-        return None
-    try:
-        summary = _decoder.decode(data)
-    except msgspec.DecodeError as exc:
-        log.warning("%s is malformed (%s): rebuilt from the manifests", SUMMARY_NAME, exc)
+    except BundleError as exc:
+        log.warning("%s: rebuilt from the manifests", _relative(str(exc), root))
         return None
     if summary.format_version != SUMMARY_VERSION:
         return None
     return summary.entries
 
 
+def _relative(message: str, root: Path) -> str:
+    """``message`` without the bundles folder's path (a log line names the file, not where it lives)."""
+    return message.replace(str(root) + os.sep, "")
+
+
 def version_dirs(root: Path) -> Iterator[Path]:
-    """Every ``<libraryId>/<version>`` folder under ``root``, sorted."""
+    """Every ``<libraryId>/<version>`` folder under ``root``, sorted; folders that are symbolic links are
+    left out (never served: ``layout.linked_folder``; a server that finds one says why)."""
     try:
-        libs = sorted(e.name for e in os.scandir(root) if LIBRARY_ID_RE.fullmatch(e.name) and e.is_dir())
+        libs = sorted(
+            e.name
+            for e in os.scandir(root)
+            if LIBRARY_ID_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
+        )
     except OSError:
         return
     for lib in libs:
         try:
             names = sorted(
-                e.name for e in os.scandir(root / lib) if VERSION_RE.fullmatch(e.name) and e.is_dir()
+                e.name
+                for e in os.scandir(root / lib)
+                if VERSION_RE.fullmatch(e.name) and e.is_dir(follow_symlinks=False)
             )
         except OSError:
             continue
@@ -232,14 +241,18 @@ def write_summary(root: Path, entries: Iterable[SummaryEntry]) -> bool:
 
 
 @contextmanager
-def _summary_lock(root: Path) -> Iterator[bool]:
-    """Hold ``catalog.lock`` (waiting at most ``LOCK_WAIT_SECONDS``); yields whether it is held."""
+def _summary_lock(root: Path) -> Iterator[str | None]:
+    """Hold ``catalog.lock`` (waiting at most ``LOCK_WAIT_SECONDS``); yields None when it is held, else
+    why not. A lock file that is not a regular file (``untrusted.open_lock``) is not waited on."""
     try:
-        fh = open(root / SUMMARY_LOCK, "a+b")  # noqa: SIM115 - closed below
-    except OSError:
-        yield False
+        fd = open_lock(root / SUMMARY_LOCK)
+    except UnsafeFileError as exc:
+        yield _relative(str(exc), root)
         return
-    with fh:
+    except OSError as exc:
+        yield f"{SUMMARY_LOCK} cannot be opened ({exc.strerror})"
+        return
+    with open(fd, "rb") as fh:
         until = time.monotonic() + LOCK_WAIT_SECONDS
         while True:
             try:
@@ -247,11 +260,11 @@ def _summary_lock(root: Path) -> Iterator[bool]:
                 break
             except BlockingIOError:
                 if time.monotonic() > until:
-                    yield False
+                    yield f"{SUMMARY_LOCK} is held by another writer"
                     return
                 time.sleep(0.01)
         try:
-            yield True
+            yield None
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
@@ -259,8 +272,8 @@ def _summary_lock(root: Path) -> Iterator[bool]:
 def write_summary_locked(root: Path, entries: Iterable[SummaryEntry]) -> bool:
     """``write_summary`` under ``catalog.lock`` (a reader that found the summary stale writes it back);
     returns False when the lock stayed held or the summary would be too big."""
-    with _summary_lock(root) as held:
-        return held and write_summary(root, entries)
+    with _summary_lock(root) as why_not:
+        return why_not is None and write_summary(root, entries)
 
 
 def update_summary(root: Path, library_id: str | None = None, version: str | None = None) -> bool:
@@ -270,21 +283,30 @@ def update_summary(root: Path, library_id: str | None = None, version: str | Non
     Best effort: a summary that cannot be locked or written is left as it is, and readers, who check
     every entry against ``CURRENT``, rebuild what is stale.
     """
+    keys = None if library_id is None or version is None else [(library_id, version)]
+    return update_summary_versions(root, keys)
+
+
+def update_summary_versions(root: Path, keys: Iterable[tuple[str, str]] | None) -> bool:
+    """``update_summary`` for every ``(library id, version)`` of ``keys`` at once: one read, one write,
+    one fsync, whatever their number (None: every version is checked). A server that found many
+    entries stale rewrites the summary once, not once per library (issue 31: 370 rewrites in one call).
+    """
     try:
-        with _summary_lock(root) as held:
-            if not held:
-                log.warning(
-                    "%s is held by another writer: the summary is left for readers to rebuild", SUMMARY_LOCK
-                )
+        with _summary_lock(root) as why_not:
+            if why_not is not None:
+                log.warning("%s: the summary is left for readers to rebuild", why_not)
                 return False
             known = read_summary(root)
-            if known is None or library_id is None or version is None:
+            if known is None or keys is None:
                 entries = scan_entries(root, known or ())
             else:
-                entries = [e for e in known if e.key != (library_id, version)]
-                fresh = read_entry(root / library_id / version)
-                if fresh is not None:
-                    entries.append(fresh)
+                wanted = set(keys)
+                entries = [e for e in known if e.key not in wanted]
+                for library_id, version in sorted(wanted):
+                    fresh = read_entry(root / library_id / version)
+                    if fresh is not None:
+                        entries.append(fresh)
             return write_summary(root, entries)
     except OSError as exc:
         log.warning("the catalogue summary was not written: %s", exc)

@@ -31,11 +31,12 @@ import msgspec
 
 from .errors import BundleFormatError
 
-__all__ = ["UnsafeFileError", "decode", "open_regular", "read_descriptor", "read_regular"]
+__all__ = ["UnsafeFileError", "decode", "open_lock", "open_regular", "read_descriptor", "read_regular"]
 
 T = TypeVar("T")
 
 _FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CHUNK = 1024 * 1024
 
 
@@ -57,6 +58,29 @@ def open_regular(path: Path | str) -> int:
         if os.path.islink(path):
             raise UnsafeFileError(f"{path} is a symbolic link; it is read only as a regular file") from None
         raise UnsafeFileError(f"{path} cannot be opened: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFileError(f"{path} is {_kind(mode)}, not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_lock(path: Path | str) -> int:
+    """A read-write descriptor of the lock file ``path`` (created when missing), for ``flock``.
+
+    Nothing is read or written through it, but a FIFO planted as a lock file makes every ``flock`` fail
+    as "held" (a writer then waits its full timeout each time): a symbolic link, a FIFO or any other
+    non-regular file is ``UnsafeFileError``; another failure to open it stays ``OSError``.
+    """
+    try:
+        fd = os.open(path, _LOCK_FLAGS, 0o644)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafeFileError(f"{path} is a symbolic link; a lock file must be a regular file") from None
+        raise exc from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):

@@ -41,7 +41,7 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, 
 from docbundle.bundle.summary import (
     SUMMARY_NAME,
     entry_from_manifest,
-    update_summary,
+    update_summary_versions,
     write_summary_locked,
 )
 
@@ -112,6 +112,7 @@ DEFAULT_MAX_OPEN = 32
 # and as many of phrase positions: shared equally among the open bundles, none below the floor.
 CACHE_BUDGET_BYTES = 16 * 1024 * 1024
 CACHE_FLOOR_BYTES = 512 * 1024
+MAX_DUE_SHOWN = 5  # versions a log line names when the summary is rewritten for stale entries
 T = TypeVar("T")
 
 
@@ -170,6 +171,10 @@ class Catalog:
         self._stamp = stamp(root) if seen is None else seen
         # Called (in the thread where it happened) with each event; a serving process's metrics listen.
         self.listeners: list[Listener] = []
+        # Versions whose summary entry a check found stale, not written yet (``summary_batch``), and per
+        # thread how deep in batches it is.
+        self._summary_due: set[tuple[str, str]] = set()
+        self._batch = threading.local()
 
     @classmethod
     def load(
@@ -272,14 +277,46 @@ class Catalog:
             if v.problem and (v.library_id, v.version) in moved:
                 log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
         if moved and self.lock is None:
-            log.info(
-                "%s named other builds than CURRENT for %s: read from the manifests",
-                SUMMARY_NAME,
-                ", ".join(f"{a}/{b}" for a, b in moved),
-            )
-            for library_id, version in moved:  # best effort, like every write of the summary
-                update_summary(self.root, library_id, version)
+            with self._guard:
+                self._summary_due.update(moved)
+            if not getattr(self._batch, "depth", 0):
+                self.write_summary_due()
         return fresh
+
+    @contextmanager
+    def summary_batch(self) -> Iterator[None]:
+        """The checks made meanwhile (in this thread) bring the summary up to date once, at the end: a
+        page of ``list_libraries`` that checks 370 libraries whose summary entries are stale rewrites it
+        once, not 370 times (issue 31: each rewrite decodes, encodes and fsyncs the whole file)."""
+        depth = getattr(self._batch, "depth", 0)
+        self._batch.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._batch.depth = depth
+            if depth == 0:
+                self.write_summary_due()
+
+    def write_summary_due(self) -> bool:
+        """Rewrite the catalogue summary once for every version a check found stale since the last
+        rewrite (best effort, like every write of the summary); whether it was written.
+
+        Runs in the caller's thread: every caller is a worker thread, never the event loop."""
+        with self._guard:
+            due, self._summary_due = sorted(self._summary_due), set()
+        if not due:
+            return False
+        shown = ", ".join(f"{a}/{b}" for a, b in due[:MAX_DUE_SHOWN]) + (
+            ", ..." if len(due) > MAX_DUE_SHOWN else ""
+        )
+        log.info(
+            "%s named other builds than CURRENT for %d version(s) (%s): read from the manifests, "
+            "the summary rewritten once",
+            SUMMARY_NAME,
+            len(due),
+            shown,
+        )
+        return update_summary_versions(self.root, due)
 
     def resolve(self, library_id: str, version: str | None = None) -> VersionEntry:
         """The entry for a library version (``None`` or an absent "latest" mean the default version)."""

@@ -26,10 +26,27 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from docbundle.bundle.errors import BundleError, BundleFormatError
-from docbundle.bundle.layout import BUILD_ID_RE, CURRENT, LIBRARY_ID_RE, VERSION_RE, read_current, take_lease
-from docbundle.bundle.manifest import MAX_MANIFEST_BYTES, Manifest, decode_manifest, manifest_bytes
+from docbundle.bundle.errors import BundleError
+from docbundle.bundle.layout import (
+    BUILD_ID_RE,
+    CURRENT,
+    LIBRARY_ID_RE,
+    MAX_CURRENT_BYTES,
+    VERSION_RE,
+    linked_folder,
+    linked_folder_problem,
+    read_current,
+    take_lease,
+)
+from docbundle.bundle.manifest import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    Manifest,
+    decode_manifest,
+    manifest_bytes,
+)
 from docbundle.bundle.summary import SUMMARY_NAME, SummaryEntry, entry_from_manifest, read_summary
+from docbundle.bundle.untrusted import read_descriptor, read_regular
 
 from .lockfile import LockFile
 
@@ -173,16 +190,13 @@ class OpenedLibrary:
 
 
 def _read_manifest(bundle: Path, lease: int | None) -> tuple[Manifest, str]:
-    """Decode a bundle's manifest and hash its bytes (one read, so both describe the same file)."""
+    """Decode a bundle's manifest and hash its bytes (one read, so both describe the same file): through
+    the lease's descriptor (a regular file: ``take_lease``), else read safely by path (a prune held the
+    lock a moment ago); at most ``MAX_MANIFEST_BYTES`` either way."""
     if lease is None:
         data = manifest_bytes(bundle)
     else:
-        size = os.fstat(lease).st_size
-        if size > MAX_MANIFEST_BYTES:
-            raise BundleFormatError(
-                f"{bundle.name}/manifest.json is over the {MAX_MANIFEST_BYTES} byte limit"
-            )
-        data = os.pread(lease, size, 0)
+        data = read_descriptor(lease, MAX_MANIFEST_BYTES, bundle / MANIFEST_NAME)
     return decode_manifest(data), hashlib.sha256(data).hexdigest()
 
 
@@ -202,15 +216,10 @@ def _current_text(vdir: Path) -> str:
     served (a reload's look at a version in use, and the re-read of one whose CURRENT moved while it
     was read)."""
     try:
-        fd = os.open(vdir / CURRENT, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+        data = read_regular(vdir / CURRENT, MAX_CURRENT_BYTES)
+    except (OSError, BundleError):  # missing, or not a CURRENT: reading it (read_current) says why
         return ""
-    try:
-        return os.read(fd, 200).decode("utf-8", errors="replace").strip()
-    except OSError:
-        return ""
-    finally:
-        os.close(fd)
+    return data.decode("utf-8", errors="replace").strip()
 
 
 class Reading:
@@ -251,6 +260,9 @@ class Reading:
         root = self.root
         vdir = root / library_id / version
         where = f"{library_id}/{version}"
+        link = linked_folder(root, library_id, version)
+        if link is not None:
+            return VersionEntry(library_id, version, None, None, linked_folder_problem(link))
         try:
             build_id = read_current(vdir)
         except BundleError as exc:
@@ -265,9 +277,16 @@ class Reading:
                 pending=True,
             )
         bundle = vdir / build_id
+        link = linked_folder(root, library_id, version, build_id)
+        if link is not None:
+            return VersionEntry(library_id, version, None, None, linked_folder_problem(link))
         # The lease keeps builds and prunes from deleting this bundle while the server runs. It opens
-        # the manifest, so a build CURRENT names but that is missing shows here, without another look.
-        lease = take_lease(bundle)
+        # the manifest, so a build CURRENT names but that is missing shows here, without another look;
+        # a manifest that is not a regular file (a FIFO, a device, a link) refuses the version here.
+        try:
+            lease = take_lease(bundle)
+        except BundleError as exc:
+            return VersionEntry(library_id, version, bundle, None, relative(str(exc), root))
         if lease is None and not bundle.is_dir():
             return VersionEntry(
                 library_id, version, None, None, f"{where}/CURRENT names {build_id}, which does not exist"

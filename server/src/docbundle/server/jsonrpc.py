@@ -21,6 +21,14 @@ from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip
 REJECTED = -32001
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+# Codes of a client's own mistake (JSON-RPC 2.0 and MCP: parse error, invalid request, method not found,
+# invalid params: an unknown tool, a bad cursor of resources/list), as opposed to a server failure
+# (-32603 and the rest). Metrics count them as ``client_error``, not ``error`` (issue 31).
+CLIENT_ERROR_CODES = frozenset({PARSE_ERROR, INVALID_REQUEST, -32601, -32602})
+# The key the MCP layer sets in an HTTP request's ASGI scope when a tool answered with a client's own
+# mistake (an argument the schema or a check refused, an unknown library, version, document or cursor),
+# so that the HTTP layer tells it from a tool that failed (``HttpApp``, ``Metrics``).
+CLIENT_MISTAKE = "docbundle.clientMistake"
 # Deepest JSON nesting a request body may have (an MCP request needs about 6). Checked by a linear scan
 # before anything parses the body recursively: msgspec, pydantic and json all recurse per level.
 MAX_JSON_DEPTH = 64

@@ -1,6 +1,7 @@
 """Catalogue lookups: the libraries (optionally of one category), one library's versions, and the
 libraries that match what a person calls one. They read the in-memory catalogue and manifests only:
-no bundle is opened, so they are cheap enough to run on the event loop."""
+no bundle is opened. They still grow with the catalogue (a page checks each library it shows, and may
+rewrite a stale summary once), so they run in lookup threads (``lookups``), never on the event loop."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from .models import (
     VersionSummary,
 )
 from .render import library_lines, render_libraries
-from .resolve import Resolver, words
+from .resolve import MAX_RESOLVE_WORDS, Resolver, scored_words, words
 from .semantic import vector_problem
 from .words import NextStep
 
@@ -109,13 +110,14 @@ def library_list(
     )
     # What the page costs with no library in it (heading, continuation, categories, in both forms).
     used = estimate_tokens(render_libraries(frame)) + estimate_tokens(frame.model_dump_json(by_alias=True))
-    for lib in chosen[start:]:
-        item = summary(catalog, lib)
-        cost = estimate_tokens(library_lines(item)) + estimate_tokens(item.model_dump_json(by_alias=True))
-        if page and max_tokens is not None and used + cost > max_tokens:
-            break
-        page.append(item)
-        used += cost
+    with catalog.summary_batch():  # the libraries checked for this page: one rewrite of a stale summary
+        for lib in chosen[start:]:
+            item = summary(catalog, lib)
+            cost = estimate_tokens(library_lines(item)) + estimate_tokens(item.model_dump_json(by_alias=True))
+            if page and max_tokens is not None and used + cost > max_tokens:
+                break
+            page.append(item)
+            used += cost
     more = start + len(page) < len(chosen)
     message = None
     if not libs:
@@ -165,7 +167,8 @@ def decode_list_cursor(cursor: str, filters: str, what: str = "list_libraries") 
         data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("utf-8"))
         ok = isinstance(data, dict) and data.get("v") == 1
         made_for, after = data["f"], data["a"]
-    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError):
+        # RecursionError: a cursor of data nested thousands deep (issue 31), bad like any other.
         raise BadCursorError(f"cursor {echo(cursor, 40)} is not one {what} returned.", *restart) from None
     if not ok or not isinstance(after, str) or not isinstance(made_for, str):
         raise BadCursorError(f"cursor {echo(cursor, 40)} is not one {what} returned.", *restart)
@@ -205,6 +208,9 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
         message = f"{max(total - limit, 0)} or more match(es) left out: raise limit to see them."
     elif total > limit:
         message = f"{total - limit} more match(es) left out: raise limit to see them."
+    if scored_words(name)[1]:
+        cut = f"Only the first {MAX_RESOLVE_WORDS} distinct words of the name were used."
+        message = f"{message} {cut}" if message else cut
     return LibraryMatches(query=clip(name, MAX_ECHO_CHARS), matches=matches, message=message)
 
 

@@ -9,21 +9,32 @@
 When a lock file is in use, only the versions it lists are served. The content hash names *what* the
 documents say; ``manifest_sha256`` pins the exact bytes of ``manifest.json``, which lists the sha256 of
 every other file, so it pins the whole bundle (the search index included) byte for byte.
+
+The file is the operator's: it may be a symbolic link (to a lock file kept with a deployment's other
+files), but what it names must be a regular file of at most ``MAX_LOCK_BYTES``, read through
+``docbundle.bundle.untrusted``: a FIFO, a device (``/dev/zero``) or a huge file is a ``LockFileError``
+that stops the command, never a hang. A lock file that cannot be read is never skipped: serving without
+the pins it holds would serve what it refuses.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import LIBRARY_ID_RE
+from docbundle.bundle.untrusted import read_regular
 
 from .errors import LockFileError
 
 LOCK_FILE_NAME = "bundles.lock"
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+# A pin is ~200 bytes: 32 MiB holds ~150,000 library versions, more than any bundles folder serves.
+MAX_LOCK_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,10 +56,16 @@ class LockFile:
     def load(cls, path: Path) -> LockFile:
         """Read and validate a lock file; raises LockFileError naming the offending key."""
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = read_regular(os.path.realpath(path), MAX_LOCK_BYTES)
         except FileNotFoundError as exc:
             raise LockFileError(f"lock file {path} not found") from exc
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        except BundleError as exc:  # a FIFO, a device, a folder, over the bound: the reason names it
+            raise LockFileError(f"lock file {path}: {exc}; it must be a TOML file of pins") from None
+        try:
+            raw = tomllib.loads(data.decode("utf-8"))
+        except RecursionError:
+            raise LockFileError(f"lock file {path} is nested too deeply to be a lock file") from None
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
             raise LockFileError(f"lock file {path} is not readable TOML: {exc}") from exc
         unknown = sorted(set(raw) - {"libraries"})
         if unknown:
@@ -86,8 +103,9 @@ def _parse_pin(where: str, value: object) -> Pin:
 
 
 def find_lock(root: Path, explicit: Path | None) -> Path | None:
-    """The lock file to use: the one given, else ``<root>/bundles.lock`` when it exists."""
+    """The lock file to use: the one given, else ``<root>/bundles.lock`` when there is anything of that
+    name (a FIFO or a folder there is refused by ``LockFile.load``, never taken for "no lock file")."""
     if explicit is not None:
         return explicit
     candidate = root / LOCK_FILE_NAME
-    return candidate if candidate.is_file() else None
+    return candidate if os.path.lexists(candidate) else None

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 ENV_RELEASES = "DOCBUNDLE_RELEASES"
 ROLLING_TAG = "bundles-latest"  # the release the nightly job keeps up to date (docs/releases.md)
 MAX_SUMS_BYTES = 4 * 1024 * 1024
+DESCRIPTION_CHARS = 80  # of a library's description on its pull --list line
 MAX_NAMED = 30  # ids an error names before it gives a count instead
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 TIMEOUT = 30.0  # seconds without a byte before a download is given up
@@ -574,7 +575,8 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
 def render_list(entries: list[PackagedBundle]) -> str:
     """``pull --list``: one line per archive, libraries in order, latest version first.
 
-    ``name`` and ``status`` are the release's words: printed through ``printable``, at most 40 characters.
+    ``name``, ``status`` and ``description`` are the release's words: printed through ``printable``, at
+    most 40 characters (the description, last on the line, ``DESCRIPTION_CHARS``).
     """
     if not entries:
         return "the release offers no bundles\n"
@@ -584,6 +586,7 @@ def render_list(entries: list[PackagedBundle]) -> str:
         f"{f'{e.library}@{e.version}':<{width}}  {printable(e.name, 40):<40}  {e.documents:>6} docs  "
         f"{_size(e.size):>9}  build {e.build_id}{'  latest' if e.latest else ''}"
         + ("" if e.status == "active" else f"  ({printable(e.status, 40)})")
+        + (f"  {printable(e.description, DESCRIPTION_CHARS)}" if e.description else "")
         for e in rows
     ]
     return "\n".join(lines) + "\n"

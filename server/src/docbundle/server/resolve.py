@@ -32,6 +32,14 @@ costs what its words' near words hold, not a comparison with every library; a wo
 taken best first and stop once every library it can reach has its best; only the scores that can be
 among the top are rounded and sorted. The languages come from the catalogue summary, computed from the
 page titles once per build.
+
+Bounds (issue 31: a 2,000-character query of words with few distinct letter pairs, ``abababab
+acacacac ...``, scanned the whole vocabulary per word, 16.6 s at 10,000 libraries): at most
+``MAX_RESOLVE_WORDS`` distinct words of a query are scored (the answer says when more were left out);
+a word is compared letter by letter with at most ``MAX_TYPO_CANDIDATES`` of the catalogue's words, those
+sharing the most padded letter pairs with it first; only words of at most ``MAX_TYPO_LETTERS`` letters
+get typos; the words joined are compared only up to ``MAX_JOINED_CHARS``. So a query costs at most a
+fixed number of words' lookups whatever its length, and cutting it into words is linear.
 """
 
 from __future__ import annotations
@@ -101,6 +109,19 @@ MIN_SCORE = 0.25  # below this a library is not offered as a match
 # (``_Index.matches``). The floor keeps a catalogue of a few hundred libraries ranked in full.
 COMMON_SHARE = 0.05
 COMMON_MATCHES = 200
+# The most distinct words of one query that are scored: a library's name is a few words ("react docs in
+# korean" is two after the filler), and each word costs a lookup of the vocabulary (issue 31).
+MAX_RESOLVE_WORDS = 10
+# The most catalogue words one query word is compared with letter by letter for typos (an edit distance
+# each), those sharing the most padded letter pairs first: a real typo shares all but 3 per edit, so it
+# is among the first; a word of few distinct pairs ("abababab") no longer compares with every word.
+MAX_TYPO_CANDIDATES = 100
+# Longer words get no typos (their edit distance costs the square of the length; nobody types a 33-letter
+# word expecting it to be corrected). Prefixes and exact matches still apply.
+MAX_TYPO_LETTERS = 32
+# The query's words joined ("sap ui5" -> "sapui5") are compared with ids and names up to this length
+# (library ids are at most 100 characters and, typed, a few words).
+MAX_JOINED_CHARS = 100
 _WORD = re.compile(r"\w+")
 
 
@@ -155,6 +176,7 @@ class _Vocabulary:
     def __init__(self, tokens: Iterable[str]) -> None:
         self.sorted = sorted(set(tokens))
         self.known = set(self.sorted)
+        self.longest = max(map(len, self.sorted), default=0)
         grams: dict[tuple[str, int], list[int]] = defaultdict(list)
         for i, t in enumerate(self.sorted):
             for g in _bigrams(t):
@@ -163,7 +185,7 @@ class _Vocabulary:
 
     def prefixes(self, word: str) -> list[str]:
         """The words of at least 3 letters that ``word`` (of at least 3) strictly extends, shortest first."""
-        return [p for k in range(3, len(word)) if (p := word[:k]) in self.known]
+        return [p for k in range(3, min(len(word), self.longest + 1)) if (p := word[:k]) in self.known]
 
     def typos(self, word: str) -> list[tuple[str, float]]:
         """The words within ``word``'s allowed edits that are neither it nor a prefix or extension of it,
@@ -171,21 +193,23 @@ class _Vocabulary:
         typo of its 700 neighbours).
 
         Candidates share at least all but 3 per allowed edit of its padded bigrams (an edit changes at
-        most 3: a swap of neighbours), are within the allowed edits in length, and have letter counts
-        that differ by at most 2 per allowed edit, which every word within the allowed edits does; only
-        those are compared letter by letter.
+        most 3: a swap of neighbours), and at least one in any case (of a word's ``n + 1`` padded pairs
+        at most ``3 n / 4`` change), are within the allowed edits in length, and have letter counts that
+        differ by at most 2 per allowed edit, which every word within the allowed edits does. Of those,
+        the ``MAX_TYPO_CANDIDATES`` sharing the most pairs (ties in word order) are compared letter by
+        letter; a word over ``MAX_TYPO_LETTERS`` letters gets none.
         """
         allowed = len(word) // 4
-        if not allowed or word in self.known:
+        if not allowed or len(word) > MAX_TYPO_LETTERS or word in self.known:
             return []
         grams = _bigrams(word)
-        need = len(grams) - 3 * allowed
+        need = max(len(grams) - 3 * allowed, 1)
         lengths = range(max(len(word) - allowed, 1), len(word) + allowed + 1)
-        if need > 0:
-            counts = Counter(chain.from_iterable(self.grams.get((g, n), ()) for g in grams for n in lengths))
-            near: Iterable[str] = (self.sorted[i] for i, n in counts.items() if n >= need)
-        else:
-            near = (t for t in self.sorted if len(t) in lengths)
+        counts = Counter(chain.from_iterable(self.grams.get((g, n), ()) for g in grams for n in lengths))
+        shared = [(-n, i) for i, n in counts.items() if n >= need]
+        if len(shared) > MAX_TYPO_CANDIDATES:
+            shared = heapq.nsmallest(MAX_TYPO_CANDIDATES, shared)
+        near = [self.sorted[i] for _, i in sorted(shared, key=lambda x: x[1])]
         letters = dict(Counter(word))
         out = []
         for t in near:
@@ -337,7 +361,7 @@ class _Index:
             scores = {i: q / len(wanted) for i, q in totals.items()}
         joined: dict[int, tuple[float, str]] = {}
         compact = _compact(" ".join(wanted))
-        if len(wanted) > 1:  # "sap ui5" against "sapui5"
+        if len(wanted) > 1 and len(compact) <= MAX_JOINED_CHARS:  # "sap ui5" against "sapui5"
             for token, c in self.wholes.close(compact):
                 for i in self.whole_postings[token]:
                     if c * 0.95 > max(scores.get(i, 0.0), joined.get(i, (0.0, ""))[0]):
@@ -409,9 +433,19 @@ class Resolver:
     def resolve(self, query: str, limit: int | None = None) -> tuple[list[Match], int, bool]:
         """The libraries matching ``query``, best first (ties by id), at most ``limit`` (None: all), how
         many match in all, and whether that count is exact (else it is a lower bound)."""
-        raw = words(query)
-        wanted = [w for w in raw if w not in FILLER] or raw
-        return self.index().matches(wanted, limit)
+        return self.index().matches(scored_words(query)[0], limit)
+
+
+def scored_words(query: str) -> tuple[list[str], bool]:
+    """The words of ``query`` that are scored (filler dropped unless it is all there is), at most
+    ``MAX_RESOLVE_WORDS`` distinct ones in their order, and whether others were left out."""
+    raw = words(query)
+    wanted = [w for w in raw if w not in FILLER] or raw
+    distinct = list(dict.fromkeys(wanted))
+    if len(distinct) <= MAX_RESOLVE_WORDS:
+        return wanted, False
+    kept = set(distinct[:MAX_RESOLVE_WORDS])
+    return [w for w in wanted if w in kept], True
 
 
 def _closeness(word: str, token: str) -> float:
@@ -424,12 +458,14 @@ def _closeness(word: str, token: str) -> float:
     allowed = len(word) // 4  # typos: 1 in a word of 4-7 letters, 2 from 8
     if not allowed or abs(len(word) - len(token)) > allowed:
         return 0.0
-    d = _edits(word, token)
+    d = _edits(word, token, allowed)
     return 0.6 * (1 - d / max(len(word), len(token))) if d <= allowed else 0.0
 
 
-def _edits(a: str, b: str) -> int:
-    """Edits (insert, delete, replace, swap two neighbours) that turn ``a`` into ``b``."""
+def _edits(a: str, b: str, cap: int | None = None) -> int:
+    """Edits (insert, delete, replace, swap two neighbours) that turn ``a`` into ``b``; past ``cap`` (when
+    given) some number above it, found as soon as two rows in a row are all above it (a swap reaches
+    back two rows)."""
     prev2: list[int] = []
     prev = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
@@ -439,6 +475,8 @@ def _edits(a: str, b: str) -> int:
             if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
                 cost = min(cost, prev2[j - 2] + 1)
             row.append(cost)
+        if cap is not None and min(row) > cap and min(prev) > cap:
+            return cap + 1
         prev2, prev = prev, row
     return prev[-1]
 

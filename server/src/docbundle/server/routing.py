@@ -6,30 +6,55 @@ With more, the query's words (analysed as the search analyses them, ``bundle.sea
 never whoosh's query parser) are looked up in the routing index (``bundle.routeindex``), and the K
 libraries it scores best are searched; a library holding none of the words is not.
 
-The routing index is kept fresh here: it is used only when it describes the build every served
-version's ``CURRENT`` names now (checked once per catalogue reload). Missing, unreadable or stale, it is
-rebuilt in a background thread, reusing the entries whose build did not change, reading each other
-bundle's routing record (checked against its manifest's sha256) or deriving it from the bundle's search
-index when the bundle has none; then written atomically into the bundles folder (kept in memory when the
-folder is read-only). A search waits for that at most ``ROUTE_INDEX_WAIT_SECONDS`` (cancellable, outside
-its time budget). Not rebuilt by then (a catalogue of thousands of libraries takes seconds), it routes
-by the stale index when there is one, choosing only among the libraries whose entry still names the
-build they serve, and says so; without any index (or with routing off, ``--route-libraries 0``) it
-searches the libraries in catalogue order within its time budget, as before routing, and says why.
+The routing index is kept fresh and trustworthy here. Anyone who can write the bundles folder can
+write ``routing.idx``, and its build ids prove nothing about its postings: moved from one library to
+another they hide a library without a word. So the server routes only by an index it made itself, in
+this process, from each served bundle's routing record, read through ``untrusted`` and checked against
+the manifest the catalogue verified (its bytes' sha256 is the one the catalogue read at start, pinned
+by the lock file when there is one). From ``routing.idx`` it takes only the entries of bundles without a
+record (deriving one opens and verifies the whole bundle), when their manifest is unchanged, and none
+under a lock file. ``prepare`` (a server calls it once it serves) or else the first cross-library
+search starts that build in a background thread; later ones reuse its entries whose build did not
+change (checked once per catalogue reload). The result is written atomically into the bundles
+folder when it differs from what is there (kept in memory when the folder is read-only). A bundle whose
+record cannot be had is left out, logged once, and not tried again until its build changes; a bad
+``routing.idx`` (a FIFO, a device, too big, malformed, nested) is rebuilt. No file is read with the
+router's lock held, so no file can hold up another search.
+
+A search waits for the index at most ``ROUTE_INDEX_WAIT_SECONDS`` (cancellable, outside its time
+budget). Not built by then (a catalogue of thousands of libraries takes seconds), it routes by this
+process's previous index when there is one, choosing only among the libraries whose entry still names
+the build they serve, and says so; without any (the first seconds of a large catalogue, or routing off,
+``--route-libraries 0``) it searches the libraries in catalogue order within its time budget, as
+before routing, and says why.
 
 Bounds: the query gives at most ``MAX_ROUTE_WORDS`` words; the answer names at most ``SHOWN`` libraries.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import Literal
 
+from docbundle.bundle.layout import write_atomically
+from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.query import Deadline
-from docbundle.bundle.routeindex import RouteIndex, Served, build_index, load_index, write_index
+from docbundle.bundle.routeindex import (
+    ROUTING_INDEX,
+    IndexedLibrary,
+    RouteIndex,
+    Served,
+    build_index,
+    read_index,
+    read_manifest_checked,
+)
 
 from .catalog import Catalog, VersionEntry
 from .errors import CancelledError
@@ -58,18 +83,30 @@ def _key(entry: VersionEntry) -> tuple[str, str]:
     return (entry.library_id, entry.version)
 
 
+def _checked_manifest(bundle: Path, sha256: str) -> Manifest:
+    """The manifest the catalogue verified (``BundleIntegrityError`` when its bytes changed since)."""
+    return read_manifest_checked(bundle, sha256)[0]
+
+
+def _derived(lib: IndexedLibrary) -> bool:
+    return lib.derived
+
+
 class Router:
     """The routing index of one catalogue, kept fresh, and the choice of libraries for a query."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
+        # Guards the fields below; never held while a file is read or written (a FIFO or a slow disk
+        # would hold up every cross-library search behind it).
         self._lock = threading.Lock()
+        # Made by this process from verified records (``_rebuild``); None until the first build ends.
         self._index: RouteIndex | None = None
-        # The last index that described some of the served builds: routed by (its unchanged entries
-        # only) while a fresh one is built, rather than searching in catalogue order.
-        self._stale: RouteIndex | None = None
         self._generation = -1  # the catalogue generation ``_index`` was checked against
-        self._left_out: list[str] = []
+        # Library versions whose record could not be had: (build id, why), left out of the index until
+        # their build changes, so they neither make it stale nor get logged at every search.
+        self._unindexable: dict[tuple[str, str], tuple[str, str]] = {}
+        self._written: str | None = None  # sha256 of routing.idx as this process last read or wrote it
         self._thread: threading.Thread | None = None
         self._done = threading.Event()
         self._started = 0.0
@@ -81,75 +118,108 @@ class Router:
     # -- the index ------------------------------------------------------------------------------------
 
     def _served(self) -> list[Served]:
+        """The served bundles (no file is read: the catalogue's entries)."""
         return [
-            Served(e.library_id, e.version, e.bundle_path, e.meta.build_id, e.read_manifest)
+            Served(
+                e.library_id,
+                e.version,
+                e.bundle_path,
+                e.meta.build_id,
+                e.meta.manifest_sha256,
+                partial(_checked_manifest, e.bundle_path, e.meta.manifest_sha256),
+            )
             for e in self.catalog.entries()
             if e.meta is not None and e.bundle_path is not None and not e.problem
         ]
 
+    def _wanted(self) -> dict[tuple[str, str], str]:
+        """(library id, version) -> the build the index must describe: every served build but those
+        known to be unindexable (with ``_lock`` held)."""
+        skip = self._unindexable
+        return {
+            (s.library_id, s.version): s.build_id
+            for s in self._served()
+            if skip.get((s.library_id, s.version), ("",))[0] != s.build_id
+        }
+
     def index(self, wait: float, cancel: Deadline | None = None) -> tuple[RouteIndex | None, str]:
-        """The routing index and, when it is not the fresh one, why: None (no index: a rebuild was
-        started, or failed), or a stale one while it is rebuilt (its entries whose build changed are
-        not chosen: ``_choosable``)."""
+        """The routing index and, when it is not a fresh one, why: None (no index yet: a build was
+        started, or failed), or this process's previous one while it is rebuilt (its entries whose
+        build changed are not chosen: ``_choosable``)."""
         generation = self.catalog.generation
         with self._lock:
             if self._index is not None and self._generation == generation:
                 return self._index, ""
-            current = {(s.library_id, s.version): s.build_id for s in self._served()}
-            candidate = self._index
-            stale = candidate
-            if self._thread is None and (candidate is None or candidate.stale(current)):
-                on_disk = load_index(self.catalog.root)
-                if on_disk is not None and not on_disk.stale(current):
-                    candidate = on_disk
-                stale = stale or on_disk
-            if candidate is not None and not candidate.stale(current):
-                self._index, self._generation = candidate, generation
-                return candidate, ""
-            if stale is not None:
-                self._stale = stale
+            if self._index is not None and not self._index.stale(self._wanted()):
+                self._generation = generation
+                return self._index, ""
             if self._failed is not None and time.monotonic() - self._failed[0] < RETRY_SECONDS:
-                return self._stale, f"the routing index could not be built ({self._failed[1]})"
+                return self._index, f"the routing index could not be built ({self._failed[1]})"
             if self._thread is None:
-                self._start_rebuild(candidate)
+                self._start_rebuild()
             done, started = self._done, self._started
         deadline = Deadline(wait) if cancel is None else cancel.within(wait)
         while not done.wait(min(0.05, max(wait, 0.0))):
             if deadline.cancelled:
                 raise CancelledError()
             if deadline.expired():
-                return self._stale, (
+                return self._index, (
                     f"the routing index is being built (for {time.monotonic() - started:.1f} s so far)"
                 )
         return self.index(0.0, cancel)
 
-    def _start_rebuild(self, previous: RouteIndex | None) -> None:
+    def prepare(self) -> None:
+        """Start building the index in the background when searches across libraries route (a server
+        calls this once it serves: the build reads every record, seconds at 10,000 libraries, which the
+        first such search would otherwise wait for, past ``ROUTE_INDEX_WAIT_SECONDS``)."""
+        if 0 < self.catalog.route_libraries < len(self._defaults()):
+            self.index(0.0)
+
+    def _start_rebuild(self) -> None:
         """Start rebuilding in a background thread (with ``_lock`` held)."""
         self._done = threading.Event()
         self._started = time.monotonic()
         self._thread = threading.Thread(
-            target=self._rebuild, args=(previous, self._done), name="docbundle-routing", daemon=True
+            target=self._rebuild, args=(self._done,), name="docbundle-routing", daemon=True
         )
         self._thread.start()
 
-    def _rebuild(self, previous: RouteIndex | None, done: threading.Event) -> None:
+    def _rebuild(self, done: threading.Event) -> None:
+        """Build the index from verified records (reusing this process's entries whose build did not
+        change), write it when it differs from the file, and remember what could not be indexed."""
         started = time.monotonic()
         try:
-            if previous is None:
-                previous = load_index(self.catalog.root)
-            index, left_out = build_index(self._served(), previous)
-            try:
-                write_index(self.catalog.root, index)
-                self.in_memory = False
-            except OSError as exc:
-                self.in_memory = True
-                log.info("routing index kept in memory: the bundles folder cannot be written (%s)", exc)
-            for problem in left_out:
-                log.warning("left out of the routing index: %s", problem)
             with self._lock:
-                self._index, self._left_out, self._failed = index, left_out, None
-                self._stale = None
+                previous, served, written = self._index, self._served(), self._written
+            reusable: Callable[[IndexedLibrary], bool] | None = None
+            if previous is None:
+                # The file is not this process's work: only its derived entries may be kept (not
+                # under a lock file, which pins manifests, not the postings derived from them).
+                on_disk, written = read_index(self.catalog.root)
+                previous = on_disk if self.catalog.lock is None else None
+                reusable = _derived
+            index, left_out = build_index(served, previous, reusable=reusable)
+            data = index.encode()
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != written:
+                try:
+                    write_atomically(self.catalog.root / ROUTING_INDEX, data)
+                    written, self.in_memory = digest, False
+                except OSError as exc:
+                    if not self.in_memory:
+                        log.info(
+                            "routing index kept in memory: the bundles folder cannot be written (%s)", exc
+                        )
+                    self.in_memory = True
+            builds = {(s.library_id, s.version): s.build_id for s in served}
+            with self._lock:
+                before = self._unindexable
+                self._unindexable = {key: (builds[key], why) for key, why in left_out.items()}
+                self._index, self._written, self._failed = index, written, None
                 self._generation = -1  # checked against the catalogue at the next search
+            for key, (build, why) in self._unindexable.items():
+                if before.get(key, ("",))[0] != build:
+                    log.warning("left out of the routing index: %s/%s: %s", key[0], key[1], why)
             log.info(
                 "routing index built: %d library versions in %.2f s",
                 len(index.libraries),

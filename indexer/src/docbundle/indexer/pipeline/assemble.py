@@ -26,6 +26,7 @@ from docbundle.bundle.manifest import (
     ChunkingInfo,
     Conformance,
     Counts,
+    LibraryInfo,
     Manifest,
     SafetyFinding,
     SourceDocument,
@@ -34,8 +35,10 @@ from docbundle.bundle.manifest import (
 )
 from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord
+from docbundle.server.terminal import printable
 
 from ..config import Target
+from ..naming import MAX_DESCRIPTION, description_from
 from . import write
 from .addresses import display_url, scrub
 from .collect import CrawledPage, obtained
@@ -230,6 +233,22 @@ def input_hash(target: Target, kind: str, pages: list[CrawledPage], vectors_key:
     return h.hexdigest()
 
 
+def library_info(target: Target, src: Source) -> LibraryInfo:
+    """The library as the bundle records it: as configured, with the llms.txt's own summary line as its
+    description when the entry gives none (most of the shipped catalogue does not: the site's words are
+    shown in ``list_libraries`` and ``pull --list``, not a copy of them that goes stale).
+
+    The input and content hashes cover the configured record (``lib.info()``), not this one: the
+    summary is the site's words about itself, not content, and hashing it would give every existing
+    bundle without a configured description a new content hash (the golden bundle's among them). A
+    new summary is recorded with the next content change."""
+    info = target.library.info()
+    if info.description or not src.llms.summary:
+        return info
+    summary = description_from(printable(src.llms.summary, 4 * MAX_DESCRIPTION))
+    return msgspec.structs.replace(info, description=summary)
+
+
 def chunking_info(target: Target) -> ChunkingInfo:
     """The library's chunking settings as the manifest records them, with the chunker's identity."""
     return msgspec.structs.replace(target.library.chunking.info(), chunker=CHUNKER_ID)
@@ -250,7 +269,7 @@ def make_manifest(
     lib, res = target.library, src.result
     return Manifest(
         format_version=FORMAT_VERSION,
-        library=lib.info(),
+        library=library_info(target, src),
         version=target.version,
         source=SourceInfo(
             llms_txt=target.label or target.source,

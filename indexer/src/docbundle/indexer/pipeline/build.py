@@ -182,12 +182,14 @@ class BuildRun:
         except OSError as exc:
             outcome.status = "failed"
             outcome.message = f"cannot write under {vdir}: {exc}"
-        if outcome.status == "failed":
-            # A failed first build leaves no empty version folder behind: readers would list a library
-            # with "no bundle built yet" and `docbundle verify` would fail for the whole folder.
-            with contextlib.suppress(OSError):
-                vdir.rmdir()
-                vdir.parent.rmdir()
+        finally:
+            # Also when interrupted (Ctrl-C raises KeyboardInterrupt through here, issue 31).
+            if outcome.status == "failed":
+                # A failed first build leaves no empty version folder behind: readers would list a
+                # library with "no bundle built yet" and `docbundle verify` would fail for the folder.
+                with contextlib.suppress(OSError):
+                    vdir.rmdir()
+                    vdir.parent.rmdir()
         return outcome
 
     @contextlib.contextmanager
@@ -509,8 +511,10 @@ class BuildRun:
 
 def _unlock_skeleton(vdir: Path) -> None:
     """After a failed build, with the version lock still held: when the version folder holds nothing but
-    its lock file (no bundle was ever published), remove the lock file so the folder can go."""
+    its lock file (no bundle was ever published), remove the lock file so the folder can go. A build
+    interrupted while writing leaves its temporary folder: it goes first (the lock is still held)."""
     with contextlib.suppress(OSError):
+        layout.remove_stale_temps(vdir)
         if [p.name for p in vdir.iterdir()] == [layout.LOCK_NAME]:
             (vdir / layout.LOCK_NAME).unlink()
 

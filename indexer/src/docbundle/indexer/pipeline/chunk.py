@@ -67,6 +67,7 @@ from mdit_py_plugins.container import container_plugin
 
 from .blockguards import guard_block_rules
 from .inline import fast_inline
+from .longblocks import MAX_CHUNK_CHARS, split_chunk
 from .page import read_front_matter, text_field
 
 __all__ = ["Chunk", "ParsedPage", "chunk_markdown", "parse_page"]
@@ -176,6 +177,8 @@ class _Block(NamedTuple):
     depth: int = 0
     # A heading whose whole text is one code span: an API entry's signature (``### `f(x)` ``).
     api: bool = False
+    # A code block (fenced or indented): never cut, even when it is larger than ``MAX_CHUNK_CHARS``.
+    verbatim: bool = False
 
 
 class _Analysis(NamedTuple):
@@ -342,6 +345,8 @@ def _block_end(tokens: list[Token], i: int) -> int:
     return min(j, len(tokens))
 
 
+# Code blocks: never cut, not even inside a block too long for one chunk (``longblocks``).
+_VERBATIM = frozenset({"fence", "code_block"})
 # Containers whose children may be cut apart when the whole is too large for one chunk.
 _SPLITTABLE = frozenset({"bullet_list_open", "ordered_list_open", "list_item_open", "blockquote_open"})
 
@@ -361,6 +366,7 @@ def _scan_blocks(md: MarkdownIt, body: str) -> list[_Block]:
                 plain="\n".join(p for p in (prev.plain, plain) if p),
                 code="\n".join(c for c in (prev.code, code) if c),
                 words=prev.words + words,
+                verbatim=prev.verbatim or tokens[lo].type in _VERBATIM,
             )
         else:
             title = ""
@@ -372,8 +378,11 @@ def _scan_blocks(md: MarkdownIt, body: str) -> list[_Block]:
                     and tokens[lo + 1].type == "inline"
                     and _is_api_heading(tokens[lo + 1].content)
                 )
+            verbatim = tokens[lo].type in _VERBATIM
             blocks.append(
-                _Block(max(start, 0), heading, title, plain, code, words, depth if blocks else 0, api)
+                _Block(
+                    max(start, 0), heading, title, plain, code, words, depth if blocks else 0, api, verbatim
+                )
             )
 
     def add_nested(lo: int, hi: int, start: int, depth: int) -> None:
@@ -689,18 +698,46 @@ def chunk_markdown(
     for k in keep:
         unit = units[k]
         part = blocks[unit.lo : unit.hi]
-        chunks.append(
-            Chunk(
-                text=body[offsets[starts[k]] : offsets[ends[k]]],
-                heading_path=list(unit.path),
-                plain="\n".join(b.plain for b in part if b.plain),
-                code="\n".join(b.code for b in part if b.code),
-                start_line=starts[k],
-                end_line=ends[k],
-                words=unit.words,
-            )
+        chunk = Chunk(
+            text=body[offsets[starts[k]] : offsets[ends[k]]],
+            heading_path=list(unit.path),
+            plain="\n".join(b.plain for b in part if b.plain),
+            code="\n".join(b.code for b in part if b.code),
+            start_line=starts[k],
+            end_line=ends[k],
+            words=unit.words,
         )
+        if len(chunk.text) <= MAX_CHUNK_CHARS:
+            chunks.append(chunk)
+            continue
+        cuts = [offsets[starts[k]], *(offsets[b.start] for b in part[1:]), offsets[ends[k]]]
+        spans = list(pairwise(cuts))
+        chunks.extend(_bounded(chunk, part, spans, offsets[starts[k]], _MDX if mdx else _MD))
     return chunks
+
+
+def _bounded(
+    chunk: Chunk, part: tuple[_Block, ...], spans: list[tuple[int, int]], base: int, md: MarkdownIt
+) -> list[Chunk]:
+    """``chunk`` cut by ``longblocks`` when one of its blocks (``part``, at body offsets ``spans``) other
+    than a code block is longer than ``MAX_CHUNK_CHARS``; else ``[chunk]`` as it is."""
+    if not any(hi - lo > MAX_CHUNK_CHARS and not b.verbatim for b, (lo, hi) in zip(part, spans, strict=True)):
+        return [chunk]
+    keep = [(lo - base, hi - base) for b, (lo, hi) in zip(part, spans, strict=True) if b.verbatim]
+
+    def describe(text: str) -> tuple[str, str, int]:
+        try:
+            pieces = _scan_blocks(md, text)
+        except Exception:
+            # As in _analyse: a piece must never break a build.
+            return text.strip(), "", _count_words(text)
+        plain = "\n".join(b.plain for b in pieces if b.plain)
+        return plain, "\n".join(b.code for b in pieces if b.code), sum(b.words for b in pieces)
+
+    return [
+        Chunk(p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words)
+        for p in split_chunk(chunk.text, chunk.start_line, keep, describe, MAX_CHUNK_CHARS)
+    ]
 
 
 def _is_esm_line(line: str) -> bool:

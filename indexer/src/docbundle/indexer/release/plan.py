@@ -36,10 +36,12 @@ import msgspec
 from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.releaseindex import (
     MAX_ARCHIVES_PER_RELEASE,
+    MAX_INDEX_BYTES,
     RELEASE_TAG_RE,
     PackagedBundle,
     decode_index,
 )
+from docbundle.bundle.untrusted import decode, read_regular
 
 from ..config import Catalogue
 from ..errors import ConfigError
@@ -53,6 +55,9 @@ STICKY_SLACK = 1.10
 TIMINGS = "timings.json"
 TIMINGS_FORMAT = "docbundle-nightly-timings"
 MAX_TIMINGS_BYTES = 8 * 1024 * 1024
+# A plan lists each library id once (at most 64 characters) in one of MAX_SHARDS shards, and the
+# releases: 100,000 libraries fit in ~8 MB.
+MAX_PLAN_BYTES = 16 * 1024 * 1024
 
 
 class LibraryTiming(msgspec.Struct, kw_only=True, frozen=True):
@@ -109,31 +114,56 @@ class Plan(msgspec.Struct, kw_only=True):
         return self.shards[number]
 
 
+_timings_decoder = msgspec.json.Decoder(Timings)
+_plan_decoder = msgspec.json.Decoder(Plan)
+
+
 # -- reading the inputs -----------------------------------------------------------------------------
+
+
+def _read(path: Path, limit: int) -> bytes | None:
+    """``path`` read as ``untrusted.read_regular`` reads a file (a FIFO, a device or a file over ``limit``
+    is ``ConfigError`` with the reason, never a hang); None when it is missing."""
+    try:
+        return read_regular(path, limit)
+    except FileNotFoundError:
+        return None
+    except BundleFormatError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def read_timings(path: Path | None) -> Timings:
     """Last night's timings; an empty set when ``path`` is None or missing (the first night)."""
-    if path is None or not path.is_file():
+    data = None if path is None else _read(path, MAX_TIMINGS_BYTES)
+    if data is None:
         return Timings()
-    data = path.read_bytes()
-    if len(data) > MAX_TIMINGS_BYTES:
-        raise ConfigError(f"{path} is {len(data)} bytes, over the {MAX_TIMINGS_BYTES}-byte limit")
     try:
-        timings = msgspec.json.decode(data, type=Timings)
-    except msgspec.DecodeError as exc:
-        raise ConfigError(f"{path} is not a nightly timings file: {exc}") from None
+        timings = decode(_timings_decoder.decode, data, str(path))
+    except BundleFormatError as exc:
+        raise ConfigError(str(exc)) from None
     if timings.format != TIMINGS_FORMAT or timings.version != 1:
         raise ConfigError(f"{path} is not version 1 of {TIMINGS_FORMAT!r}")
     return timings
 
 
+def read_plan(path: Path) -> Plan:
+    """The plan ``--plan-out`` wrote (``--plan-file``), or ``ConfigError`` saying what is wrong."""
+    data = _read(path, MAX_PLAN_BYTES)
+    if data is None:
+        raise ConfigError(f"cannot read the plan {path}: there is no such file")
+    try:
+        return decode(_plan_decoder.decode, data, str(path))
+    except BundleFormatError as exc:
+        raise ConfigError(f"cannot read the plan: {exc}") from None
+
+
 def read_documents(path: Path | None) -> dict[str, int]:
     """Documents per library (all versions) in last night's catalogue index; empty when there is none."""
-    if path is None or not path.is_file():
+    data = None if path is None else _read(path, MAX_INDEX_BYTES)
+    if data is None:
         return {}
     try:
-        entries: list[PackagedBundle] = decode_index(path.read_bytes(), str(path))
+        entries: list[PackagedBundle] = decode_index(data, str(path))
     except BundleFormatError as exc:
         raise ConfigError(str(exc)) from None
     documents: dict[str, int] = {}

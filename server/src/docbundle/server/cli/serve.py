@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import gc
 import logging
+import math
 import os
 import re
 import sys
@@ -76,7 +77,8 @@ def _rate(text: str) -> float:
     if text.strip().lower() in ("off", "0", "none"):
         return 0.0
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(?:/\s*(s|sec|second|m|min|minute|h|hour))?\s*", text.lower())
-    if m is None or float(m[1]) <= 0:
+    # 400 digits parse as inf requests per second.
+    if m is None or not 0 < float(m[1]) < math.inf:
         raise argparse.ArgumentTypeError(f"{text!r}: give N/s, N/m or N/h (e.g. 10/s), or off")
     return float(m[1]) / _UNITS.get(m[2] or "s", 1)
 
@@ -103,8 +105,8 @@ def _positive(kind: type[int] | type[float]) -> Any:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+        if not (value > 0 and math.isfinite(value)):  # "nan" and "inf" parse as floats
+            raise argparse.ArgumentTypeError(f"{text!r} must be a positive finite number")
         return value
 
     return parse
@@ -151,6 +153,7 @@ def _index_names_soon(server: DocbundleMCP) -> None:
     def build() -> None:
         server.answered.wait(NAMES_INDEX_WAIT_SECONDS)
         server.docs.resolver.index()
+        server.docs.router.prepare()  # the routing index too: seconds at 10,000 libraries
 
     threading.Thread(target=build, name="docbundle-names", daemon=True).start()
 

@@ -16,13 +16,18 @@ every name under ``docbundle_``:
   stopped serving) and ``reloads_total`` (reloads that changed what is served);
 - per library version, read from the catalogue at scrape time: ``library_build_info`` (the build id and
   content hash as labels), ``library_build_age_seconds``, ``library_documents``, ``library_chunks``,
-  ``library_has_vectors``, ``library_up``, and ``libraries``.
+  ``library_has_vectors``, ``library_up``, and ``libraries``. All but ``library_up`` only for a version
+  checked against its ``CURRENT`` (on its first use), as before that they are what ``catalog.json``
+  claims; a build label only in its shape (a build id; 64 hex digits), else left out.
 
 Label values come from fixed sets, never from request text: ``tool`` is the name of a registered tool,
 ``_none`` (an MCP request that calls no tool: initialize, tools/list ...), ``_other`` (a tools/call
 naming no registered tool) or ``_unknown`` (no JSON-RPC request could be read: refused before its
 body was read, or not JSON); ``library`` is a catalogue id or ``_other``; ``outcome`` one of
-``OUTCOMES``; ``mode`` one of the modes a search runs.
+``OUTCOMES``; ``mode`` one of the modes a search runs. ``client_error`` is a request the client got
+wrong (an unknown tool or method, invalid params such as a ``mode`` outside its enum, an unknown
+library or a bad cursor: the access log's ``clientError``), so ``error`` counts only the server's own
+failures and an error-rate alert is not set off by one client's mistakes (issue 31).
 
 Worker processes (``--workers N``) use prometheus-client's multiprocess mode: the supervisor makes a
 private folder and names it in ``PROMETHEUS_MULTIPROC_DIR`` before anything imports prometheus-client
@@ -34,11 +39,13 @@ them from its catalogue when scraped (``_Libraries``), so N workers do not multi
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+from docbundle.bundle.layout import BUILD_ID_RE
 from docbundle.bundle.query import RanMode
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
@@ -52,7 +59,7 @@ from .serve import MULTIPROC_ENV
 
 __all__ = ["CONTENT_TYPE_LATEST", "OUTCOMES", "Metrics"]
 
-OUTCOMES = ("ok", "error", "refused", "rate_limited", "stopped")
+OUTCOMES = ("ok", "error", "client_error", "refused", "rate_limited", "stopped")
 NO_TOOL, OTHER, UNKNOWN = "_none", "_other", "_unknown"
 RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
 # Access-log outcomes (``HttpApp``) that count as rate_limited (by the limit that refused) and as error;
@@ -60,6 +67,7 @@ RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
 _RATE_LIMITED = {"rate_limited": "requests", "auth_throttled": "key_checks"}
 _ERRORS = {"tool_error", "rpc_error", "client_disconnected", "keys_unavailable", "error"}
 _AUTH_FAILURES = {"no_key", "invalid_key", "key_revoked", "key_expired", "keys_unavailable"}
+_HASH_RE = re.compile(r"[0-9a-f]{64}\Z")  # a content hash: sha256, lowercase hex (fullmatch)
 # Latency buckets (seconds): a warm search answers in a few milliseconds, a first one opens a bundle.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -159,6 +167,8 @@ class Metrics:
             outcome = "rate_limited"
         elif logged in ("ok", "preflight"):
             outcome = "stopped" if facts is not None and facts.stopped else "ok"
+        elif fields.get("clientError") is True:
+            outcome = "client_error"  # an unknown tool, a bad mode, invalid params: not the server's fault
         elif logged in _ERRORS or logged.startswith("http_5"):
             outcome = "error"
         else:
@@ -222,9 +232,9 @@ class _Libraries(Collector):
             values = [entry.library_id, entry.version]
             up.add_metric(values, 0 if self.catalog.state(entry)[0] == "failed" else 1)
             manifest = entry.meta
-            if manifest is None:
-                continue
-            build.add_metric(values, {"build_id": manifest.build_id, "content_hash": manifest.content_hash})
+            if manifest is None or not entry.checked:
+                continue  # before its check, the build and counts are only what catalog.json claims
+            build.add_metric(values, _build_labels(manifest.build_id, manifest.content_hash))
             built = _timestamp(manifest.built_at)
             if built is not None:
                 age.add_metric(values, max(0.0, now - built))
@@ -236,11 +246,22 @@ class _Libraries(Collector):
         return [build, age, documents, chunks, vectors, up, total]
 
 
+def _build_labels(build_id: str, content_hash: str) -> dict[str, str]:
+    """The build labels of ``library_build_info``, each only in its one shape (a build id, 64 hex digits):
+    a value made up in ``catalog.json`` (a 2 MB "hash") is left out, never a label (issue 31)."""
+    labels = {}
+    if BUILD_ID_RE.fullmatch(build_id):
+        labels["build_id"] = build_id
+    if _HASH_RE.fullmatch(content_hash):
+        labels["content_hash"] = content_hash
+    return labels
+
+
 def _timestamp(text: str) -> float | None:
     """Seconds since the epoch of an ISO 8601 time (UTC when it names no zone), or None."""
     try:
         parsed = datetime.fromisoformat(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     if parsed.tzinfo is None:
         return parsed.replace(tzinfo=UTC).timestamp()

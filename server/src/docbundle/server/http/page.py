@@ -6,7 +6,9 @@ external asset) and one JSON endpoint:
 - ``/`` and the ``/ui/`` assets hold no data and are served to any client that passes the
   ``Host``/``Origin`` checks, without a key (like ``/healthz``), so that the page can ask for one;
 - ``GET /ui/libraries`` (key required, like ``/mcp``, and rate-limited the same way) lists at most
-  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters);
+  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters); a
+  library not checked yet against its ``CURRENT`` (``checked: false``) shows no build, age or counts,
+  since before that they are only what ``catalog.json`` claims;
 - the page's search box posts ``tools/call search_documents`` to ``/mcp`` itself, so what it shows is the
   tool's answer, through every check a client's call goes through.
 
@@ -24,7 +26,10 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
+from docbundle.bundle.layout import BUILD_ID_RE
+
 from ..catalog import Catalog
+from ..errors import clip
 
 PAGE_PATHS = {
     "/": ("index.html", b"text/html; charset=utf-8"),
@@ -35,6 +40,7 @@ PAGE_PATHS = {
 LIBRARIES_PATH = "/ui/libraries"
 MAX_LIBRARY_ROWS = 500  # rows of one /ui/libraries answer; the page says how many matched in all
 MAX_FILTER_CHARS = 200
+MAX_SHOWN_NAME_CHARS = 200  # a name as the summary writes it (clipped there; a forged one is clipped here)
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
@@ -77,14 +83,17 @@ def library_rows(catalog: Catalog, query_string: bytes, now: float | None = None
     rows = []
     for lib in matched[:MAX_LIBRARY_ROWS]:
         entry = lib.default
-        m = entry.meta
+        # Build, age, counts and vectors only once the version was checked against its CURRENT: before,
+        # they are what catalog.json says, which anyone who can write the folder can make up (issue 31).
+        m = entry.meta if entry.checked else None
         health, reason = catalog.state(entry)
         rows.append(
             {
                 "id": lib.id,
-                "name": lib.name,
+                "name": clip(lib.name, MAX_SHOWN_NAME_CHARS),
                 "version": lib.default_version,
-                "buildId": m.build_id if m else None,
+                "checked": entry.checked,
+                "buildId": m.build_id if m and BUILD_ID_RE.fullmatch(m.build_id) else None,
                 "ageSeconds": _age(m.built_at, now) if m else None,
                 "documents": m.counts.documents if m else None,
                 "vectors": m is not None and m.vectors is not None,
@@ -99,5 +108,5 @@ def _age(built_at: str, now: float) -> float | None:
     """Seconds since an ISO 8601 build time (None when it cannot be read)."""
     try:
         return max(0.0, round(now - datetime.fromisoformat(built_at.replace("Z", "+00:00")).timestamp(), 1))
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import logging
 import os
 import shutil
@@ -30,17 +31,99 @@ log = logging.getLogger(__name__)
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
+# A file in the metrics folder on which every process that writes there holds a shared lock for its
+# life. An exclusive lock on it is granted only once none of them is left: whoever gets one may remove
+# the folder. So the folder goes with the last of the supervisor and its workers, also when the
+# supervisor is SIGKILLed (its workers, told by the kernel, exit after it), and a folder whose
+# processes were all SIGKILLed is swept by the next server that makes one (issue 31).
+OWNERS_FILE = ".owners"
+FOLDER_PREFIX = "docbundle-metrics-"
+# This process's descriptors of the owners file (the supervisor's, or a worker's own).
+_held: list[int] = []
+
+
+def _hold(folder: str, *, create: bool = False) -> None:
+    """Take this process's shared lock on ``folder``'s owners file (on a descriptor of its own).
+
+    ``create`` (the supervisor, on its new folder): the file is made under another name and renamed
+    once locked, so another server's sweep never finds it unlocked.
+    """
+    path = os.path.join(folder, OWNERS_FILE)
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path + ".new" if create else path, flags | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    if create:
+        os.rename(path + ".new", path)
+    _held.append(fd)
+
+
+def _let_go() -> None:
+    """Close this process's descriptors of the owners file (a forked worker's are its parent's)."""
+    while _held:
+        with contextlib.suppress(OSError):
+            os.close(_held.pop())
+
+
+def _remove_if_unowned(folder: str) -> bool:
+    """Remove ``folder`` when no process holds its owners file; whether it did."""
+    try:
+        fd = os.open(os.path.join(folder, OWNERS_FILE), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # not a folder of this scheme, or not ours, or gone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a process still writes there
+    finally:
+        os.close(fd)
+    shutil.rmtree(folder, ignore_errors=True)
+    return True
+
+
+def sweep_stale_folders(parent: str) -> list[str]:
+    """Remove the metrics folders in ``parent`` that this user owns and no process holds any more."""
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            if not entry.name.startswith(FOLDER_PREFIX) or not entry.is_dir(follow_symlinks=False):
+                continue
+            if entry.stat(follow_symlinks=False).st_uid == os.getuid() and _remove_if_unowned(entry.path):
+                removed.append(entry.name)
+    return removed
+
+
+def worker_holds_metrics_folder() -> None:
+    """In a forked worker: hold the metrics folder on a descriptor of its own, not the supervisor's."""
+    folder = os.environ.get(MULTIPROC_ENV)
+    _let_go()
+    if folder:
+        _hold(folder)
+
+
+def worker_leaves_metrics_folder() -> None:
+    """In a worker about to exit: let go, and remove the folder if the supervisor and the others did."""
+    folder = os.environ.get(MULTIPROC_ENV)
+    _let_go()
+    if folder:
+        _remove_if_unowned(folder)
+
+
 @contextlib.contextmanager
 def metrics_folder(workers: int) -> Iterator[None]:
     """With ``workers`` above 1, a private folder named by ``PROMETHEUS_MULTIPROC_DIR`` for the block,
     removed after it: the worker processes write their metrics there and a scrape adds them up. With
-    one process, no such variable for the block (its metrics stay in memory).
+    one process, no such variable for the block (its metrics stay in memory). Folders left by servers
+    that were all killed are swept first (``OWNERS_FILE``).
 
     Enter it before anything imports prometheus-client, which reads the variable when imported.
     """
     before = os.environ.pop(MULTIPROC_ENV, None)
-    folder = tempfile.mkdtemp(prefix="docbundle-metrics-") if workers > 1 else None
-    if folder is not None:
+    folder = None
+    if workers > 1:
+        for name in sweep_stale_folders(tempfile.gettempdir()):
+            log.info("removed the metrics folder %s left by a server that was killed", name)
+        folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
+        _hold(folder, create=True)
         os.environ[MULTIPROC_ENV] = folder
     try:
         yield
@@ -49,6 +132,7 @@ def metrics_folder(workers: int) -> Iterator[None]:
         if before is not None:
             os.environ[MULTIPROC_ENV] = before
         if folder is not None:
+            _let_go()
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -139,6 +223,7 @@ def _worker(app: HttpApp, sock: socket.socket, n: int, log_level: str) -> None:
         # it on once (twice would cut the drain short). It dies with the supervisor.
         os.setpgid(0, 0)
         _die_with_parent()
+        worker_holds_metrics_folder()
         app.after_fork(n)
         http_server(app, log_level=log_level).run(sockets=[sock])
         code = 0
@@ -147,6 +232,8 @@ def _worker(app: HttpApp, sock: socket.socket, n: int, log_level: str) -> None:
     except BaseException:
         log.exception("worker %d failed", n)
     finally:
+        with contextlib.suppress(OSError):
+            worker_leaves_metrics_folder()
         for stream in (sys.stderr, sys.stdout):
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()

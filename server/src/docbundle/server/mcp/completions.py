@@ -9,8 +9,11 @@ tool's arguments), so the values a tool call needs are offered where those argum
   version when none is), plus ``latest``;
 - ``path`` (``docs://``): the document ids of that library version, the ids ``get_document`` takes,
   read from the manifest (no bundle is opened);
-- ``query`` / ``topic`` (the prompts): titles of the library's pages (of every library when none is
-  given) that start with or contain what was typed.
+- ``query`` / ``topic`` (the prompts): titles of the library's pages (of the first
+  ``MAX_TITLE_LIBRARIES`` libraries in id order when none is given: each costs a read of its manifest)
+  that start with or contain what was typed.
+
+Every completion runs in a lookup thread (``lookups.lookup_thread``), never on the event loop.
 
 Matching ignores case. At most ``MAX_VALUES`` values come back, with ``total`` and ``hasMore``. An
 argument, prompt or template this server does not know completes to nothing (an empty list, not an
@@ -33,9 +36,13 @@ from mcp.types import (
 from ..catalog import LibraryEntry
 from ..docs import Docs
 from ..errors import MAX_DOCUMENT_ID_CHARS, MAX_LIBRARY_ID_CHARS, ServerError
+from ..lookups import lookup_thread
 from ..resolve import complete_ids
 
 MAX_VALUES = 100  # the protocol's cap on values in one completion
+# Libraries whose page titles complete a prompt's query or topic when no libraryId is given: each is a
+# manifest read and decoded, so not every one of 10,000 per keystroke (issue 31).
+MAX_TITLE_LIBRARIES = 20
 DOCS_TEMPLATE = "docs://{libraryId}/{version}/{+path}"
 LIBRARY_TEMPLATE = "library://{libraryId}"
 PROMPTS = ("search-docs", "explain-with-docs")
@@ -50,7 +57,8 @@ def add_completions(mcp: MCPServer[Any], docs: Docs) -> None:
         context: CompletionContext | None,
     ) -> Completion:
         given = dict(context.arguments or {}) if context else {}
-        values = candidates(docs, ref, argument.name, argument.value, given)
+        # In a lookup thread: the word index, a library's check and its manifest are read off the loop.
+        values = await lookup_thread(lambda: candidates(docs, ref, argument.name, argument.value, given))
         return Completion(values=values[:MAX_VALUES], total=len(values), has_more=len(values) > MAX_VALUES)
 
     register = mcp.completion()  # type: ignore[no-untyped-call]  # the SDK leaves this decorator untyped
@@ -83,7 +91,7 @@ def candidates(
         if name == "path" and lib is not None:
             return _matching(_document_ids(lib, given.get("version")), value)
     if isinstance(ref, PromptReference) and name in ("query", "topic"):
-        libs = [lib] if lib else docs.catalog.libraries()
+        libs = [lib] if lib else docs.catalog.libraries()[:MAX_TITLE_LIBRARIES]
         titles = [d.title for entry in libs for d in _documents(entry, None) if d.title]
         return _matching(list(dict.fromkeys(titles)), value)
     return []

@@ -54,11 +54,25 @@ from mcp.types import (
 from mcp.types import Resource as MCPResource
 from mcp.types import Tool as MCPTool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from .. import models
 from ..catalog import Catalog
 from ..docs import Docs
-from ..errors import MAX_NAME_CHARS, BadCursorError, clip, clip_list, echo
+from ..errors import (
+    MAX_NAME_CHARS,
+    BadCursorError,
+    BadRequestError,
+    InvalidIdError,
+    UnknownDocumentError,
+    UnknownLibraryError,
+    UnknownVersionError,
+    clip,
+    clip_list,
+    echo,
+)
+from ..jsonrpc import CLIENT_MISTAKE
+from ..lookups import lookup_thread
 from . import sdk
 from .args import Reply, canonical
 from .completions import add_completions
@@ -151,14 +165,14 @@ class DocbundleMCP(MCPServer[Any]):
 
     async def list_resources(self) -> list[MCPResource]:
         """One ``library://{id}`` resource per installed library (the templates cover the rest)."""
-        return [*await super().list_resources(), *library_resources(self.docs)]
+        return [*await super().list_resources(), *await lookup_thread(lambda: library_resources(self.docs))]
 
     async def _list_resources_page(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams
     ) -> ListResourcesResult:
         """One page of resources/list: ``RESOURCES_PAGE`` libraries after the one the cursor names."""
-        try:
-            page, cursor = library_resource_page(self.docs, params.cursor)
+        try:  # in a lookup thread: the cursor decoded and the page made off the event loop
+            page, cursor = await lookup_thread(lambda: library_resource_page(self.docs, params.cursor))
         except BadCursorError as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
         fixed = await super().list_resources() if params.cursor is None else []
@@ -185,10 +199,12 @@ class DocbundleMCP(MCPServer[Any]):
             try:
                 given = canonical(*self._params[name], arguments or {})
             except ToolError as exc:  # worded as the SDK words the errors of a tool's own checks
-                raise ToolError(f"Error executing tool {name}: {exc}") from exc
+                raise ToolError(f"Error executing tool {name}: {exc}") from BadRequestError(str(exc))
             answer = await super().call_tool(name, given, context)
         except ToolError as exc:
             if rctx is not None:
+                if _client_mistake(exc):
+                    _mark_client_mistake(rctx)
                 await send_client_log(rctx, "error", f"{name} failed: {exc}")
             raise
         finally:
@@ -240,6 +256,40 @@ class DocbundleMCP(MCPServer[Any]):
         if missing:
             raise MCPError(INVALID_PARAMS, f"prompt {name!r} needs argument(s): {', '.join(missing)}")
         return await super().get_prompt(name, arguments, context)
+
+
+# Tool errors that are the caller's own mistake (a bad argument, something that does not exist), as
+# opposed to a library that cannot be served or a call that was cancelled.
+_CLIENT_MISTAKES = (
+    InvalidIdError,
+    UnknownLibraryError,
+    UnknownVersionError,
+    UnknownDocumentError,
+    BadCursorError,
+    BadRequestError,
+    ValidationError,
+)
+
+
+def _client_mistake(exc: BaseException) -> bool:
+    """Whether a tool error comes from the caller's arguments: the SDK's validation against the input
+    schema (a ``mode`` not in its enum), an argument spelled twice or missing (``args.canonical``: a
+    ``BadRequestError`` cause), or one of ``_CLIENT_MISTAKES`` raised by a check or an operation (found
+    along the ``__cause__`` chain)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, _CLIENT_MISTAKES):
+            return True
+        cause = cause.__cause__
+    return False
+
+
+def _mark_client_mistake(ctx: ServerRequestContext[Any]) -> None:
+    """Tell the HTTP layer (through the request's ASGI scope) that this call failed by the client's own
+    mistake; nothing for stdio, which has no HTTP request and no metrics."""
+    scope = getattr(ctx.request, "scope", None)
+    if isinstance(scope, dict):
+        scope[CLIENT_MISTAKE] = True
 
 
 def _request_of(context: Context[Any, Any] | None) -> ServerRequestContext[Any] | None:

@@ -5,8 +5,10 @@ cancellation token: when the request is cancelled (the HTTP client disconnected,
 ``notifications/cancelled``, the stdio client went away) the coroutine stops waiting at once and
 cancels the token, and the search engine, which checks it between units of work, stops too, so no
 thread keeps burning CPU for a caller that is gone. ``resolve_library``, ``list_libraries`` and
-``list_library_versions`` only read the in-memory catalogue and run on the event loop, so they never
-queue behind searches for a worker thread. Everything the threads touch is safe for that (the catalogue opens each bundle once
+``list_library_versions`` (catalogue lookups: the word index, the check of a library on first use, a
+page of summaries) run in a thread too, never on the event loop (issue 31: a hostile resolve query held
+it 16 s), but on threads of their own (``lookups.lookup_thread``), so they never queue
+behind searches for a worker thread. Everything the threads touch is safe for that (the catalogue opens each bundle once
 behind a per-version lock, the searcher opens a whoosh reader per call, the document store reads from
 a read-only memory map).
 
@@ -41,6 +43,7 @@ from pydantic import Field
 from .. import models
 from ..docs import Docs, check_category, check_document_args, check_list_args, check_name
 from ..errors import check_ids, check_search_input
+from ..lookups import lookup_thread
 from ..models import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, LIST_MAX_TOKENS, MAX_LIMIT, MAX_WINDOW
 from ..render import Answer, answer
 from .args import LibraryIdArg, MaxTokensArg, OptLibraryIdArg, Reply, VersionArg, reply, tool_errors
@@ -63,16 +66,11 @@ def _tool(fn: Callable[..., Coroutine[Any, Any, CallToolResult]], title: str) ->
     )
 
 
-def _on_loop(check: Callable[[], None], work: Callable[[], Answer[Any]]) -> Reply:
-    """``check`` the arguments, then do ``work`` here: a catalogue lookup, cheap enough for the event loop."""
-    with tool_errors():
-        check()
-        return reply(work())
-
-
-async def _in_thread(check: Callable[[], None], work: Callable[[Deadline], Answer[Any]], what: str) -> Reply:
-    """``check`` the arguments here, then run ``work(token)`` in a worker thread; when this call is
-    cancelled, cancel the token.
+async def _in_thread(
+    check: Callable[[], None], work: Callable[[Deadline], Answer[Any]], what: str, *, lookup: bool = False
+) -> Reply:
+    """``check`` the arguments here, then run ``work(token)`` in a worker thread (a lookup thread when
+    ``lookup``); when this call is cancelled, cancel the token.
 
     The thread is abandoned rather than waited for (the caller is gone) and the token makes the search
     engine stop at its next check; the log (INFO) says how long a cancelled call's thread ran.
@@ -96,6 +94,8 @@ async def _in_thread(check: Callable[[], None], work: Callable[[Deadline], Answe
             raise
 
     try:
+        if lookup:
+            return await lookup_thread(run)
         return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
     except BaseException:
         token.cancel()
@@ -116,9 +116,11 @@ def list_libraries_tool(docs: Docs) -> Tool:
         Each: id (the libraryId of other tools), name, description, category, versions, status
         (available, ready, failed + reason).
         """
-        return _on_loop(
+        return await _in_thread(
             lambda: check_category(category, query, cursor, maxTokens),
-            lambda: answer(docs.list_libraries(category, query, cursor, maxTokens, checked=True)),
+            lambda token: answer(docs.list_libraries(category, query, cursor, maxTokens, checked=True)),
+            "list_libraries",
+            lookup=True,
         )
 
     return _tool(list_libraries, "List libraries")
@@ -136,8 +138,11 @@ def resolve_library_tool(docs: Docs) -> Tool:
         Matches ids, names, descriptions, categories and page languages (prefixes, typos too).
         Each match: id, versions, score (0-1), why it matched.
         """
-        return _on_loop(
-            lambda: check_name(name), lambda: answer(docs.resolve_library(name, limit, checked=True))
+        return await _in_thread(
+            lambda: check_name(name),
+            lambda token: answer(docs.resolve_library(name, limit, checked=True)),
+            "resolve_library",
+            lookup=True,
         )
 
     return _tool(resolve_library, "Resolve a library")
@@ -152,8 +157,11 @@ def list_library_versions_tool(docs: Docs) -> Tool:
         Each: status (active, deprecated, eol), whether latest, LTS or default, buildId and
         availability. Pass a name as `version` to other tools.
         """
-        return _on_loop(
-            lambda: check_ids(libraryId), lambda: answer(docs.list_versions(libraryId, checked=True))
+        return await _in_thread(
+            lambda: check_ids(libraryId),
+            lambda token: answer(docs.list_versions(libraryId, checked=True)),
+            "list_library_versions",
+            lookup=True,
         )
 
     return _tool(list_library_versions, "List library versions")

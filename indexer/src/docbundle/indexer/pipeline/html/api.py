@@ -65,7 +65,7 @@ _API_TYPES = frozenset(
 )
 # Definition lists that are prose, not API entries.
 _PROSE = frozenset({"simple", "field-list", "glossary", "footnote", "citation", "option-list", "docutils"})
-_HEADING_RE = re.compile(r"^h([1-6])$")
+_HEADING_RE = re.compile(r"^h([1-6])\Z")
 _HEADINGS_AND_LISTS = "h1, h2, h3, h4, h5, h6, dl"
 _SPACE_RE = re.compile(r"\s+")
 

@@ -73,7 +73,7 @@ async function loadLibraries() {
     cell(row, lib.id);
     cell(row, lib.name);
     cell(row, lib.version);
-    cell(row, lib.buildId);
+    cell(row, lib.checked ? lib.buildId : "not checked yet");
     cell(row, age(lib.ageSeconds), "num");
     cell(row, lib.documents, "num");
     cell(row, lib.vectors ? "yes" : "no");
