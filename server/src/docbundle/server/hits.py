@@ -36,6 +36,7 @@ from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
 from .catalog import Catalog, OpenedLibrary, VersionEntry
 from .comments import without_html_comments
 from .documents import doc_uri, source
+from .encoder import QUERY_TOKENS
 from .errors import (
     BadRequestError,
     CancelledError,
@@ -48,7 +49,7 @@ from .errors import (
 from .models import MAX_SEARCHED_LISTED, RoutingSummary, SearchHit, SearchResult, SkippedLibrary
 from .render import STOPPED_NOTE, cut_note, hit_header, omitted_note, search_head
 from .routing import MAX_ROUTE_WORDS, SHOWN, Route, Router
-from .semantic import SEMANTIC_MODES, Choice, QueryVector, Ranking, choose, rank, rescale
+from .semantic import SEMANTIC_MODES, Choice, QueryVector, Ranking, choose, keywords_instead, rank, rescale
 from .words import MODEL, NextStep
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,8 @@ def search(
         else:
             got.add(found)
     _merge(got)
-    return _result(got, call, library_id)
+    encoded = vector.encoded
+    return _result(got, call, library_id, encoded.kept if encoded is not None and encoded.cut else None)
 
 
 def _run(
@@ -233,6 +235,8 @@ def _search_entry(
         lib = catalog.open_entry(entry)
         choice = choose(call.mode, entry.library_id, lib.manifest, catalog.encoder, waited)
         ranking = rank(lib, choice.ran, call.query, call.keywords, call.limit, PER_DOC, deadline, vector.get)
+        if ranking.fallback is not None:  # the query's encoding was refused: keywords ran, say why
+            choice = keywords_instead(call.mode, entry.library_id, ranking.fallback)
         # Read the hits' records here, so a damaged store fails this library only.
         records = {doc: lib.bundle.store.get(doc) for _, doc, _ in ranking.hits}
         if any(not 0 <= chunk < len(records[doc].chunks) for _, doc, chunk in ranking.hits):
@@ -275,8 +279,13 @@ def _failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
     return f"the search failed in this bundle ({type(exc).__name__}: {text})"
 
 
-def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchResult:
-    """The result of a search: the best hits fitted to ``call.max_tokens``, or advice when there are none."""
+def _result(
+    got: _Gathered, call: SearchCall, library_id: str | None, encoded_chars: int | None = None
+) -> SearchResult:
+    """The result of a search: the best hits fitted to ``call.max_tokens``, or advice when there are none.
+
+    ``encoded_chars``: the characters of the query encoded for meaning, when it was cut to the model's
+    window; the answer's ``message`` says so (``query_cut_note``), as it carries the other notes."""
     raw = got.raw[: call.limit]
     searched = got.searched
     single = searched[0] if library_id is not None and searched else None
@@ -304,8 +313,10 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
         omitted_hits=0,
         max_tokens=call.max_tokens,
     )
+    cut = [query_cut_note(encoded_chars)] if encoded_chars is not None else []
     if not raw:
         message, steps = _empty_advice(base, searched, library_id, call.budget)
+        message = " ".join([message, *cut])
         return base.model_copy(
             update={"message": message, "suggestions": MODEL.advice(steps), "next_steps": steps}
         )
@@ -315,6 +326,7 @@ def _result(got: _Gathered, call: SearchCall, library_id: str | None) -> SearchR
         notes.append(unreached_note(base.routing, call.budget))
     if word_match in ("weak", "no_topic"):
         notes.append(_match_note(word_match, got, ran, library_id is not None))
+    notes.extend(cut)
     base = base.model_copy(update={"word_match": word_match, "message": " ".join(notes) or None})
     # The header, and the closing note should hits be left out, come out of the same budget.
     fixed = estimate_tokens(search_head(base)) + estimate_tokens(omitted_note(len(raw), call.max_tokens))
@@ -356,6 +368,14 @@ def unreached_note(routing: RoutingSummary, budget: float) -> str:
         f"The time budget ({budget:g} s) ran out before {routing.not_reached} of the libraries chosen were "
         "searched: the ones searched took it (opening them, scoring the words). Ask again "
         "(opened libraries answer faster), or name a library (libraryId)."
+    )
+
+
+def query_cut_note(kept: int) -> str:
+    """The note that says the query was cut for meaning (``encoder.QUERY_TOKENS``)."""
+    return (
+        f"Query cut for meaning: only its first {kept} characters (the query, then the keywords) fit the "
+        f"model's window of {QUERY_TOKENS} tokens and were encoded; keyword search is not cut."
     )
 
 

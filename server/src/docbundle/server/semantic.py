@@ -15,6 +15,11 @@ or ``limit`` when a call asks for more hits than that. A page found by keywords 
 hits; a page only the vectors found shows its best sections.
 **semantic** ranks sections by cosine similarity alone (at most ``per_doc`` per page).
 
+**Encoding** the query (``QueryVector``) happens once per call, cut to the model's window and in one of
+the encoder's slots (``encoder.QueryEncoder.encode``). A search whose query waited too long for a slot
+(``EncoderBusy``) is searched by keywords, and the answer says why (``Ranking.fallback``, then
+``keywords_instead``), as for any other reason hybrid cannot run.
+
 Bounds: scoring a query is one pass over the vector file (1 ms for 5,500 sections), ranking pages one
 more; the keyword side keeps every bound of ``docbundle.bundle.search`` and the call's ``Deadline``.
 numpy is imported by the functions that score, which run only for a library whose vectors are usable.
@@ -22,15 +27,16 @@ numpy is imported by the functions that score, which run only for a library whos
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from docbundle.bundle import hybrid
 from docbundle.bundle.manifest import Manifest, VectorsInfo
 from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch
 
-from .encoder import QueryEncoder, describe
+from .encoder import Encoded, EncoderBusy, QueryEncoder, describe
 
 if TYPE_CHECKING:
     from .catalog import OpenedLibrary
@@ -66,6 +72,8 @@ class Ranking:
     # where every hit is near by meaning and no word is checked).
     word_match: WordMatch | None = None
     informative: list[str] = field(default_factory=list)  # the keyword side's informative words
+    # Why the mode chosen fell back to keyword search while ranking (the encoder was busy); None if not.
+    fallback: str | None = None
 
 
 def vector_problem(vectors: VectorsInfo | None, encoder: QueryEncoder) -> str | None:
@@ -108,33 +116,53 @@ def choose(
             if waited and encoder.status() == "loading"
             else "the query encoder is not loaded"
         )
+    if problem is not None:
+        return keywords_instead(requested, lib_id, problem)
     if requested is None:
-        if problem is None:
-            return Choice("hybrid", f"default: {lib_id} has vectors this server can search")
+        return Choice("hybrid", f"default: {lib_id} has vectors this server can search")
+    return Choice(requested)  # type: ignore[arg-type]
+
+
+def keywords_instead(requested: SearchMode | None, lib_id: str, problem: str) -> Choice:
+    """The choice of keyword search (``balanced``) for a library where hybrid or semantic search was
+    asked for (``requested``, None: the default) and cannot run, and why (``problem``)."""
+    if requested is None:
         return Choice("balanced", f"default: {lib_id} is searched by keywords, as {problem}", problem=problem)
-    if problem is None:
-        return Choice(requested)  # type: ignore[arg-type]
     why = f"{requested} was asked for, but in {lib_id} {problem}: searched by keywords (balanced)"
     return Choice("balanced", why, True, problem)
 
 
 class QueryVector:
-    """The query's vector, encoded once per call on first need (checked against the call's deadline)."""
+    """The query's vector, encoded once per call on first need (checked against the call's deadline).
+
+    The libraries of one call share it: the first to need it encodes, the others wait for that (one
+    cut query's encoding at most) rather than encode again; a refusal (``EncoderBusy``) is kept too.
+    """
 
     def __init__(self, encoder: QueryEncoder, text: str) -> None:
         self._encoder = encoder
         self._text = text
-        self._vector: Any = None
+        self._lock = threading.Lock()
+        self._busy: EncoderBusy | None = None
+        self.encoded: Encoded | None = None
 
     def get(self, deadline: Deadline) -> Any:
-        """The vector; raises ``Cancelled`` or ``OutOfTime`` from the deadline."""
-        if self._vector is None:
-            deadline.check()
-            embedder = self._encoder.get(deadline, timeout=0)
-            if embedder is None:
-                raise RuntimeError("the query encoder is not loaded")
-            self._vector = self._encoder.encode(embedder, self._text)
-        return self._vector
+        """The vector; raises ``Cancelled`` or ``OutOfTime`` from the deadline, ``EncoderBusy`` when no
+        encoder slot freed up in time."""
+        with self._lock:
+            if self.encoded is None:
+                if self._busy is not None:
+                    raise self._busy
+                deadline.check()
+                embedder = self._encoder.get(deadline, timeout=0)
+                if embedder is None:
+                    raise RuntimeError("the query encoder is not loaded")
+                try:
+                    self.encoded = self._encoder.encode(embedder, self._text, deadline)
+                except EncoderBusy as exc:
+                    self._busy = exc
+                    raise
+            return self.encoded.vector
 
 
 def rank(
@@ -158,6 +186,9 @@ def rank(
     if ran == "semantic":
         try:
             scores = lib.bundle.vector_file().scores(vector(deadline))
+        except EncoderBusy as busy:
+            ranking = rank(lib, "balanced", query, keywords, limit, per_doc, deadline, vector)
+            return replace(ranking, fallback=str(busy))
         except OutOfTime:
             return Ranking([], stopped=True, scale="cosine")
         return Ranking(_best_sections(scores, searcher, limit, per_doc), scale="cosine")
@@ -171,15 +202,17 @@ def rank(
     keyword_pages = list(by_page)[:depth]
     try:
         scores = lib.bundle.vector_file().scores(vector(deadline))
-    except OutOfTime:
+    except OutOfTime as exc:
+        refused = isinstance(exc, EncoderBusy)  # searched by keywords, and said so; else out of time
         return Ranking(
             [(h.score, h.doc, h.chunk) for h in kw.hits[:limit]],
             kw.terms,
             kw.dropped,
-            True,
+            kw.stopped if refused else True,
             "keyword",
             kw.word_match,
             kw.informative,
+            fallback=str(exc) if refused else None,
         )
     from docbundle.bundle.vectors import rank_documents
 

@@ -15,12 +15,17 @@ A model that does not load although the extra is installed fails the build of th
 message (``BuildError``), its previous bundle untouched; a missing extra is not an error.
 
 Reuse (``make_vectors``): the previous bundle of the library version (the one ``CURRENT`` names) is the
-cache. Its manifest must name the same embedder (``key``) and passage recipe (``passage``), and its ``vectors.bin`` and document store
-are checked against the sizes and sha256 its manifest lists, through the descriptors that are then read.
-A chunk whose ``text_key`` (embedder identity + passage text) equals one of its rows gets that row's
-stored bytes (int8 values and scale, not recomputed); only the other chunks are embedded. A chunk whose
-title, heading path and text are unchanged has an unchanged passage text, so those are matched first
-without counting tokens; the passage texts of the rest, on both sides, are then cut and compared.
+cache. Its manifest must name the same embedder (``key``), passage recipe (``passage``) and row type
+(``ROW_DTYPE``, int8: a float16 previous bundle is embedded again, since a converted row is not the row
+embedding gives), and its ``vectors.bin`` and document store are checked against the sizes and sha256
+its manifest lists, through the descriptors that are then read; every row of its ``vectors.bin`` is then
+checked as a reader checks it (``VectorFile``: values finite and in range), so rows planted together
+with a rewritten previous manifest are never copied into the new bundle and re-hashed into its fresh
+manifest. Any refusal is logged with its reason and the build embeds every chunk. A chunk whose
+``text_key`` (embedder identity + passage text) equals one of its rows gets that row's stored bytes
+(int8 values and scale, not recomputed); only the other chunks are embedded. A chunk whose title,
+heading path and text are unchanged has an unchanged passage text, so those are matched first without
+counting tokens; the passage texts of the rest, on both sides, are then cut and compared.
 
 Row ``i`` of ``vectors.bin`` is index document ``i``: the chunks of ``docs`` record by record, in order,
 as ``assemble.assemble`` numbers them.
@@ -48,11 +53,11 @@ from docbundle.bundle.embed import (
     passage_text,
     text_key,
 )
-from docbundle.bundle.errors import BundleError
+from docbundle.bundle.errors import BundleError, BundleFormatError
 from docbundle.bundle.manifest import Manifest, VectorsInfo
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, DocRecord, DocStore
-from docbundle.bundle.vectors import VECTORS_FILE, Quantized, VectorFile, encode_quantized, quantize
+from docbundle.bundle.vectors import VECTORS_FILE, Dtype, Quantized, VectorFile, encode_quantized, quantize
 
 from ..errors import BuildError
 from .progress import Progress, QuietProgress
@@ -68,6 +73,9 @@ ENV_EMBED = "DOCBUNDLE_EMBED"
 _OFF = {"0", "false", "no", "off"}
 
 Mode = Literal["embed", "off", "skip"]
+#: The value type of the rows a build writes (int8 with a scale per row; docs/semantic.md). Only rows of
+#: this type are reused: a row converted from another is not the row embedding would give.
+ROW_DTYPE: Dtype = "int8"
 #: Opens the display of one step: (units of work, verb) -> a progress display, closed when the step ends.
 Display = Callable[[int, str], contextlib.AbstractContextManager[Progress]]
 
@@ -213,6 +221,16 @@ class _Previous:
             self.close()
             raise
 
+    def check(self, chunks: int, key: str) -> None:
+        """Refuse (``BundleFormatError``) vectors that are not ``chunks`` rows of ``ROW_DTYPE`` by the
+        embedder ``key``. Every value was checked when the file was mapped (``VectorFile``: finite, in
+        range, named by row), so a row copied from here is one a reader accepts."""
+        if self.store is None or self.vectors is None:
+            raise BundleFormatError("the previous bundle is closed")
+        self.vectors.check(chunks, key)
+        if self.vectors.header.dtype != ROW_DTYPE:
+            raise BundleFormatError(f"{VECTORS_FILE} holds {self.vectors.header.dtype} rows, not {ROW_DTYPE}")
+
     def close(self) -> None:
         """Release the maps and the descriptors (idempotent)."""
         if self.vectors is not None:
@@ -256,9 +274,23 @@ def _previous(bundle: Path | None, key: str) -> Iterator[_Previous | None]:
             )
             yield None
             return
+        if manifest.vectors.dtype != ROW_DTYPE:
+            # Rows of another value type would have to be converted, and a converted row is not the row
+            # embedding gives: the new bundle would depend on the history of builds, not on its inputs.
+            log.warning(
+                "not reusing the vectors of %s: its rows are %s, this build writes %s; every chunk is embedded",
+                bundle.name,
+                manifest.vectors.dtype,
+                ROW_DTYPE,
+            )
+            yield None
+            return
         prev = _Previous(bundle, manifest)
-        assert prev.vectors is not None
-        prev.vectors.check(manifest.counts.chunks, key)
+        try:
+            prev.check(manifest.counts.chunks, key)
+        except BaseException:
+            prev.close()
+            raise
     except (BundleError, BuildError, OSError, ValueError) as exc:
         log.warning("not reusing the vectors of %s: %s", bundle.name, exc)
         yield None
@@ -291,8 +323,7 @@ def _match(
     source: list[int | None] = [None] * len(chunks)
     old_raw: dict[str, int] = {}
     old_chunks: list[tuple[str, list[str], str]] = []
-    if prev is not None:
-        assert prev.store is not None
+    if prev is not None and prev.store is not None:
         old_chunks = [(d.title, c.heading_path, c.text) for d in prev.store for c in d.chunks]
         for row, (t, h, x) in enumerate(old_chunks):
             old_raw.setdefault(raw_key(key, t, h, x), row)
@@ -340,9 +371,10 @@ def make_vectors(
         reuse = [(i, row) for i, row in enumerate(source) if row is not None]
         if reuse and prev is not None and prev.vectors is not None:
             copied = prev.vectors.stored([row for _, row in reuse])
+            if copied.scales is None or copied.values.dtype != values.dtype:  # refused by _previous
+                raise BuildError(f"the previous {VECTORS_FILE} holds rows of another value type")
             at = np.array([i for i, _ in reuse], dtype=np.int64)
             values[at] = copied.values
-            assert copied.scales is not None
             scales[at] = copied.scales
     if texts:
         with display(len(texts), "embedded") as bar:
@@ -357,7 +389,7 @@ def make_vectors(
     (directory / VECTORS_FILE).write_bytes(encode_quantized(Quantized(values, scales), key))
     info = VectorsInfo(
         path=VECTORS_FILE,
-        dtype="int8",
+        dtype=ROW_DTYPE,
         rows=rows,
         dims=dims,
         embedder=identity.info(),
@@ -375,7 +407,8 @@ def _store(
     fresh: npt.NDArray[np.float32],
 ) -> None:
     """Quantize freshly embedded rows into ``values``/``scales`` at rows ``at`` (as the file stores them)."""
-    q = quantize(fresh, "int8")
-    assert q.scales is not None
+    q = quantize(fresh, ROW_DTYPE)
+    if q.scales is None:
+        raise BuildError(f"quantizing to {ROW_DTYPE} gave no row scales")
     values[at] = q.values
     scales[at] = q.scales
