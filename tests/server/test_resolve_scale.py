@@ -12,6 +12,7 @@ library (``_reference``), on small generated catalogues where no word is common.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import msgspec
@@ -58,7 +59,7 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lib_id = f"pkg-{i:04d}"
         vdir = root / lib_id / "latest"
         vdir.mkdir(parents=True)
-        os.symlink(base, vdir / GOLDEN_BUILD)
+        shutil.copytree(base, vdir / GOLDEN_BUILD, copy_function=os.link)  # real folders: links are refused
         (vdir / "CURRENT").write_text(GOLDEN_BUILD + "\n", encoding="ascii")
         info = LibraryInfo(
             id=lib_id,
@@ -173,7 +174,7 @@ def test_the_word_index_answers_as_comparing_every_library_would(
     for i, parts in enumerate(names):
         vdir = root / f"lib{i}" / "latest"
         vdir.mkdir(parents=True)
-        os.symlink(base, vdir / GOLDEN_BUILD)
+        shutil.copytree(base, vdir / GOLDEN_BUILD, copy_function=os.link)  # real folders: links are refused
         (vdir / "CURRENT").write_text(GOLDEN_BUILD + "\n", encoding="ascii")
         info = LibraryInfo(id=f"lib{i}", name=" ".join(parts), description=" ".join(reversed(parts)))
         entries.append(msgspec.structs.replace(entry, library=info))

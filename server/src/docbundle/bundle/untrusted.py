@@ -58,14 +58,7 @@ def open_regular(path: Path | str) -> int:
         if os.path.islink(path):
             raise UnsafeFileError(f"{path} is a symbolic link; it is read only as a regular file") from None
         raise UnsafeFileError(f"{path} cannot be opened: {exc.strerror}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UnsafeFileError(f"{path} is {_kind(mode)}, not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _regular(fd, path)
 
 
 def open_lock(path: Path | str) -> int:
@@ -81,6 +74,11 @@ def open_lock(path: Path | str) -> int:
         if os.path.islink(path):
             raise UnsafeFileError(f"{path} is a symbolic link; a lock file must be a regular file") from None
         raise exc from None
+    return _regular(fd, path)
+
+
+def _regular(fd: int, path: Path | str) -> int:
+    """``fd`` when it is a regular file; else it is closed and ``UnsafeFileError`` names what it is."""
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
