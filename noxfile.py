@@ -239,6 +239,9 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- routing-verify [--libraries N]  a server's first routing index from verified records
                                        against loading routing.idx, over N generated libraries (no corpora)
     nox -s bench -- hostile            slowest adversarial page per parser entry point, sizes doubling (no corpora)
+    nox -s bench -- hostile --server resolve summary   resolve_library by query length at 1,000 and 10,000
+                                       libraries; one list_libraries page over a stale summary of N entries
+    nox -s bench -- hostile --cjk-paragraph  build RSS, index size and search CPU of a one-paragraph CJK page
     nox -s bench -- hostile --hybrid-query  with the semantic extras: hybrid search time by query length, and
                                        another client's latency during the attack (builds its own library)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles

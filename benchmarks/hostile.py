@@ -4,6 +4,8 @@ Usage::
 
     python benchmarks/hostile.py [--max-bytes N] [--start-bytes N] [--give-up SECONDS]
     python benchmarks/hostile.py --cjk-paragraph [--cjk-sizes 1900000,5000000]
+    python benchmarks/hostile.py --server resolve summary
+    python benchmarks/hostile.py --hybrid-query [ARGS of benchmarks/hostile_query.py]   (semantic extra)
 
 For each entry point (meta refresh, HTML decode, HTML parse, main-content selection, HTML conversion,
 llms.txt parsing, markdown links, front matter, chunking) it builds every adversarial shape below
@@ -15,6 +17,13 @@ shape whose call takes longer than ``--give-up`` seconds is not grown further an
 Main-content selection is timed on an already parsed tree; the parse is its own row, through
 ``html.parse_html``, which bounds the nesting depth first (lexbor's tree building grows with the square
 of the depth).
+
+``--server resolve summary`` runs the server sections instead (issue 31, items 4 and 6): the time of one
+``resolve_library`` call against the query's length at 1,000 and 10,000 generated libraries (flat or
+linear, never a scan of the vocabulary per word), and one ``list_libraries`` page over a summary whose
+entries name another build than ``CURRENT`` (summary rewrites and seconds against the number of such
+entries). ``--hybrid-query`` runs ``benchmarks/hostile_query.py`` (issue 31, item 5): a hybrid search's
+time against the query's length, and another client's search latency while the longest one runs.
 
 ``--cjk-paragraph`` runs only the "CJK paragraph size" section instead (issue 31, item 13): for each
 size of ``--cjk-sizes`` (UTF-8 bytes) it builds, with ``docbundle-index build`` in a fresh process, a
