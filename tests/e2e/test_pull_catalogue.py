@@ -84,7 +84,7 @@ def test_pull_follows_the_catalogue_index_into_each_release(site: Site, tmp_path
     assert where["beta"] in second and where["alpha"] in first and where["gamma"] in first
     timings = json.loads((latest / "timings.json").read_text())["libraries"]
     assert sorted(timings) == sorted(LIBRARIES)  # the next night's plan reads these
-    assert sorted(p.name for p in latest.iterdir()) == [INDEX, "timings.json"]
+    assert sorted(p.name for p in latest.iterdir()) == ["catalogue.html", INDEX, "status.json", "timings.json"]
 
     site.serve_dir(tmp_path / "download", "/download")
     base = site.url("/download/bundles-latest/")
