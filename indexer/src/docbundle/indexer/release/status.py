@@ -222,7 +222,7 @@ def _entry(
             library=library,
             version=version,
             name=library,
-            state=report.status,
+            state="built" if report.status == "built" else "unchanged",
             checked_at=now,
             last_success=now,
         )
