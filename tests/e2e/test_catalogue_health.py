@@ -203,6 +203,12 @@ def test_pull_list_shows_state_and_age_and_filters(
         assert rows["fresh"].split()[3] == "built"
         assert "<img" in rows["steady"] and "\x1b" not in out  # the release's words, as text
 
+        code, out, err = listed("--json", "--state", "unavailable")
+        listed_json = json.loads(out)
+        assert [b["library"] for b in listed_json["bundles"]] == ["moving"]
+        assert [(h["library"], h["state"], h["failed_nights"]) for h in listed_json["status"]] == [
+            ("moving", "unavailable", 3)
+        ]
         code, out, err = listed("--category", "AI")
         assert code == 0 and sorted(_table(out)) == ["fresh", "moving"], err
         assert out.splitlines()[-1] == "2 of the 3 library versions the release offers match"

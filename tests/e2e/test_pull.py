@@ -224,7 +224,11 @@ def test_only_http_is_fetched_and_errors_are_clear(site: Site, release: Path, tm
         (["pull", "Bad_Id", "--from", site.url("/rel/")], 2, "is not a library id"),
         (["pull", "--from", site.url("/rel/")], 2, "give LIBRARY[@VERSION] to install, or --list"),
         (["pull", "golden", "gold", "--from", site.url("/rel/")], 2, "give LIBRARY[@VERSION] to install"),
-        (["pull", "golden", "--category", "ai", "--from", site.url("/rel/")], 2, "or --list [WORDS] [--category"),
+        (
+            ["pull", "golden", "--category", "ai", "--from", site.url("/rel/")],
+            2,
+            "or --list [WORDS] [--category",
+        ),
     ]
     for args, code, message in cases:
         r = docbundle(*args, "--bundles", str(bundles), tmp=tmp)

@@ -180,7 +180,7 @@ def roll_status(
     served = {(e.library, e.version): e for e in index}
     tonight = {(r.library, r.version): r for r in reports}
     before = {(e.library, e.version): e for e in previous.libraries} if previous else {}
-    keys = sorted(set(configured) | set(served) | {k for k in before if k in served or k in configured})
+    keys = sorted(set(configured) | set(served))
     entries: list[LibraryStatus] = []
     for key in keys:
         report = tonight.get(key)
