@@ -93,9 +93,12 @@
     }
     body.replaceChildren(...rows);
     const total = libraries.length;
-    let text = "Showing " + rows.length + " of " + total + " libraries";
-    if (shown.length > rows.length) text = "Showing the first " + rows.length + " of " + shown.length + " matching libraries (" + total + " in all): narrow the search";
-    $("count").textContent = text + ".";
+    let text = "Showing " + rows.length + " of " + total + " libraries.";
+    if (shown.length > rows.length) {
+      const matching = shown.length === total ? "" : " (" + shown.length + " match)";
+      text = "Showing the first " + rows.length + " of " + total + " libraries" + matching + ": search or filter to narrow.";
+    }
+    $("count").textContent = text;
   }
   $("filters").addEventListener("submit", (event) => event.preventDefault());
   $("search").addEventListener("input", draw);
