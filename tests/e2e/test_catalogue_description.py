@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 from clikit import index_cli, server_cli
 from docbundle.bundle.release import INDEX
-from docbundle.server.pull import DESCRIPTION_CHARS
+from docbundle.server.offers import DESCRIPTION_CHARS
 from mcp import Client, StdioServerParameters
 from sitesrv import Site
 
@@ -100,7 +100,7 @@ def test_pull_list_prints_a_release_s_description_safely_and_cut(site: Site, tmp
     env = {k: v for k, v in os.environ.items() if k != "DOCBUNDLE_RELEASES"}
     r = server_cli("pull", "--list", "--from", site.url("/rel/"), env=env)
     assert r.returncode == 0, r.stderr
-    (line,) = r.stdout.splitlines()
+    (_header, line) = r.stdout.splitlines()
     assert not _CONTROL.search(line), repr(line)
     shown = line.split("  ")[-1]
     assert shown.startswith("EvilDocs") and shown.endswith("…") and len(shown) == DESCRIPTION_CHARS

@@ -70,7 +70,9 @@ def test_list_then_pull_installs_a_bundle_that_searches(site: Site, release: Pat
 
     r = docbundle("pull", "--list", "--from", base, tmp=tmp)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith("golden@latest") and "latest" in r.stdout.split()[-1]
+    header, row = r.stdout.splitlines()  # a table: its header, then one row per library version
+    assert header.split() == ["LIBRARY", "NAME", "CATEGORY", "STATE", "AGE", "DOCS", "SIZE", "BUILD"]
+    assert row.startswith("golden@latest") and row.split()[-1] == "latest"
     r = docbundle("pull", "--list", "--json", "--from", base + INDEX, tmp=tmp)
     assert r.returncode == 0, r.stderr
     listed = json.loads(r.stdout)
@@ -221,7 +223,12 @@ def test_only_http_is_fetched_and_errors_are_clear(site: Site, release: Path, tm
         ),
         (["pull", "Bad_Id", "--from", site.url("/rel/")], 2, "is not a library id"),
         (["pull", "--from", site.url("/rel/")], 2, "give LIBRARY[@VERSION] to install, or --list"),
-        (["pull", "golden", "--list", "--from", site.url("/rel/")], 2, "give LIBRARY[@VERSION] to install"),
+        (["pull", "golden", "gold", "--from", site.url("/rel/")], 2, "give LIBRARY[@VERSION] to install"),
+        (
+            ["pull", "golden", "--category", "ai", "--from", site.url("/rel/")],
+            2,
+            "or --list [WORDS] [--category",
+        ),
     ]
     for args, code, message in cases:
         r = docbundle(*args, "--bundles", str(bundles), tmp=tmp)

@@ -84,13 +84,22 @@ def test_pull_follows_the_catalogue_index_into_each_release(site: Site, tmp_path
     assert where["beta"] in second and where["alpha"] in first and where["gamma"] in first
     timings = json.loads((latest / "timings.json").read_text())["libraries"]
     assert sorted(timings) == sorted(LIBRARIES)  # the next night's plan reads these
-    assert sorted(p.name for p in latest.iterdir()) == [INDEX, "timings.json"]
+    assert sorted(p.name for p in latest.iterdir()) == [
+        "catalogue.html",
+        INDEX,
+        "status.json",
+        "timings.json",
+    ]
 
     site.serve_dir(tmp_path / "download", "/download")
     base = site.url("/download/bundles-latest/")
     code, out, err = _pull("--list", "--from", base, tmp=tmp_path / "tmp")
     assert code == 0, err
-    assert [line.split()[0] for line in out.splitlines()] == ["alpha@latest", "beta@latest", "gamma@latest"]
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [
+        "alpha@latest",
+        "beta@latest",
+        "gamma@latest",
+    ]
     for library in LIBRARIES:
         code, out, err = _pull(
             library, "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp"
@@ -126,7 +135,7 @@ def test_ten_thousand_libraries_list_and_pull_with_one_index_download(site: Site
 
     code, out, err = _pull("--list", "--from", base, tmp=tmp_path / "tmp")
     assert code == 0, err
-    assert len(out.splitlines()) == 10_000 and site.hits(f"/download/bundles-latest/{INDEX}") == 1
+    assert len(out.splitlines()) == 1 + 10_000 and site.hits(f"/download/bundles-latest/{INDEX}") == 1
     code, out, err = _pull("gamma", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp")
     assert code == 0, err
     assert (

@@ -77,8 +77,13 @@ def test_the_catalogue_index_keeps_every_librarys_newest_bundle_and_its_release(
         ("golden", entry.archive, tag),
         ("other", other.archive, ""),
     }
-    # No archive is copied into bundles-latest: it holds the index and the timings only.
-    assert sorted(p.name for p in (tree / "bundles-latest").iterdir()) == [INDEX, "timings.json"]
+    # No archive is copied into bundles-latest: it holds the index, the timings, the health and its page.
+    assert sorted(p.name for p in (tree / "bundles-latest").iterdir()) == [
+        "catalogue.html",
+        INDEX,
+        "status.json",
+        "timings.json",
+    ]
 
     first = tmp_path / "first"
     r = index_cli(

@@ -10,14 +10,13 @@ and the ``playwright`` package: they skip without them, unless ``DOCBUNDLE_REQUI
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from asgikit import client, serving
+from browserkit import browser_fixture, page_fixture  # noqa: F401  (the browser and page fixtures)
 from buildkit import build_bundle
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.options import HttpOptions
@@ -156,59 +155,6 @@ async def test_the_library_list_is_bounded(tmp_path: Path) -> None:
 
 
 # -- a real browser -----------------------------------------------------------------------------------
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = _chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        executable = None
-    if executable is None:
-        if os.environ.get("DOCBUNDLE_REQUIRE_BROWSER") == "1":
-            pytest.fail("DOCBUNDLE_REQUIRE_BROWSER=1 but chromium or the playwright package is missing")
-        pytest.skip("no chromium (Debian package `chromium`) or no `playwright` package")
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=executable,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    pg = context.new_page()
-    pg.set_default_timeout(20_000)
-    problems: list[str] = []
-    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: problems.append(str(e)))
-    pg.problems = problems
-    try:
-        yield pg
-    finally:
-        context.close()
 
 
 def _search(pg: Any, library: str, question: str) -> str:

@@ -42,7 +42,8 @@ found.
 library built or unchanged and passed its checks; 1 a library failed or regressed; 2 a configuration
 error. ``--plan`` prints the CI matrices (``--dry-run``: the shards and releases, no network), ``--merge
 DIR ... --release TAG`` merges the shards' release folders into one release, ``--roll DIR ... --previous
-FILE`` writes the catalogue index of ``bundles-latest`` that ``docbundle pull`` reads.
+FILE`` writes the catalogue index of ``bundles-latest`` that ``docbundle pull`` reads, with the
+catalogue's health ``status.json`` and the catalogue page ``catalogue.html``.
 
 Any command whose reader closes stdout early (``| head``) stops quietly with 141 (128 + SIGPIPE).
 """
@@ -720,34 +721,50 @@ def _shard_timings(folders: list[Path]) -> list[Timings]:
     return [plan.read_timings(folder / plan.TIMINGS) for folder in folders]
 
 
+def _nightly_roll(args: argparse.Namespace) -> int:
+    """``nightly --roll``: the catalogue index, timings, ``status.json`` and ``catalogue.html`` of
+    ``bundles-latest``, from tonight's release folders and last night's files."""
+    from docbundle.bundle.release import roll
+    from docbundle.bundle.status import STATUS
+
+    from .config import load_config
+    from .release import plan, status
+
+    catalogue = load_config(args.config)
+    rolled = roll(args.previous, args.roll, args.dist)
+    keep = {lib.id for lib in catalogue.libraries}
+    timings = plan.merge_timings(plan.read_timings(args.timings), _shard_timings(args.roll), keep)
+    plan.write_timings(timings, args.dist / plan.TIMINGS)
+    previous = args.previous_status or (args.previous.parent / STATUS if args.previous else None)
+    health = status.publish_health(
+        catalogue, rolled, args.roll, args.dist, previous=previous, plan_file=args.plan_file
+    )
+    releases = len({e.release for e in rolled})
+    print(f"nightly: {len(rolled)} bundle(s) in the catalogue index, in {releases} release(s), {args.dist}")
+    print(status.render_health(health))
+    return EXIT_OK
+
+
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run ``nightly`` (its messages keep the ``nightly:`` prefix of the job's logs)."""
     from docbundle.bundle.errors import BundleError
-    from docbundle.bundle.release import merge, roll
+    from docbundle.bundle.release import merge
 
-    from .config import load_config
     from .pipeline.progress import make_progress
     from .pipeline.workerctx import fewer_collections
-    from .release import nightly, plan
+    from .release import nightly, plan, status
 
     try:
         if args.plan:
             return _nightly_plan(args)
         if args.roll:
-            rolled = roll(args.previous, args.roll, args.dist)
-            keep = {lib.id for lib in load_config(args.config).libraries}
-            timings = plan.merge_timings(plan.read_timings(args.timings), _shard_timings(args.roll), keep)
-            plan.write_timings(timings, args.dist / plan.TIMINGS)
-            releases = len({e.release for e in rolled})
-            print(
-                f"nightly: {len(rolled)} bundle(s) in the catalogue index, in {releases} release(s), {args.dist}"
-            )
-            return EXIT_OK
+            return _nightly_roll(args)
         if args.merge:
             merged = merge(args.merge, args.dist, release=args.release or "")
             plan.write_timings(
                 plan.merge_timings(plan.Timings(), _shard_timings(args.merge)), args.dist / plan.TIMINGS
             )
+            status.merge_outcomes(args.merge, args.dist)
             print(f"nightly: {len(merged)} bundle(s) in {args.dist}")
             return EXIT_OK
         ids, shard = _plan_libraries(args)
@@ -814,6 +831,13 @@ NIGHTLY = Command(
                     "the entries --roll keeps",
                 ),
                 arg(
+                    "--previous-status",
+                    type=Path,
+                    metavar="FILE",
+                    help="last night's status.json, for --roll to count failed nights (default: beside "
+                    "--previous)",
+                ),
+                arg(
                     "--release-prefix",
                     metavar="PREFIX",
                     help="tonight's release tags are PREFIX-01, PREFIX-02, ...",
@@ -829,7 +853,8 @@ NIGHTLY = Command(
                     "--plan-file",
                     type=Path,
                     metavar="FILE",
-                    help="build the libraries of --shard in this plan",
+                    help="build the libraries of --shard in this plan; with --roll: tonight's plan, so a "
+                    "library no shard reported counts as failed",
                 ),
                 arg(
                     "--shard",
@@ -859,8 +884,9 @@ NIGHTLY = Command(
                     type=Path,
                     nargs="+",
                     metavar="DIR",
-                    help="write the catalogue index (and timings) of bundles-latest into --dist: the merged "
-                    "release folders DIR replace the bundles of --previous",
+                    help="write the catalogue index, timings, status.json and catalogue.html of "
+                    "bundles-latest into --dist: the merged release folders DIR replace the bundles of "
+                    "--previous",
                 ),
             ),
         ),

@@ -4,7 +4,8 @@ A release is a folder served over http(s) holding what ``docbundle-index package
 nightly job publishes as GitHub release assets): ``index.json`` (the catalogue of archives),
 ``SHA256SUMS`` and one ``<libraryId>-<version>-<buildId>.tar.gz`` per bundle; ``--from URL``, else
 ``$DOCBUNDLE_RELEASES``, else the project's catalogue, the release ``bundles-latest`` (``default_release``).
-``pull``:
+``--list`` reads ``index.json`` and, when the folder has one, the nightly job's ``status.json``
+(``read_status``; the table is ``offers.py``'s) and installs nothing. Otherwise ``pull``:
 
 1. downloads ``index.json`` (at most ``MAX_INDEX_BYTES``, validated by
    ``docbundle.bundle.releaseindex``) and picks the entry asked for: the version named, else the one
@@ -55,11 +56,11 @@ from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, VERSION_RULE
 from docbundle.bundle.release import SUMS, read_sums
 from docbundle.bundle.releaseindex import INDEX, MAX_INDEX_BYTES, PackagedBundle, decode_index
+from docbundle.bundle.status import MAX_STATUS_BYTES, STATUS, CatalogueStatus, decode_status
 
 from .errors import PullError
 from .install import Installed, install
 from .netpolicy import address_problem, host_key, parse_ip, shown_host
-from .terminal import printable
 
 if TYPE_CHECKING:
     from urllib.request import OpenerDirector
@@ -67,7 +68,6 @@ if TYPE_CHECKING:
 ENV_RELEASES = "DOCBUNDLE_RELEASES"
 ROLLING_TAG = "bundles-latest"  # the release the nightly job keeps up to date (docs/releases.md)
 MAX_SUMS_BYTES = 4 * 1024 * 1024
-DESCRIPTION_CHARS = 80  # of a library's description on its pull --list line
 MAX_NAMED = 30  # ids an error names before it gives a count instead
 MAX_ARCHIVE_BYTES = 4 * 1024**3
 TIMEOUT = 30.0  # seconds without a byte before a download is given up
@@ -368,11 +368,19 @@ def _user_agent() -> str:
 
 
 def download(
-    url: str, out: BinaryIO, limit: int, *, what: str, guard: Guard, exact: int | None = None
-) -> int:
+    url: str,
+    out: BinaryIO,
+    limit: int,
+    *,
+    what: str,
+    guard: Guard,
+    exact: int | None = None,
+    optional: bool = False,
+) -> int | None:
     """Copy ``url`` into ``out``; refuse more than ``limit`` bytes (or other than ``exact``). Bytes copied.
 
     Every connection is checked by ``guard``; the whole download must finish within its deadline.
+    ``optional``: a file a release may lack (``status.json``): None when the server answers 404 or 410.
     """
     import http.client
     import urllib.error
@@ -389,6 +397,8 @@ def download(
             response = _opener(guard, deadline).open(request, timeout=min(TIMEOUT, guard.deadline))
         except urllib.error.HTTPError as exc:
             exc.close()
+            if optional and exc.code in (404, 410):
+                return None
             hint = " (is --from the folder of a docbundle release?)" if exc.code == 404 else ""
             raise PullError(f"{what}: {url[:200]} answered {exc.code} {exc.reason}{hint}") from None
         except urllib.error.URLError as exc:
@@ -474,12 +484,20 @@ def _copy(
     return total
 
 
-def _fetch_bytes(url: str, limit: int, what: str, guard: Guard) -> bytes:
+def _fetch_bytes(url: str, limit: int, what: str, guard: Guard, *, optional: bool = False) -> bytes | None:
+    """The bytes at ``url`` (None when ``optional`` and the server says it has none)."""
     import io
 
     buf = io.BytesIO()
-    download(url, buf, limit, what=what, guard=guard)
+    if download(url, buf, limit, what=what, guard=guard, optional=optional) is None:
+        return None
     return buf.getvalue()
+
+
+def _fetch(url: str, limit: int, what: str, guard: Guard) -> bytes:
+    data = _fetch_bytes(url, limit, what, guard)
+    assert data is not None  # not optional: a missing file is a PullError
+    return data
 
 
 def guard_for(base: str) -> Guard:
@@ -490,9 +508,23 @@ def guard_for(base: str) -> Guard:
 def read_index(base: str, guard: Guard | None = None) -> list[PackagedBundle]:
     """The release's ``index.json``: one download, at most ``MAX_INDEX_BYTES``, validated entry by entry."""
     url = urljoin(base, INDEX)
-    data = _fetch_bytes(url, MAX_INDEX_BYTES, INDEX, guard or guard_for(base))
+    data = _fetch(url, MAX_INDEX_BYTES, INDEX, guard or guard_for(base))
     try:
         return decode_index(data, url[:200])
+    except BundleFormatError as exc:
+        raise PullError(str(exc)) from None
+
+
+def read_status(base: str, guard: Guard | None = None) -> CatalogueStatus | None:
+    """The release's ``status.json`` (the nightly job's health of every library version), or None when the
+    release folder has none (404 or 410: a folder of ``docbundle-index package``, an older nightly's).
+    At most ``MAX_STATUS_BYTES``, validated field by field; a malformed one is ``PullError``."""
+    url = urljoin(base, STATUS)
+    data = _fetch_bytes(url, MAX_STATUS_BYTES, STATUS, guard or guard_for(base), optional=True)
+    if data is None:
+        return None
+    try:
+        return decode_status(data, url[:200])
     except BundleFormatError as exc:
         raise PullError(str(exc)) from None
 
@@ -548,7 +580,7 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
         raise PullError(f"{entry.archive} is {entry.size} bytes, over the {MAX_ARCHIVE_BYTES}-byte limit")
     folder = release_folder(base, entry)
     sums_url = urljoin(folder, SUMS)
-    sums_text = _fetch_bytes(sums_url, MAX_SUMS_BYTES, SUMS, guard).decode("utf-8", errors="replace")
+    sums_text = _fetch(sums_url, MAX_SUMS_BYTES, SUMS, guard).decode("utf-8", errors="replace")
     listed = read_sums(sums_text).get(entry.archive)
     if listed is None:
         raise PullError(f"{entry.archive} is not listed in {sums_url[:200]}")
@@ -570,32 +602,3 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
         return install(archive, bundles, sums=tmp / SUMS, lock=lock)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def render_list(entries: list[PackagedBundle]) -> str:
-    """``pull --list``: one line per archive, libraries in order, latest version first.
-
-    ``name``, ``status`` and ``description`` are the release's words: printed through ``printable``, at
-    most 40 characters (the description, last on the line, ``DESCRIPTION_CHARS``).
-    """
-    if not entries:
-        return "the release offers no bundles\n"
-    rows = sorted(entries, key=lambda e: (e.library, not e.latest, e.version, e.build_id))
-    width = max(len(f"{e.library}@{e.version}") for e in rows)
-    lines = [
-        f"{f'{e.library}@{e.version}':<{width}}  {printable(e.name, 40):<40}  {e.documents:>6} docs  "
-        f"{_size(e.size):>9}  build {e.build_id}{'  latest' if e.latest else ''}"
-        + ("" if e.status == "active" else f"  ({printable(e.status, 40)})")
-        + (f"  {printable(e.description, DESCRIPTION_CHARS)}" if e.description else "")
-        for e in rows
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")

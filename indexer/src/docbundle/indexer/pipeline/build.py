@@ -113,6 +113,11 @@ class Outcome(msgspec.Struct, kw_only=True):
     reused: int = 0  # chunks whose vector was copied from the previous bundle
     embed_seconds: float = 0.0  # reuse and embedding, within build_seconds
     vectors_note: str = ""  # why the bundle has no vectors ("" when it has them)
+    # Why a failed build failed, as data (the nightly's status.json classifies it): the fetch error's
+    # kind (``fetched.ERROR_KINDS``, or ``empty``), its HTTP status, or ``build`` when nothing was fetched
+    # wrong but the bundle could not be written.
+    failure_kind: str = ""
+    failure_status: int | None = None
 
 
 def build_target(
@@ -179,9 +184,14 @@ class BuildRun:
         except (IndexerError, VersionLockedError) as exc:
             outcome.status = "failed"
             outcome.message = str(exc)
+            if isinstance(exc, FetchError):
+                outcome.failure_kind, outcome.failure_status = exc.kind, exc.status
+            else:
+                outcome.failure_kind = "build"
         except OSError as exc:
             outcome.status = "failed"
             outcome.message = f"cannot write under {vdir}: {exc}"
+            outcome.failure_kind = "build"
         finally:
             # Also when interrupted (Ctrl-C raises KeyboardInterrupt through here, issue 31).
             if outcome.status == "failed":

@@ -39,7 +39,12 @@ async def fetch_source(target: Target, session: CrawlSession) -> Source:
         return Source(listing, render_llms_txt(listing), None, source_base_url(source, None))
     result = await session.fetch_one(source)
     if not result.ok or result.text is None:
-        raise FetchError(source, result.error or "could not be fetched", kind=result.error_kind or "error")
+        raise FetchError(
+            source,
+            result.error or "could not be fetched",
+            kind=result.error_kind or "error",
+            status=result.status,
+        )
     base = source_base_url(source, result)
     return Source(parse_llms_txt(result.text, base_url=base), result.text, result, base)
 

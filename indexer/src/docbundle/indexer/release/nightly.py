@@ -10,23 +10,23 @@ bundle as baseline. A bundle whose checks pass is packed into ``--dist`` (archiv
 left out and makes the exit status 1, while the others are still packaged.
 
 Each run also writes ``timings.json`` into ``--dist``: the seconds each library took and the shard it ran
-in, which the next night's plan reads (``plan.py``).
+in, which the next night's plan reads (``plan.py``); and ``nightly.json``, what happened to each library
+version (its state, failure class and counts), which ``--merge`` carries to ``--roll`` (``status.py``).
 
 ``--plan`` prints the CI matrices from the config and last night's timings and index (``plan.py``) and
 exits; ``--plan-file FILE --shard K`` builds the libraries of shard K of that plan; ``--merge DIR ...
 --release TAG`` merges the shards' ``--dist`` folders into one release folder (``--dist``), each entry
 naming TAG (``docbundle.bundle.release.merge``); ``--roll DIR ... --previous FILE`` writes the catalogue
-index of ``bundles-latest`` (``docbundle.bundle.release.roll``) and the merged timings into ``--dist``.
+index of ``bundles-latest`` (``docbundle.bundle.release.roll``), the merged timings, the catalogue's health
+``status.json`` (``status.py``) and the catalogue page ``catalogue.html`` (``page.py``) into ``--dist``.
 The command's arguments and output are in ``cli.py``.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT, current_bundle, note_current_moved, version_dir, write_current
 from docbundle.bundle.release import package
@@ -37,18 +37,7 @@ from ..pipeline.cache import CACHE_DIR, CrawlCache
 from ..pipeline.progress import ProgressFactory
 from .plan import TIMINGS, LibraryTiming, Timings, write_timings
 from .regress import load_golden, regress, render_regress
-
-
-class NightlyEntry(msgspec.Struct, kw_only=True):
-    """What the nightly job did with one library version."""
-
-    library: str
-    version: str
-    status: str  # built | unchanged | failed | regressed
-    message: str = ""
-    build_id: str | None = None
-    previous: str | None = None
-    regress: str = ""
+from .status import NightlyEntry, reason_of, write_outcomes
 
 
 def run(
@@ -85,6 +74,10 @@ def run(
                 message=outcome.message,
                 build_id=outcome.build_id,
                 previous=previous.name if previous else None,
+                reason=reason_of(outcome.status, outcome.failure_kind, outcome.failure_status),
+                documents=outcome.documents,
+                chunks=outcome.chunks,
+                vectors=0 if outcome.vectors_note else outcome.chunks,  # one row per chunk when it has them
             )
             if outcome.status == "built" and outcome.bundle:
                 bundle = Path(outcome.bundle)
@@ -92,7 +85,7 @@ def run(
                     report = regress(bundle, load_golden(golden_file), baseline=previous)
                     entry.regress = render_regress(report, per_query=False)
                     if report.failed:
-                        entry.status = "regressed"
+                        entry.status = entry.reason = "regressed"
                         entry.message = (
                             f"{len(report.failed)} golden-query expectation(s) failed; not published"
                         )
@@ -110,7 +103,5 @@ def run(
     dist.mkdir(parents=True, exist_ok=True)
     write_timings(timings, dist / TIMINGS)
     package(to_pack, dist)
-    (dist / "nightly.json").write_text(
-        json.dumps(msgspec.to_builtins(entries), indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
+    write_outcomes(entries, dist)
     return entries

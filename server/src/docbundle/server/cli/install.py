@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from docbundle.bundle.status import STATES
 from docbundle.bundle.userdirs import default_bundles
 
 from ..clitable import Command, arg
@@ -17,6 +18,7 @@ from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, bundle_args, err
 
 if TYPE_CHECKING:
     from ..install import Installed
+    from ..offers import Filters
 
 INSTALL_LOCK_HELP = "lock file (default: DIR/bundles.lock)"
 
@@ -62,36 +64,59 @@ def install(args: argparse.Namespace) -> int:
 
 
 def pull(args: argparse.Namespace) -> int:
-    """Run ``pull``: list what a release offers, or fetch and install one library's bundle."""
+    """Run ``pull``: list what a release offers (filtered), or fetch and install one library's bundle."""
     from ..errors import InstallError
     from ..install import served_note
-    from ..pull import parse_spec, pull, read_index, release_base, render_list  # network code only here
+    from ..offers import Filters
+    from ..pull import parse_spec, pull, release_base  # network code only here
 
-    if args.list == (args.spec is not None):
-        err("give LIBRARY[@VERSION] to install, or --list to see what the release offers")
+    given: list[str] = args.spec
+    if not args.list and (len(given) != 1 or args.category or args.state):
+        err(
+            "give LIBRARY[@VERSION] to install, or --list [WORDS] [--category CAT] [--state STATE] "
+            "to see what the release offers"
+        )
         return EXIT_USAGE
     try:
         base = release_base(args.release)
-        spec = None if args.list else parse_spec(args.spec)
+        spec = None if args.list else parse_spec(given[0])
     except InstallError as exc:
         err(str(exc))
         return EXIT_USAGE
     try:
         if spec is None:
-            entries = read_index(base)
-            if args.json:
-                import msgspec
-
-                print(json.dumps({"release": base, "bundles": msgspec.to_builtins(entries)}, indent=2))
-            else:
-                sys.stdout.write(render_list(entries))
-            return EXIT_OK
+            return _list(
+                base, Filters(tuple(given), args.category or "", args.state or ""), as_json=args.json
+            )
         done = pull(spec, base, args.bundles or default_bundles(), lock=args.lock)
     except InstallError as exc:
         err(str(exc))
         return EXIT_FAILED
     print(_installed(done))
     print(served_note([done]), file=sys.stderr)
+    return EXIT_OK
+
+
+def _list(base: str, filters: Filters, *, as_json: bool) -> int:
+    """``pull --list``: the release's entries that ``filters`` keep, with their health when it has any."""
+    import msgspec
+
+    from ..offers import render_list, rows
+    from ..pull import guard_for, read_index, read_status
+
+    guard = guard_for(base)
+    entries = read_index(base, guard)
+    status = read_status(base, guard)
+    found = rows(entries, status, filters)
+    if as_json:
+        listed = {
+            "release": base,
+            "bundles": msgspec.to_builtins([r.bundle for r in found]),
+            "status": None if status is None else msgspec.to_builtins([r.health for r in found if r.health]),
+        }
+        print(json.dumps(listed, indent=2))
+    else:
+        sys.stdout.write(render_list(found, total=len(entries) if filters.active() else None))
     return EXIT_OK
 
 
@@ -123,7 +148,13 @@ PULL = Command(
     "http(s) and install it with the checks of docbundle install. The only command that uses the network.",
     run=pull,
     args=(
-        arg("spec", metavar="LIBRARY[@VERSION]", nargs="?", help="e.g. docbundle or docbundle@latest"),
+        arg(
+            "spec",
+            metavar="LIBRARY[@VERSION] | WORDS",
+            nargs="*",
+            help="the library to install, e.g. docbundle or docbundle@latest; with --list: words every "
+            "listed library holds (in its id, name, category or description)",
+        ),
         arg(
             "--from",
             dest="release",
@@ -132,7 +163,18 @@ PULL = Command(
             help="the release folder holding index.json (default: $DOCBUNDLE_RELEASES, else the project's "
             "catalogue, the release bundles-latest)",
         ),
-        arg("--list", action="store_true", help="list what the release offers and install nothing"),
+        arg(
+            "--list",
+            action="store_true",
+            help="list what the release offers (state and age from its status.json) and install nothing",
+        ),
+        arg("--category", metavar="CAT", default=None, help="with --list: only libraries of this category"),
+        arg(
+            "--state",
+            choices=STATES,
+            default=None,
+            help="with --list: only library versions in this state (from the release's status.json)",
+        ),
         arg("--json", action="store_true", help="with --list: print the release's entries as JSON"),
         *bundle_args(INSTALL_LOCK_HELP),
     ),
