@@ -84,12 +84,11 @@ def report_night(night: Night, want: dict[str, str], specs: list[SiteSpec]) -> l
     """Print a night's shards and class table; return the libraries in the wrong class."""
     print(f"\nnight {night.number}: {len(night.entries)} libraries in {len(night.shards)} shard(s), "
           f"{len(night.releases)} release(s); the whole night (plan, shards, merge, roll) {night.seconds:.0f} s")  # fmt: skip
-    print(
-        f"  {'shard':>5} {'libraries':>9} {'wall s':>8} {'requests':>9} {'req/s':>7} {'docs':>7} {'docs/s':>7} {'chunks':>8}"
-    )
+    print(f"  {'shard':>5} {'libraries':>9} {'wall s':>8} {'requests':>9} {'req/s':>7} {'docs':>7} {'docs/s':>7} "
+          f"{'chunks':>8} {'exit':>4}")  # fmt: skip
     for s in night.shards:
         print(f"  {s.shard:>5} {len(s.libraries):>9} {s.seconds:>8.1f} {s.requests:>9} {s.requests / s.seconds:>7.1f} "
-              f"{s.documents:>7} {s.documents / s.seconds:>7.1f} {s.chunks:>8}")  # fmt: skip
+              f"{s.documents:>7} {s.documents / s.seconds:>7.1f} {s.chunks:>8} {s.exit:>4}")  # fmt: skip
     walls = [s.seconds for s in night.shards]
     total = sum(walls)
     requests, docs = sum(s.requests for s in night.shards), sum(s.documents for s in night.shards)
