@@ -275,7 +275,7 @@ def check_nothing_lost(work: Path, specs: list[SiteSpec], nights: list[Night]) -
             problems.append(
                 f"{spec.library}: index names {got['build_id']}, newest build is {entry['build_id']}"
             )
-        folder = work / "releases" / got["release"]
+        folder = work / "releases" / got.get("release", "")
         sums = (folder / "SHA256SUMS").read_text() if (folder / "SHA256SUMS").is_file() else ""
         if not (folder / got["archive"]).is_file() or got["archive"] not in sums:
             problems.append(f"{spec.library}: {got['release']}/{got['archive']} missing or not in SHA256SUMS")
