@@ -254,6 +254,9 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- build [large-en ...] build throughput: pages/s (wall), CPU s per page, per-library cost
     nox -s bench -- prepare [SET ...]  the page workers' CPU per page, cold and warm, by phase (the HTML sites
                                        unless sets are named; --save/--check: run benchmarks/prepare_speed.py)
+    nox -s bench -- rehearsal [ARGS]   two nights of the nightly job over 1,000 loopback sites (the corpora, the
+                                       wild llms.txt files, generated faults): shards, pages/s, fault classes
+                                       (not in "all": 23 minutes at 1,000 on 2 cores; --libraries N, --shards K, --embed)
     """
     if session.posargs[:1] == ["semantic"]:
         session.install(*SEMANTIC_PACKAGES)
@@ -279,6 +282,11 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/routing_verify.py", *session.posargs[1:])
         return
     corpora = SHARED / "corpora"
+    if session.posargs[:1] == ["rehearsal"]:  # the corpora join the generated sites when present
+        session.run(
+            "python", "benchmarks/nightly_rehearsal.py", "--corpora", str(corpora), *session.posargs[1:]
+        )  # fmt: skip
+        return
     if session.posargs[:1] == ["catalog"]:  # the corpora join the generated libraries when present
         bundles = str(Path(session.create_tmp()) / "bench-bundles")
         session.run(
