@@ -184,6 +184,33 @@ async def test_nested_cursors_get_the_invalid_cursor_answer_and_no_traceback(
     assert "RecursionError" not in caplog.text
 
 
+async def test_a_nested_get_document_cursor_is_a_bad_cursor_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the re-run of the attacks: ``get_document``'s own cursor decoder let RecursionError out
+    (a generic tool error, a logged traceback, counted as a server error)."""
+    caplog.set_level(logging.DEBUG)
+    root = tmp_path / "bundles"
+    install_golden(root, "golden")
+    catalog = Catalog.load(root)
+    try:
+        async with Client(create_server(catalog)) as c, loop_guard():
+            for depth in (2_000, 20_000):
+                args = {
+                    "libraryId": "golden",
+                    "documentId": "guides/tables.md",
+                    "cursor": _nested_cursor(depth),
+                }
+                result = await c.call_tool("get_document", args)
+                assert result.is_error
+                text = " ".join(getattr(b, "text", "") for b in result.content)
+                assert "is not one get_document returned" in text, text
+    finally:
+        catalog.close()
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert "RecursionError" not in caplog.text
+
+
 @pytest.fixture
 def forged(tmp_path: Path) -> Path:
     """Two libraries whose summary entries claim another build, name and counts, and a 2 MB hash."""

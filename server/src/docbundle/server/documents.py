@@ -294,7 +294,8 @@ def decode_cursor(cursor: str, src: Source, doc_id: str, length: int) -> int:
         data = json.loads(raw.decode("utf-8"))
         ok = isinstance(data, dict) and data.get("v") == 1
         build, doc, offset = data["b"], data["d"], data["o"]
-    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError):
+    # RecursionError: json.loads of a cursor nested thousands deep (issue 31); it is a bad cursor too.
+    except (binascii.Error, ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError):
         raise BadCursorError(f"cursor {cursor[:40]!r} is not one get_document returned.", restart) from None
     if not ok or not isinstance(offset, int) or not isinstance(doc, str) or not isinstance(build, str):
         raise BadCursorError(f"cursor {cursor[:40]!r} is not one get_document returned.", restart)
