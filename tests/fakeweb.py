@@ -110,10 +110,10 @@ KINDS: dict[str, Kind] = {
         Kind(
             "rate-limited", "failed:rate-limited", f"429 with Retry-After {LONG_RETRY_AFTER} on the llms.txt"
         ),
-        Kind("server-error", "failed:http-503", "the llms.txt answers 503 every time"),
+        Kind("server-error", "failed:http-5xx", "the llms.txt answers 503 every time"),
         Kind("timeout", "failed:timeout", "the llms.txt never answers"),
         Kind("dead-host", "failed:network", "nothing listens on the site's port"),
-        Kind("js-shell", "failed:empty", "every page is a JavaScript shell with no content"),
+        Kind("js-shell", "failed:no-content", "every page is a JavaScript shell with no content"),
         Kind("offhost-redirect", "failed:refused", "every page redirects to another host (port)"),
         Kind("llms-html", "failed:content-type", "the llms.txt is an HTML page"),
         Kind("huge-full", "failed:too-large", "an llms-full.txt over the page cap"),
@@ -123,9 +123,9 @@ KINDS: dict[str, Kind] = {
 #: Night two: how a healthy site may break (the class its build then reports).
 BREAKS: dict[str, str] = {
     "not-found": "failed:http-404",
-    "server-error": "failed:http-503",
+    "server-error": "failed:http-5xx",
     "timeout": "failed:timeout",
-    "js-shell": "failed:empty",
+    "js-shell": "failed:no-content",
 }
 
 
@@ -419,7 +419,7 @@ class FakeWeb:
             # with a link left missing (or not on the web: a mailto:, a relative path out of the site)
             # is built with that page failed.
             if not links:
-                spec.expected = "failed:empty"
+                spec.expected = "failed:no-content"
             elif served < len(links):
                 spec.expected = "built:pages-failed"
         self.specs.append(spec)

@@ -12,16 +12,15 @@ after the other) in a work folder laid out as the runners and the releases are::
     work/releases/TAG/            a published release (archives, SHA256SUMS, index.json)
     work/releases/bundles-latest/ the catalogue index and timings, rolled each night
 
-``reported_class`` reads what a night reported for a library version: **this is the one place to switch to
-``status.json``** once ``--roll`` writes it (its state and reason class per library version). Until then it
-reads what the nightly records today: the shard's ``nightly.json`` entry (status and message) and, for a
-built bundle, its manifest (the pages that failed and how each document was obtained).
+``reported_class`` reads what a night reported for a library version, as a user reads it: the state and
+reason class of the rolled ``status.json`` (``docbundle.bundle.status``, what ``pull --list`` and the
+catalogue page show), and, for a library built tonight, its manifest (the pages that failed and how each
+document was obtained), which tells the site kinds of a successful build apart.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -29,8 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from clikit import index_cli, server_cli
 from fakeweb import FakeWeb, SiteSpec
+
+from docbundle.bundle.status import STATUS, LibraryStatus, decode_status
 
 __all__ = [
     "Night",
@@ -47,50 +49,25 @@ __all__ = [
 COMMAND_TIMEOUT = 6 * 3600
 LATEST = "bundles-latest"
 
-# A failed build's message, most specific first: "no page could be fetched and indexed: 3 of 3 failed
-# (3 refused); first: ..." names the pages' kinds; a failed llms.txt names its own failure.
-_NOTHING_INDEXED = re.compile(r"no page could be fetched and indexed: \d+ of \d+ failed \(([^)]*)\)")
-_MESSAGE_CLASSES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"lists no documents"), "empty"),
-    (re.compile(r"exceeds max_retry_after|HTTP 429"), "rate-limited"),
-    (re.compile(r"timed out after"), "timeout"),
-    (re.compile(r"served as HTML|content type \S+ is not indexed"), "content-type"),
-    (re.compile(r"body exceeds \d+ bytes"), "too-large"),
-    (re.compile(r"refused"), "refused"),
-    (re.compile(r"network error|request failed"), "network"),
-)
-_HTTP = re.compile(r"HTTP (\d{3})")
-
-
 def reported_class(entry: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
-    """The class a night reported for one library version, from its ``nightly.json`` entry and, when
-    it was built, its manifest: ``unchanged``; ``built`` (``built:html`` when every document was converted
-    from HTML, ``built:pages-failed`` when some listed page failed); ``failed:<kind>`` with the crawler's
-    failure kind (``http-404``, ``timeout``, ``refused``, ``empty`` ...); ``regressed``.
-
-    Switch to ``status.json`` here: its state is the part before the colon and its reason the part after.
-    """
-    status = str(entry["status"])
-    if status in ("unchanged", "regressed"):
-        return status
-    if status == "built":
-        docs = (manifest or {}).get("documents", [])
-        if any(d.get("error") for d in docs):
-            return "built:pages-failed"
-        indexed = [d for d in docs if not d.get("error")]
-        if indexed and all(d.get("obtained") == "html" for d in indexed):
-            return "built:html"
-        return "built"
-    message = str(entry.get("message", ""))
-    found = _NOTHING_INDEXED.search(message)
-    if found:
-        kinds = {part.split(" ", 1)[1] for part in found.group(1).split(", ")}
-        return f"failed:{kinds.pop()}" if len(kinds) == 1 else "failed:pages-" + "+".join(sorted(kinds))
-    for pattern, name in _MESSAGE_CLASSES:
-        if pattern.search(message):
-            return f"failed:{name}"
-    http = _HTTP.search(message)
-    return f"failed:http-{http.group(1)}" if http else "failed:other"
+    """The class a night reported for one library version, from its ``status.json`` entry and, when it
+    was built tonight, its manifest: ``unchanged``; ``built`` (``built:html`` when every document was
+    converted from HTML, ``built:pages-failed`` when some listed page failed); ``failed:<reason>`` with
+    the reason class of ``status.json`` (``http-404``, ``timeout``, ``refused``, ``no-content`` ... the
+    closed list ``docbundle.bundle.status.REASONS``), ``unavailable:<reason>`` after too many failed
+    nights; ``regressed`` for a build refused by its golden queries."""
+    state, reason = str(entry["state"]), str(entry.get("reason", ""))
+    if state in ("failed", "unavailable"):
+        return "regressed" if reason == "regressed" else f"{state}:{reason}"
+    if state == "unchanged" or manifest is None:
+        return "unchanged"
+    docs = manifest.get("documents", [])
+    if any(d.get("error") for d in docs):
+        return "built:pages-failed"
+    indexed = [d for d in docs if not d.get("error")]
+    if indexed and all(d.get("obtained") == "html" for d in indexed):
+        return "built:html"
+    return "built"
 
 
 def write_catalogue(path: Path, web: FakeWeb, crawl: Mapping[str, float | int]) -> None:
@@ -187,11 +164,13 @@ def run_night(
     rolled = here / "rolled"
     _run(
         [*common, "--roll", *(str(releases / t) for t in night.releases), "--previous",
-         str(latest / "index.json"), "--timings", str(latest / "timings.json"), "--dist", str(rolled)],
+         str(latest / "index.json"), "--timings", str(latest / "timings.json"), "--plan-file",
+        str(here / "plan.json"), "--dist", str(rolled)],
     )  # fmt: skip
     latest.mkdir(parents=True, exist_ok=True)
-    for name in ("index.json", "timings.json"):  # gh release upload --clobber
+    for name in ("index.json", "timings.json", STATUS, "catalogue.html"):  # gh release upload --clobber
         (latest / name).write_bytes((rolled / name).read_bytes())
+    _classify(night, decode_status((rolled / STATUS).read_bytes(), STATUS).libraries)
     night.seconds = time.perf_counter() - started
     missing = {s.library for s in web.specs} - set(night.entries)
     night.problems += [f"night {number}: {lib} was in no shard's nightly.json" for lib in sorted(missing)]
@@ -215,7 +194,14 @@ def _collect(night: Night, shard: Shard, work: Path, here: Path) -> None:
             night.manifests[lib] = manifest
             shard.documents += manifest["counts"]["documents"]
             shard.chunks += manifest["counts"]["chunks"]
-        night.reported[lib] = reported_class(entry, manifest)
+
+
+def _classify(night: Night, health: list[LibraryStatus]) -> None:
+    """Each library's class from the rolled ``status.json`` (and tonight's manifests)."""
+    for entry in health:
+        night.reported[entry.library] = reported_class(
+            msgspec.structs.asdict(entry), night.manifests.get(entry.library)
+        )
 
 
 def expected_classes(specs: list[SiteSpec], nights: list[Night]) -> list[dict[str, str]]:

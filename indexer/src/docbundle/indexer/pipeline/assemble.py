@@ -55,6 +55,7 @@ __all__ = [
     "make_jobs",
     "make_manifest",
     "nothing_indexed",
+    "shared_failure",
     "now",
 ]
 
@@ -304,6 +305,20 @@ def make_manifest(
         files=[],
         vectors=vectors,
     )
+
+
+def shared_failure(sources: list[SourceDocument]) -> str:
+    """The failure kind of a build that indexed nothing: the kind every page failed with when they all
+    failed the same way (``timeout``, ``refused``, ``network`` ...: the site's real trouble, which the
+    nightly's health report names), else ``empty`` (pages of different failures, or none with text)."""
+    kinds = {s.error_kind for s in sources if s.error}
+    kind = kinds.pop() if len(kinds) == 1 else ""
+    return kind if kind and kind not in _NOT_A_SITE_FAILURE else "empty"
+
+
+# Page failure kinds that say nothing about the site as a whole: an HTTP error is counted per page (its
+# status is not one failure of the site's), and a page that failed to prepare is a problem of that page.
+_NOT_A_SITE_FAILURE = frozenset({"http", FAILURE_KIND, "error"})
 
 
 def nothing_indexed(sources: list[SourceDocument]) -> str:

@@ -59,6 +59,7 @@ from .assemble import (
     make_jobs,
     make_manifest,
     nothing_indexed,
+    shared_failure,
     now,
 )
 from .cache import CrawlCache
@@ -475,7 +476,7 @@ class BuildRun:
                 outcome.pages_failed += 1
                 outcome.failures.append(PageFailure(s.url, s.error or "failed", s.error_kind))
         if not asm.docs:
-            raise FetchError(target.source, nothing_indexed(asm.sources), kind="empty")
+            raise FetchError(target.source, nothing_indexed(asm.sources), kind=shared_failure(asm.sources))
         outcome.content_hash = content_hash(
             lib.info(), target.version, chunking_info(target), lib.search(), asm.docs
         )
