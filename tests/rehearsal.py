@@ -30,9 +30,8 @@ from typing import Any
 
 import msgspec
 from clikit import index_cli, server_cli
-from fakeweb import FakeWeb, SiteSpec
-
 from docbundle.bundle.status import STATUS, LibraryStatus, decode_status
+from fakeweb import FakeWeb, SiteSpec
 
 __all__ = [
     "Night",
@@ -48,6 +47,7 @@ __all__ = [
 #: Bound on one command of the rehearsal (a shard of the full rehearsal runs for minutes).
 COMMAND_TIMEOUT = 6 * 3600
 LATEST = "bundles-latest"
+
 
 def reported_class(entry: Mapping[str, Any], manifest: Mapping[str, Any] | None) -> str:
     """The class a night reported for one library version, from its ``status.json`` entry and, when it

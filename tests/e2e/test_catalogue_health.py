@@ -276,6 +276,12 @@ def test_the_status_file_is_checked_as_data_from_the_network(
     with run_site(site):
         site.serve_dir(served, "/rel")
         code, out, err = _pull("--list", "--from", site.url("/rel/"), tmp=tmp_path / "t")
+        # A damaged health report does not hide what can be pulled: the list, without states, and why.
+        assert code == 0 and "at `$.libraries[0].pages`" in err and "listing without states" in err
+        assert "Traceback" not in err and out.splitlines()[0].split()[:2] == ["LIBRARY", "NAME"]
+        assert "failed" not in out and "unavailable" not in out
+        # ... but a filter that needs the states cannot be answered: it says so and lists nothing.
+        code, out, err = _pull("--list", "--state", "failed", "--from", site.url("/rel/"), tmp=tmp_path / "t")
     assert code == 1 and "at `$.libraries[0].pages`" in err and out == "" and "Traceback" not in err
 
 

@@ -147,7 +147,18 @@ def test_a_deeply_nested_index_gets_a_clear_error(args: list[str], site: Site, t
 
 
 @pytest.mark.parametrize(
-    "field", ["library", "version", "build_id", "content_hash", "manifest_sha256", "sha256", "release"]
+    "field",
+    [
+        "library",
+        "version",
+        "build_id",
+        "content_hash",
+        "manifest_sha256",
+        "sha256",
+        "release",
+        "status",
+        "built_at",
+    ],
 )
 def test_an_index_field_with_a_trailing_newline_is_refused(
     field: str, site: Site, release: Path, tmp_path: Path

@@ -51,9 +51,12 @@ _Sha256 = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 #: The longest name, status or description an entry may carry (a reader refuses the index past it).
 MAX_TEXT_CHARS = 500
 _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
-_Short = Annotated[str, msgspec.Meta(max_length=64)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 _Release = Annotated[str, msgspec.Meta(pattern=r"^\Z|" + RELEASE_TAG_PATTERN)]
+#: A docs version's status: a lower-case word (active, deprecated, eol; a newer writer may add one).
+_Status = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z-]{0,31}\Z")]
+#: When the bundle was built: an ISO 8601 time (``2026-12-02T07:04:58Z``), no spaces or control characters.
+_Time = Annotated[str, msgspec.Meta(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[0-9T:.+Z-]{0,40}\Z")]
 
 
 class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -62,12 +65,12 @@ class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
     library: _LibraryId
     name: _Text
     version: _Version
-    status: _Text
+    status: _Status
     latest: bool
     build_id: _BuildId
     content_hash: _Sha256
     manifest_sha256: _Sha256  # pin it in bundles.lock: it covers every file, the index included
-    built_at: _Short
+    built_at: _Time
     documents: _Count
     archive: Annotated[str, msgspec.Meta(max_length=200)]
     sha256: _Sha256

@@ -55,8 +55,8 @@ __all__ = [
     "make_jobs",
     "make_manifest",
     "nothing_indexed",
-    "shared_failure",
     "now",
+    "shared_failure",
 ]
 
 

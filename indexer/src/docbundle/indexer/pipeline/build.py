@@ -59,8 +59,8 @@ from .assemble import (
     make_jobs,
     make_manifest,
     nothing_indexed,
-    shared_failure,
     now,
+    shared_failure,
 )
 from .cache import CrawlCache
 from .collect import CrawledPage, candidates, inline_pages, listed_links, page_ids

@@ -101,12 +101,21 @@ def _list(base: str, filters: Filters, *, as_json: bool) -> int:
     """``pull --list``: the release's entries that ``filters`` keep, with their health when it has any."""
     import msgspec
 
+    from ..errors import PullError
     from ..offers import render_list, rows
     from ..pull import guard_for, read_index, read_status
 
     guard = guard_for(base)
     entries = read_index(base, guard)
-    status = read_status(base, guard)
+    try:
+        status = read_status(base, guard)
+    except PullError as exc:
+        # status.json is the nightly's health report, not what installs: a damaged one leaves the list
+        # without states (said on stderr) unless a filter needs them. index.json decides what is pulled.
+        if filters.category or filters.state:
+            raise
+        print(f"docbundle: warning: {exc}; listing without states", file=sys.stderr)
+        status = None
     found = rows(entries, status, filters)
     if as_json:
         listed = {
