@@ -388,7 +388,7 @@ def test_sigterm_during_a_build_keeps_the_previous_bundle_and_leaves_no_process(
     site.fault("/a.md", "slow", **SLOW)
     code, stderr, children = _interrupt_when_crawling(site, build, signal.SIGTERM, hits=2, workers=True)
     assert code == INTERRUPTED[signal.SIGTERM], stderr
-    assert "interrupted; published bundles are intact" in stderr and "Traceback" not in stderr
+    assert "interrupted (SIGTERM); published bundles are intact" in stderr and "Traceback" not in stderr
     after = {p: p.read_bytes() for p in sorted((out / "slow").rglob("*")) if p.is_file()}
     assert after == before
     hang_guard = time.monotonic() + HANG_GUARD  # the forkserver exits once the indexer has
