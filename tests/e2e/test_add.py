@@ -320,13 +320,24 @@ SLOW = {"size": 100_000, "chunk": 1, "delay": 0.25}
 
 
 def _interrupt_when_crawling(
-    site: Site, command: list[str], sig: signal.Signals, *, hits: int = 1, workers: bool = False
+    site: Site,
+    command: list[str],
+    sig: signal.Signals,
+    *,
+    hits: int = 1,
+    workers: bool = False,
+    sigint_ignored: bool = False,
 ) -> tuple[int, str, dict[int, int]]:
     """Run ``docbundle-index COMMAND``, send it ``sig`` (to its own pid) once it has asked for the slow
     page ``/a.md`` (the ``hits``-th time), and return its exit code, its stderr and the processes it
-    had started then (pid -> start time; with ``workers``, once its forkserver and worker run)."""
+    had started then (pid -> start time; with ``workers``, once its forkserver and worker run). With
+    ``sigint_ignored`` it starts with SIGINT ignored, as a job a script starts in the background does
+    (``trap "" INT`` is inherited through ``exec``; Python then installs no SIGINT handler)."""
+    argv = [sys.executable, "-m", "docbundle.indexer.cli", *command]
+    if sigint_ignored:
+        argv = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "docbundle.indexer.cli", *command],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -347,9 +358,13 @@ def _interrupt_when_crawling(
     return proc.returncode, stderr, children
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    ("sig", "sigint_ignored"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["SIGINT", "SIGTERM", "SIGTERM-with-SIGINT-ignored"],
+)
 def test_an_interrupted_first_build_leaves_no_empty_folder(
-    site: Site, tmp_path: Path, sig: signal.Signals
+    site: Site, tmp_path: Path, sig: signal.Signals, sigint_ignored: bool
 ) -> None:
     # Ctrl-C during `add --build` (issue 31): the entry was taken back out, but an empty
     # bundles/<id>/<version>/ stayed, although a failed first build leaves no empty folder. SIGTERM
@@ -361,9 +376,10 @@ def test_an_interrupted_first_build_leaves_no_empty_folder(
     config.write_text(CATALOGUE, encoding="utf-8")
     out = tmp_path / "bundles"
     add = ["add", site.url("/llms.txt"), "--id", "slow", "--config", str(config), "--probe", "0"]
-    code, stderr, _ = _interrupt_when_crawling(site, [*add, "--build", "--out", str(out)], sig)
+    command = [*add, "--build", "--out", str(out)]
+    code, stderr, _ = _interrupt_when_crawling(site, command, sig, sigint_ignored=sigint_ignored)
     assert code == INTERRUPTED[sig], stderr
-    assert "taken out of" in stderr and "interrupted" in stderr and "Traceback" not in stderr
+    assert "taken out of" in stderr and f"interrupted ({sig.name})" in stderr and "Traceback" not in stderr
     assert config.read_text(encoding="utf-8") == CATALOGUE
     assert not (out / "slow").exists(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))
 
