@@ -9,9 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from clikit import index_cli, server_cli
 from docbundle.indexer.config import load_config
 from docsite import TOPICS, llms_txt, page_markdown, publish_site
+from prockit import alive, descendants
 from sitesrv import Site, run_site
 
 CATALOGUE = """\
@@ -309,32 +311,105 @@ def test_a_site_root_serving_html_points_at_its_llms_txt(site: Site, tmp_path: P
     assert not config.exists()
 
 
-def test_an_interrupted_first_build_leaves_no_empty_folder(site: Site, tmp_path: Path) -> None:
-    # Ctrl-C during `add --build` (issue 31): the entry was taken back out, but an empty
-    # bundles/<id>/<version>/ stayed, although a failed first build leaves no empty folder.
-    site.add("/llms.txt", "# Slow Docs\n\n- [A](a.md)\n", content_type="text/plain; charset=utf-8")
-    site.fault("/a.md", "slow", size=100_000, chunk=1, delay=0.25)  # hours: the build is interrupted
-    config = tmp_path / "libraries.toml"
-    config.write_text(CATALOGUE, encoding="utf-8")
-    out = tmp_path / "bundles"
-    add = [sys.executable, "-m", "docbundle.indexer.cli", "add", site.url("/llms.txt"), "--id", "slow"]
+#: The exit code of a command interrupted by each signal: 128 + its number, as a shell reports it.
+INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: A hang guard of generous size: how long a test waits for a build to get going or to end.
+HANG_GUARD = 120.0
+#: The test site's slow page: a byte every quarter second, hours in all, so the build is interrupted.
+SLOW = {"size": 100_000, "chunk": 1, "delay": 0.25}
+
+
+def _interrupt_when_crawling(
+    site: Site,
+    command: list[str],
+    sig: signal.Signals,
+    *,
+    hits: int = 1,
+    workers: bool = False,
+    sigint_ignored: bool = False,
+) -> tuple[int, str, dict[int, int]]:
+    """Run ``docbundle-index COMMAND``, send it ``sig`` (to its own pid) once it has asked for the slow
+    page ``/a.md`` (the ``hits``-th time), and return its exit code, its stderr and the processes it
+    had started then (pid -> start time; with ``workers``, once its forkserver and worker run). With
+    ``sigint_ignored`` it starts with SIGINT ignored, as a job a script starts in the background does
+    (``trap "" INT`` is inherited through ``exec``; Python then installs no SIGINT handler)."""
+    argv = [sys.executable, "-m", "docbundle.indexer.cli", *command]
+    if sigint_ignored:
+        argv = ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *argv]
     proc = subprocess.Popen(
-        [*add, "--config", str(config), "--probe", "0", "--build", "--out", str(out)],
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    children: dict[int, int] = {}
     try:
-        hang_guard = time.monotonic() + 120
-        while site.hits("/a.md") == 0:  # the build is crawling: its version folder and lock exist
+        hang_guard = time.monotonic() + HANG_GUARD
+        # The build is crawling (its version folder and lock exist); with workers, its page worker
+        # (started beside the crawl) and the forkserver run too.
+        while site.hits("/a.md") < hits or (workers and len(children := descendants(proc.pid)) < 2):
             assert proc.poll() is None and time.monotonic() < hang_guard, proc.communicate()
             time.sleep(0.05)
-        assert (out / "slow").is_dir()
-        proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=HANG_GUARD)
     finally:
         proc.kill()
-    assert proc.returncode == 130, stderr
-    assert "taken out of" in stderr and "Traceback" not in stderr
+        proc.wait()
+    return proc.returncode, stderr, children
+
+
+@pytest.mark.parametrize(
+    ("sig", "sigint_ignored"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGTERM, True)],
+    ids=["SIGINT", "SIGTERM", "SIGTERM-with-SIGINT-ignored"],
+)
+def test_an_interrupted_first_build_leaves_no_empty_folder(
+    site: Site, tmp_path: Path, sig: signal.Signals, sigint_ignored: bool
+) -> None:
+    # Ctrl-C during `add --build` (issue 31): the entry was taken back out, but an empty
+    # bundles/<id>/<version>/ stayed, although a failed first build leaves no empty folder. SIGTERM
+    # (a service manager, a CI runner's cancel, `timeout`) killed it outright: the entry stayed in the
+    # config and the version folder with its lock file stayed too.
+    site.add("/llms.txt", "# Slow Docs\n\n- [A](a.md)\n", content_type="text/plain; charset=utf-8")
+    site.fault("/a.md", "slow", **SLOW)
+    config = tmp_path / "libraries.toml"
+    config.write_text(CATALOGUE, encoding="utf-8")
+    out = tmp_path / "bundles"
+    add = ["add", site.url("/llms.txt"), "--id", "slow", "--config", str(config), "--probe", "0"]
+    command = [*add, "--build", "--out", str(out)]
+    code, stderr, _ = _interrupt_when_crawling(site, command, sig, sigint_ignored=sigint_ignored)
+    assert code == INTERRUPTED[sig], stderr
+    assert "taken out of" in stderr and f"interrupted ({sig.name})" in stderr and "Traceback" not in stderr
     assert config.read_text(encoding="utf-8") == CATALOGUE
     assert not (out / "slow").exists(), sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_sigterm_during_a_build_keeps_the_previous_bundle_and_leaves_no_process(
+    site: Site, tmp_path: Path
+) -> None:
+    # `kill -TERM` of a rebuild mid-crawl: the bundle built before stays as it was, byte for byte, the
+    # command says it was interrupted, and its page worker and forkserver are gone with it.
+    site.add("/llms.txt", "# Slow Docs\n\n- [A](a.md)\n", content_type="text/plain; charset=utf-8")
+    site.add("/a.md", "# A\n\nWords about the widget and how it configures things.\n")
+    config = tmp_path / "libraries.toml"
+    config.write_text(f'[[library]]\nid = "slow"\nllms_txt = "{site.url("/llms.txt")}"\n', encoding="utf-8")
+    out = tmp_path / "bundles"
+    build = ["build", "--config", str(config), "--out", str(out)]
+    first = index_cli(*build)
+    assert first.returncode == 0, first.stderr
+    before = {p: p.read_bytes() for p in sorted((out / "slow").rglob("*")) if p.is_file()}
+    assert any(p.name == "manifest.json" for p in before)
+
+    site.fault("/a.md", "slow", **SLOW)
+    code, stderr, children = _interrupt_when_crawling(site, build, signal.SIGTERM, hits=2, workers=True)
+    assert code == INTERRUPTED[signal.SIGTERM], stderr
+    assert "interrupted (SIGTERM); published bundles are intact" in stderr and "Traceback" not in stderr
+    after = {p: p.read_bytes() for p in sorted((out / "slow").rglob("*")) if p.is_file()}
+    assert after == before
+    hang_guard = time.monotonic() + HANG_GUARD  # the forkserver exits once the indexer has
+    while (
+        left := [pid for pid, start in children.items() if alive(pid, start)]
+    ) and time.monotonic() < hang_guard:
+        time.sleep(0.05)
+    assert not left, f"still running after the build was interrupted: {left}"

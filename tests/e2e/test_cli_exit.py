@@ -87,7 +87,7 @@ def test_an_interrupted_build_exits_130(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err
-    assert "docbundle-index: interrupted; published bundles are intact" in err
+    assert "docbundle-index: interrupted (SIGINT); published bundles are intact" in err
     assert out == ""
 
 

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from buildkit import build_config, record_worker_starts, write_site, write_sized_site
 from docbundle.indexer.pipeline import prepare
+from prockit import alive as _alive
+from prockit import descendants as _descendants
+from prockit import stat as _stat
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 
@@ -38,33 +41,6 @@ def _site(root: Path) -> Path:
     return write_sized_site(root, ["# Big\n", "## Pages\n"], prepare.PARALLEL_MIN_BYTES * 4, page)
 
 
-def _stat(pid: int) -> tuple[int, str, int] | None:
-    """(parent pid, state, start time) of a process, or None once it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return int(fields[1]), fields[0], int(fields[19])
-
-
-def _descendants(root: int) -> dict[int, int]:
-    """Every live descendant of ``root``: pid -> start time (so a reused pid is not mistaken)."""
-    children: dict[int, list[int]] = {}
-    starts: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (st := _stat(int(entry))) is not None and st[1] != "Z":
-            children.setdefault(st[0], []).append(int(entry))
-            starts[int(entry)] = st[2]
-    found: dict[int, int] = {}
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found[child] = starts[child]
-            todo.append(child)
-    return found
-
-
 def _busy_workers(root: int) -> list[int]:
     """The pool workers under indexer ``root`` (the forkserver's children) that have used CPU time."""
     busy = []
@@ -78,11 +54,6 @@ def _busy_workers(root: int) -> list[int]:
         if parent != root and utime + stime > 0:
             busy.append(pid)
     return busy
-
-
-def _alive(pid: int, start: int) -> bool:
-    st = _stat(pid)
-    return st is not None and st[2] == start and st[1] != "Z"
 
 
 def test_kill_9_of_the_indexer_takes_its_workers_with_it(tmp_path: Path) -> None:

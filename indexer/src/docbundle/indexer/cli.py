@@ -46,6 +46,8 @@ FILE`` writes the catalogue index of ``bundles-latest`` that ``docbundle pull`` 
 catalogue's health ``status.json`` and the catalogue page ``catalogue.html``.
 
 Any command whose reader closes stdout early (``| head``) stops quietly with 141 (128 + SIGPIPE).
+Any command interrupted by Ctrl-C (SIGINT) or SIGTERM unwinds (published bundles intact, see
+``interrupt.py``) and exits 130 or 143 (128 + the signal's number).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ import atexit
 import logging
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -67,6 +70,7 @@ from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
 from docbundle.server.clitable import Command, Group, arg, parser, run, table
 
 from .errors import ConfigError
+from .interrupt import TermAsInterrupt
 from .pipeline.cache import CACHE_DIR
 
 if TYPE_CHECKING:
@@ -76,7 +80,6 @@ if TYPE_CHECKING:
     from .release.regress import RegressReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 #: Where the commands look when not told (relative to the current directory).
 DEFAULT_CONFIG = Path("bundles/libraries.toml")
@@ -911,14 +914,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``docbundle-index``."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="docbundle-index: %(message)s")
     args = _parser().parse_args(argv)
+    interrupt = TermAsInterrupt()
     try:
-        return run(args)
+        with interrupt:  # SIGTERM (a service manager, a CI cancel, ``timeout``) unwinds as Ctrl-C does
+            return run(args)
     except ConfigError as exc:
         print(f"docbundle-index: config error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("docbundle-index: interrupted; published bundles are intact", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        name = signal.Signals(interrupt.received).name
+        print(f"docbundle-index: interrupted ({name}); published bundles are intact", file=sys.stderr)
+        return interrupt.exit_code
 
 
 def console() -> NoReturn:
