@@ -19,10 +19,12 @@ summary``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import logging
 import random
+import time
 from pathlib import Path
 
 import msgspec
@@ -97,6 +99,27 @@ def big(tmp_path: Path) -> Catalog:
             e.library.id, {"latest": VersionEntry(e.library.id, "latest", None, e)}, "latest"
         )
     return Catalog(tmp_path, libs)
+
+
+async def test_the_guard_fails_a_step_that_works_or_blocks_on_the_loop() -> None:
+    """The guard bites: 150 ms of CPU in one step, and a 2.2 s blocking sleep, each fail the block; a
+    step that awaits for longer (the loop is free meanwhile) does not."""
+
+    async def spin() -> None:
+        started = time.thread_time()
+        while time.thread_time() - started < 0.15:
+            pass
+
+    async def block() -> None:
+        time.sleep(2.2)
+
+    for work in (spin, block):
+        with pytest.raises(AssertionError, match="the event loop was held") as caught:
+            async with loop_guard():
+                await asyncio.create_task(work())  # its own task: named in the failure
+        assert work.__name__ in str(caught.value)
+    async with loop_guard():
+        await asyncio.sleep(0.3)
 
 
 async def test_a_hostile_resolve_query_at_1500_libraries_holds_no_loop(big: Catalog) -> None:
