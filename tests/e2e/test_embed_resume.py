@@ -325,7 +325,9 @@ async def test_a_live_server_answers_by_keywords_first_then_hybrid_without_a_res
         with anyio.fail_after(HANG_GUARD):
             async with Client(params) as client:
                 first = await _search(client, "webhooks guide")
-                assert first["mode"] == "balanced" and "it has no semantic vectors" in first["modeReason"], first
+                assert first["mode"] == "balanced" and "it has no semantic vectors" in first["modeReason"], (
+                    first
+                )
                 assert first["hits"] and first["hits"][0]["documentId"].endswith("webhooks.md")
                 gate.touch()  # the vectors may come now
                 assert proc.wait(HANG_GUARD) == 0, proc.communicate()
