@@ -18,7 +18,8 @@ its thread count once per process):
 - ``lanes, shuffled``: the same, the passages in a random order (other batches, other lane mates).
 
 Each way embeds shortest first in batches of ``semantic.EMBED_BATCH``, as a build does, and prints
-passages/s; then whether every row is byte-identical across the ways (the rows a build writes must not
+passages/s, and the CPU time a passage took (what the cores would give if nothing else ran: the
+wall figure on a shared machine is lower); then whether every row is byte-identical across the ways (the rows a build writes must not
 depend on batching). The load average is printed before and after: the figures mean something only on a
 quiet machine. It prints figures and asserts nothing.
 """
@@ -104,13 +105,17 @@ def child(way: str, texts_file: Path, rows_file: Path) -> None:
     if way.endswith("shuffled"):
         random.Random(SHUFFLE_SEED).shuffle(order)
     rows = np.empty((len(texts), embedder.identity.dimensions), dtype=np.float32)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     for first in range(0, len(order), EMBED_BATCH):
         part = order[first : first + EMBED_BATCH]
         rows[part] = embedder.passages([texts[i] for i in part])
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     np.save(rows_file, rows)
-    print(f"  {way:<16} {len(texts) / seconds:5.2f} passages/s ({len(texts)} in {seconds:.1f} s)", flush=True)
+    print(
+        f"  {way:<16} {len(texts) / seconds:5.2f} passages/s ({len(texts)} in {seconds:.1f} s); "
+        f"CPU {1000 * cpu / len(texts):.0f} ms a passage, so {n * len(texts) / cpu:.2f}/s on {n} idle cores",
+        flush=True,
+    )
 
 
 def corpus(corpora: Path, name: str, work: Path, sample: int) -> None:

@@ -444,9 +444,19 @@ class BuildRun:
                     index.cancel()
                     shutil.rmtree(tmp)
                     return None
+                first = self._keyword_first(plan, current, chash)
+                vectors = None if first else self._vectors(tmp, asm, current, plan)
             except BaseException:
                 index.cancel()
                 raise
+
+            def finish(where: Path, key: str | None, ihash: str, vectors: VectorsInfo | None) -> str:
+                """Write the manifest of the bundle in ``where``; its buildId."""
+                build_id = make_build_id(build_id_date, build_hash(chash, key))
+                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
+                write.finish_manifest(where, msgspec.structs.replace(manifest, routing=routing))
+                return build_id
+
             with self._display(3, self.label, verb="wrote", unit="parts") as bar:
                 try:
                     index.commit()
@@ -458,17 +468,16 @@ class BuildRun:
                 (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
                 write_store(tmp, asm.docs)
                 bar.advance(note="document store")
-
-            def finish(where: Path, key: str | None, ihash: str, vectors: VectorsInfo | None) -> str:
-                build_id = make_build_id(build_id_date, build_hash(chash, key))
-                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
-                write.finish_manifest(where, msgspec.structs.replace(manifest, routing=routing))
-                return build_id
-
-            if self._keyword_first(plan, current, chash):
-                self._publish_keyword(tmp, lambda where: finish(where, None, keyword_hash, None))
-            vectors = self._vectors(tmp, asm, current, plan)
-            build_id = finish(tmp, plan.key if vectors is not None else None, ihash, vectors)
+                if first:  # the keyword-only bundle is published now, the bundle with vectors below
+                    self._publish_keyword(tmp, lambda where: finish(where, None, keyword_hash, None))
+                else:
+                    build_id = finish(tmp, plan.key, ihash, vectors)
+                bar.advance(note="manifest, files hashed")
+            if first:
+                vectors = self._vectors(tmp, asm, current, plan)
+                with self._display(1, self.label, verb="wrote", unit="parts") as bar:
+                    build_id = finish(tmp, plan.key, ihash, vectors)
+                    bar.advance(note="manifest, files hashed")
             final, _ = layout.publish(self.vdir, tmp, build_id)
             _retired.append(index)
         except BaseException:
