@@ -468,15 +468,15 @@ def _embed(
     announce: Announce | None,
     resumed: int,
 ) -> None:
-    """Embed ``texts`` into rows ``at`` of ``values``/``scales``, shortest first in ``EMBED_BATCH``es,
+    """Embed ``texts`` into rows ``at`` of ``values``/``scales`` in ``EMBED_BATCH``es (``_sample_first``),
     recording each batch in the checkpoint ``ck``; after the first batch, ``announce`` how long the rest
     will take when it is long. However this ends (an interrupt, a failure), the rows embedded so far are
     written to the checkpoint first."""
     import numpy as np
 
-    order = by_length(texts)
     total = len(texts)
     size = _batch_size()
+    order = _sample_first(by_length(texts), size)
     try:
         with display(total, "embedded") as bar:
             started = time.perf_counter()
@@ -496,6 +496,19 @@ def _embed(
                 ck.save()
             except OSError as exc:
                 log.warning("the embedding checkpoint %s could not be written: %s", ck.path, exc)
+
+
+def _sample_first(order: list[int], size: int) -> list[int]:
+    """``order`` (positions from the shortest passage to the longest) with a first batch of ``size`` taken
+    across it (every k-th), the rest after, shortest first: the first batch's rate is then the rate of
+    the whole (the shortest passages first gave 9.6/s where html-postgres ran at 3.2/s), and every later
+    batch holds passages of like length, which the lanes share evenly."""
+    step = len(order) // size
+    if step <= 1:
+        return order
+    first = order[::step][:size]
+    taken = set(first)
+    return first + [i for i in order if i not in taken]
 
 
 def _batch_size() -> int:
