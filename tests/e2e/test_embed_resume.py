@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -263,6 +264,52 @@ def test_a_long_embedding_says_how_long_and_how_to_skip_it_before_it_goes_on(tmp
         timeout=HANG_GUARD,
     )
     assert quick.returncode == 0 and "will take about" not in quick.stderr, quick.stderr
+
+
+def _on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
+    """Run ``argv`` with its stderr on a pseudo-terminal: its exit status, and each line of the terminal
+    as a person sees it at the end (what follows the last carriage return of the line)."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    out = bytearray()
+    guard = time.monotonic() + HANG_GUARD
+    try:
+        while time.monotonic() < guard:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: every writer of the terminal is gone
+                    break
+                if not data:
+                    break
+                out += data
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(HANG_GUARD)
+    finally:
+        proc.kill()
+        os.close(master)
+    text = out.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    return code, [line.split("\r")[-1].rstrip() for line in text.split("\n")]
+
+
+def test_on_a_terminal_the_estimate_is_a_line_of_its_own_above_the_embedding_bar(tmp_path: Path) -> None:
+    config, out = _site(tmp_path), tmp_path / "out"
+    env = _env(tmp_path, STAND_IN_FIRST_DELAY="8", COLUMNS="160")
+    code, lines = _on_a_terminal(_build_argv(config, out), env)
+    assert code == 0, lines
+    estimate = [i for i, line in enumerate(lines) if line.startswith("docbundle-index: embedding")]
+    assert len(estimate) == 1, lines
+    assert re.fullmatch(
+        rf"docbundle-index: embedding {CHUNKS} chunks will take about \d+ s more at \d+\.\d chunks/s "
+        r"\(measured on the first batch\)\. To skip it: interrupt \(Ctrl-C\): .* --no-embed \(keyword search only\)\.",
+        lines[estimate[0]],
+    ), lines[estimate[0]]
+    # The bar was lifted for the line and drawn again below it, where it ends full.
+    bar = [line for line in lines[estimate[0] + 1 :] if line.startswith("demo@latest embedded:")]
+    assert bar and bar[-1].startswith("demo@latest embedded: 100%") and f"{CHUNKS}/{CHUNKS}" in bar[-1], lines
 
 
 def test_add_build_with_no_embed_builds_keyword_search_only(site: Site, tmp_path: Path) -> None:

@@ -193,8 +193,12 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 
 def _announce(line: str) -> None:
-    """A line for the person running the build (stderr, beside the progress)."""
-    print(f"docbundle-index: {line}", file=sys.stderr, flush=True)
+    """A line for the person running the build, on stderr above the progress bar on a terminal
+    (``tqdm.write`` lifts the bar, prints, and draws it again below), as a plain line in a log."""
+    from tqdm import tqdm
+
+    tqdm.write(f"docbundle-index: {line}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def cmd_build(args: argparse.Namespace) -> int:
