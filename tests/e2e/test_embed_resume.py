@@ -11,14 +11,17 @@ without any timing. The real model's rows are checked by tests/e2e/test_build_ve
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from typing import Any
@@ -270,6 +273,7 @@ def _on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, list[str]
     """Run ``argv`` with its stderr on a pseudo-terminal: its exit status, and each line of the terminal
     as a person sees it at the end (what follows the last carriage return of the line)."""
     master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))  # 40 rows of 160 columns
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=slave)
     os.close(slave)
     out = bytearray()
@@ -297,7 +301,7 @@ def _on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, list[str]
 
 def test_on_a_terminal_the_estimate_is_a_line_of_its_own_above_the_embedding_bar(tmp_path: Path) -> None:
     config, out = _site(tmp_path), tmp_path / "out"
-    env = _env(tmp_path, STAND_IN_FIRST_DELAY="8", COLUMNS="160")
+    env = _env(tmp_path, STAND_IN_FIRST_DELAY="8")
     code, lines = _on_a_terminal(_build_argv(config, out), env)
     assert code == 0, lines
     estimate = [i for i, line in enumerate(lines) if line.startswith("docbundle-index: embedding")]
