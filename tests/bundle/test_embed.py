@@ -13,6 +13,7 @@ import pytest
 from docbundle.bundle.embed import (
     PASSAGE_TOKENS,
     EmbedderUnavailableError,
+    by_length,
     cut_to_tokens,
     load_embedder,
     passage_text,
@@ -171,6 +172,18 @@ def test_vectors_are_byte_identical_on_a_rerun_and_batching_does_not_matter(embe
     b = embedder.passages(SOURCES[::-1])[::-1]
     one = np.stack([embedder.passages([s])[0] for s in SOURCES])
     assert a.tobytes() == np.ascontiguousarray(b).tobytes() == one.tobytes()
+
+
+@pytest.mark.parametrize("lanes", [2, 3])
+def test_lanes_side_by_side_give_the_rows_of_one_call_whatever_the_order(embedder, lanes: int) -> None:  # type: ignore[no-untyped-def]
+    # A build embeds in one lane per core, shortest passages first (issue 32): neither may change a row.
+    texts = [f"{s} Note {i}: {'more words here ' * i}" for i, s in enumerate(SOURCES * 3)]
+    order = by_length(texts)
+    assert [len(texts[i].encode()) for i in order] == sorted(len(t.encode()) for t in texts)
+    side_by_side = load_embedder(lanes=lanes)
+    ordered = np.empty((len(texts), 384), dtype=np.float32)
+    ordered[order] = side_by_side.passages([texts[i] for i in order])
+    assert ordered.tobytes() == embedder.passages(texts).tobytes()
 
 
 def test_long_chunk_is_cut_to_the_passage_budget(embedder) -> None:  # type: ignore[no-untyped-def]

@@ -162,8 +162,15 @@ def _summary(report: Report) -> str:
                 lines.append(
                     f"             vectors: none ({o.vectors_note})"
                     if o.vectors_note
-                    else f"             vectors: {o.embedded} embedded, {o.reused} reused ({o.embed_seconds:.1f} s)"
+                    else f"             vectors: {o.embedded} embedded, {o.reused} reused"
+                    + (f", {o.resumed} kept from an interrupted build" if o.resumed else "")
+                    + f" ({o.embed_seconds:.1f} s)"
                 )
+                if o.keyword_build:
+                    lines.append(
+                        f"             keyword search served first from {o.keyword_build} "
+                        f"({o.keyword_seconds:.1f} s after the start)"
+                    )
         for f in o.failures[:20]:
             lines.append(f"             ! {f.url}: {f.error}")
         if len(o.failures) > 20:
@@ -173,6 +180,15 @@ def _summary(report: Report) -> str:
                 f"             llms.txt: {len(o.conformance)} deviation(s) from the spec, e.g. {o.conformance[0]}"
             )
     return "\n".join(lines)
+
+
+def _announce(line: str) -> None:
+    """A line for the person running the build, on stderr above the progress bar on a terminal
+    (``tqdm.write`` lifts the bar, prints, and draws it again below), as a plain line in a log."""
+    from tqdm import tqdm
+
+    tqdm.write(f"docbundle-index: {line}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -192,6 +208,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else default_bundles()
     cache = None if args.no_cache else CrawlCache(args.cache or out / CACHE_DIR)
     progress = None if args.quiet else make_progress
+    announce = None if args.quiet else _announce
     t0 = time.perf_counter()
     outcomes: list[Outcome] = []
     with fewer_collections():
@@ -204,7 +221,13 @@ def cmd_build(args: argparse.Namespace) -> int:
                     )
                 outcomes.append(
                     build_target(
-                        target, out, cache=cache, progress=progress, embed=False if args.no_embed else None
+                        target,
+                        out,
+                        cache=cache,
+                        progress=progress,
+                        embed=False if args.no_embed else None,
+                        keyword_first=True,
+                        announce=announce,
                     )
                 )
     if any(o.status == "built" for o in outcomes):
@@ -333,11 +356,26 @@ def cmd_add(args: argparse.Namespace) -> int:
         )
         return EXIT_OK
     build = ["build", "--config", str(args.config), "--library", library_id]
+    build += (["--out", str(args.out)] if args.out else []) + (["--no-embed"] if args.no_embed else [])
     code = EXIT_FAILED
+    served = False
     try:
-        code = cmd_build(_parser().parse_args(build + (["--out", str(args.out)] if args.out else [])))
+        code = cmd_build(_parser().parse_args(build))
+    except KeyboardInterrupt:
+        # Interrupted while embedding, the keyword-only bundle is served already and the rows embedded so
+        # far are kept: the entry stays, for the build that resumes.
+        vdir = (args.out or default_bundles()) / library_id / (added.version or "latest")
+        served = (vdir / "CURRENT").is_file()
+        if served:
+            print(
+                f"docbundle-index: interrupted; {library_id!r} stays in {args.config}, its keyword search is "
+                f"served. Resume with: docbundle-index build --config {args.config} --library {library_id} "
+                "(the rows embedded so far are kept)",
+                file=sys.stderr,
+            )
+        raise
     finally:
-        if code != EXIT_OK:
+        if code != EXIT_OK and not served:
             if add.remove_entry(args.config, added):
                 print(
                     f"docbundle-index: the build did not succeed, so {library_id!r} was taken out of {args.config} "
@@ -381,6 +419,11 @@ ADD = Command(
         arg("--json", action="store_true", help="print what was found as JSON on stdout"),
         arg("--build", action="store_true", help="build the new library right away"),
         arg("--out", type=Path, help="with --build: bundles directory (as for build)"),
+        arg(
+            "--no-embed",
+            action="store_true",
+            help="with --build: embed nothing (keyword search only; a later build adds the vectors)",
+        ),
     ),
 )
 
@@ -923,7 +966,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         name = signal.Signals(interrupt.received).name
-        print(f"docbundle-index: interrupted ({name}); published bundles are intact", file=sys.stderr)
+        print(
+            f"docbundle-index: interrupted ({name}); published bundles are intact, and the rows embedded so "
+            "far are kept: the next build resumes from them",
+            file=sys.stderr,
+        )
         return interrupt.exit_code
 
 

