@@ -480,11 +480,13 @@ class Catalog:
         # Every file's size and sha256 before whoosh unpickles anything (restricted, in any case);
         # the bundle then reads through the very descriptors that were hashed.
         bundle = reader.open_bundle(entry.bundle_path)
+        # The entry was read from this manifest when the version was checked (never from the summary):
+        # a difference now is a manifest rewritten in place since, under the same build id.
         if entry_from_manifest(bundle.manifest, entry.meta.manifest_sha256) != entry.meta:
             bundle.close()
             raise BundleError(
-                "the bundle's manifest changed after the server started, or the catalogue summary "
-                f"({SUMMARY_NAME}) does not describe it; delete {SUMMARY_NAME} and restart the server"
+                "the bundle's manifest changed after the server read it (no publish rewrites a "
+                "manifest in place); rebuild the bundle, then restart the server"
             )
         try:
             searcher = BundleSearcher(bundle)
