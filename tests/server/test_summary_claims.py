@@ -105,6 +105,21 @@ async def test_a_forged_summary_entry_with_the_right_build_shows_the_manifests_v
     assert entry.library.name != EVIL_NAME and entry.counts.documents == _true_documents(forged)
 
 
+async def test_resolve_library_shows_the_manifests_name_not_the_summarys(forged: Path) -> None:
+    """The forged name ranks lib-03 first; checking it shows its manifest's name, and the matches are
+    ranked again by the checked words, so no match is said to be called "EVIL NAME"."""
+    catalog = Catalog.load(forged)
+    try:
+        async with connect(catalog) as c:
+            evil = await call(c, "resolve_library", query="EVIL NAME")
+            by_id = await call(c, "resolve_library", query="lib-03")
+        _assert_nothing_forged(str(evil["matches"]))
+        _assert_nothing_forged(str(by_id))
+        assert [m["id"] for m in by_id["matches"]][:1] == ["lib-03"]
+    finally:
+        catalog.close()
+
+
 async def test_after_a_first_open_of_a_misdescribed_library_no_forged_value_is_shown(forged: Path) -> None:
     """The first use is a search (not a listing): it is answered from the verified bundle, and the listing,
     the page and the metrics then show the manifest's values (before: the open failed with "catalog.json
