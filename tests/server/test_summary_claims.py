@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from asgikit import client, serving
-from docbundle.bundle.manifest import Counts, MANIFEST_NAME, decode_manifest
+from docbundle.bundle.manifest import MANIFEST_NAME, Counts, decode_manifest
 from docbundle.bundle.summary import read_summary, write_summary
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.options import HttpOptions
