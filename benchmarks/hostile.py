@@ -506,7 +506,9 @@ def claims_section() -> None:
     from docbundle.server.docs import Docs
 
     print("\nlist_libraries over a right summary: the first page checks what it shows (manifests read)")
-    print(f"  {'libraries':>9}  {'maxTokens':>9}  {'listed':>6}  {'first s':>8}  {'again s':>8}  {'ms/check':>8}")
+    print(
+        f"  {'libraries':>9}  {'maxTokens':>9}  {'listed':>6}  {'first s':>8}  {'again s':>8}  {'ms/check':>8}"
+    )
     for n in CLAIM_SIZES:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "bundles"

@@ -124,7 +124,9 @@ async def test_a_summary_that_names_another_build_than_current_is_not_served(tmp
         catalog.close()
 
 
-async def test_a_summary_entry_that_misdescribes_its_build_is_replaced_by_its_manifest(tmp_path: Path) -> None:
+async def test_a_summary_entry_that_misdescribes_its_build_is_replaced_by_its_manifest(
+    tmp_path: Path,
+) -> None:
     """Same build id as CURRENT, other content hash: the check reads the manifest, the bundle is served
     with the manifest's hash, and the summary is rewritten (issue 31, item 10: never the summary's)."""
     root = tmp_path / "bundles"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx2
 import msgspec
 import pytest
 from asgikit import client, serving
@@ -66,12 +67,12 @@ def _assert_nothing_forged(text: str) -> None:
     assert "EVIL NAME" not in text and EVIL_DESCRIPTION not in text and str(EVIL_DOCUMENTS) not in text
 
 
-async def _shown(http: object) -> tuple[str, list[dict[str, object]], str]:
+async def _shown(http: httpx2.AsyncClient) -> tuple[str, list[dict[str, object]], str]:
     """What an HTTP client sees: the list_libraries answer, the page's rows and the scrape."""
-    listed = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=HEADERS)  # type: ignore[attr-defined]
+    listed = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=HEADERS)
     assert listed.status_code == 200
-    rows = (await http.get("/ui/libraries")).json()["libraries"]  # type: ignore[attr-defined]
-    scraped = (await http.get("/metrics")).text  # type: ignore[attr-defined]
+    rows = (await http.get("/ui/libraries")).json()["libraries"]
+    scraped = (await http.get("/metrics")).text
     return listed.text, rows, scraped
 
 

@@ -194,7 +194,7 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
         for _ in range(RANKINGS):
             generation = catalog.generation
             found, total, exact = resolver.resolve(name, limit)
-            shown = [(m, catalog.check(m.library)) for m in found]
+            checked = [(m, catalog.check(m.library)) for m in found]
             if catalog.generation == generation:
                 break
     matches = [
@@ -208,7 +208,7 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
             score=m.score,
             why=m.why,
         )
-        for m, lib in shown
+        for m, lib in checked
     ]
     message = None
     if not matches:
