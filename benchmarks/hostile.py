@@ -46,7 +46,11 @@ Server sections (issue 31), run instead with ``--server resolve summary`` (eithe
   to the previous length (linear: near 2 or below, as the work per query is bounded);
 - ``summary``: one ``list_libraries`` page (maxTokens 50,000) over a catalogue summary whose N entries
   all name another build than ``CURRENT`` (copies of the golden bundle), N doubling: its time and how
-  many times the summary was rewritten (one since issue 31, N before).
+  many times the summary was rewritten (one since issue 31, N before);
+- ``claims``: the first ``list_libraries`` page (no maxTokens: every library, then 50,000) over a right summary
+  at 1,000 and 10,000 libraries (copies of the golden bundle): each library shown is checked, its
+  manifest read, since issue 31 item 10; the time of the first call, of the same call again (nothing
+  read), and the difference per library shown.
 """
 
 from __future__ import annotations
@@ -180,7 +184,7 @@ def main() -> None:
     ap.add_argument(
         "--server",
         nargs="+",
-        choices=("resolve", "summary"),
+        choices=("resolve", "summary", "claims"),
         help="run these server sections instead of the page parsers (issue 31)",
     )
     args = ap.parse_args()
@@ -333,6 +337,7 @@ def cjk_paragraph_main() -> None:
 RESOLVE_SIZES = (1_000, 10_000)  # libraries
 QUERY_LENGTHS = (125, 250, 500, 1_000, 2_000)  # characters; 2,000 is the bound of a name
 STALE_SIZES = (50, 100, 200, 400)  # summary entries naming another build than CURRENT
+CLAIM_SIZES = (1_000, 10_000)  # libraries of the claims section (a right summary)
 RUNS = 3  # each query timed this many times; the best is shown (the machine is shared)
 
 
@@ -431,16 +436,37 @@ def _timed(call: Callable[[], object]) -> float:
     return time.perf_counter() - started
 
 
+GOLDEN_BUILD = "20260101-573833773b18"
+
+
+def _golden_copies(root: Path, n: int) -> None:
+    """``n`` libraries under ``root``, each the golden bundle (hard links) under its own id, and the
+    catalogue summary written from their manifests (``Catalog.load`` over a folder with none)."""
+    import msgspec
+    from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
+    from docbundle.server.catalog import Catalog
+
+    golden = Path(__file__).resolve().parent.parent / "tests" / "bundle" / "golden" / "v1-early"
+    for i in range(n):
+        vdir = root / f"lib-{i:05d}" / "latest"
+        shutil.copytree(golden, vdir / GOLDEN_BUILD, copy_function=os.link)
+        # Relabelled (a new file: the others stay hard links); the manifest is not in its own list.
+        manifest = vdir / GOLDEN_BUILD / MANIFEST_NAME
+        m = decode_manifest(manifest.read_bytes())
+        m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=f"lib-{i:05d}"))
+        manifest.unlink()
+        manifest.write_bytes(encode_manifest(m))
+        (vdir / "CURRENT").write_text(GOLDEN_BUILD + "\n", encoding="ascii")
+    Catalog.load(root).close()  # no summary yet: read from the manifests and written
+
+
 def summary_section() -> None:
     """One list_libraries page over a summary whose every entry names another build than CURRENT."""
     import msgspec
     from docbundle.bundle import summary
-    from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
     from docbundle.server.catalog import Catalog
     from docbundle.server.docs import Docs
 
-    golden = Path(__file__).resolve().parent.parent / "tests" / "bundle" / "golden" / "v1-early"
-    build = "20260101-573833773b18"
     writes: list[int] = []
     write = summary.write_summary
 
@@ -455,17 +481,7 @@ def summary_section() -> None:
     for n in STALE_SIZES:
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp) / "bundles"
-            for i in range(n):
-                vdir = root / f"lib-{i:04d}" / "latest"
-                shutil.copytree(golden, vdir / build, copy_function=os.link)
-                # Relabelled (a new file: the others stay hard links); the manifest is not in its own list.
-                manifest = vdir / build / MANIFEST_NAME
-                m = decode_manifest(manifest.read_bytes())
-                m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=f"lib-{i:04d}"))
-                manifest.unlink()
-                manifest.write_bytes(encode_manifest(m))
-                (vdir / "CURRENT").write_text(build + "\n", encoding="ascii")
-            Catalog.load(root).close()  # no summary yet: read from the manifests and written
+            _golden_copies(root, n)
             lie = [
                 msgspec.structs.replace(e, build_id="20250101-000000000000")
                 for e in summary.read_summary(root) or []
@@ -482,7 +498,38 @@ def summary_section() -> None:
     summary.write_summary = write  # type: ignore[assignment]
 
 
-SERVER_SECTIONS: dict[str, Callable[[], None]] = {"resolve": resolve_section, "summary": summary_section}
+def claims_section() -> None:
+    """The first list_libraries page over a summary that is right, at N libraries: each library the page
+    shows is checked, its manifest read (issue 31, item 10: a checked entry is the manifest's, never
+    the summary's claim); the second page call finds them checked and reads nothing."""
+    from docbundle.server.catalog import Catalog
+    from docbundle.server.docs import Docs
+
+    print("\nlist_libraries over a right summary: the first page checks what it shows (manifests read)")
+    print(
+        f"  {'libraries':>9}  {'maxTokens':>9}  {'listed':>6}  {'first s':>8}  {'again s':>8}  {'ms/check':>8}"
+    )
+    for n in CLAIM_SIZES:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "bundles"
+            _golden_copies(root, n)
+            for max_tokens in (None, 50_000):
+                catalog = Catalog.load(root)
+                docs = Docs(catalog)
+                first = _timed(lambda d=docs, t=max_tokens: d.list_libraries(max_tokens=t))
+                again = _timed(lambda d=docs, t=max_tokens: d.list_libraries(max_tokens=t))
+                listed = len(docs.list_libraries(max_tokens=max_tokens).libraries)
+                catalog.close()
+                shown = "none" if max_tokens is None else max_tokens
+                per = (first - again) / max(listed, 1) * 1000
+                print(f"  {n:>9}  {shown:>9}  {listed:>6}  {first:>8.3f}  {again:>8.3f}  {per:>8.2f}")
+
+
+SERVER_SECTIONS: dict[str, Callable[[], None]] = {
+    "resolve": resolve_section,
+    "summary": summary_section,
+    "claims": claims_section,
+}
 
 
 if __name__ == "__main__":

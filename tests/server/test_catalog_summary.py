@@ -14,7 +14,7 @@ import msgspec
 import pytest
 from clikit import server_cli
 from docbundle.bundle.layout import current_bundles, read_current
-from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest
+from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
 from docbundle.bundle.release import package
 from docbundle.bundle.summary import SUMMARY_NAME, entry_from_manifest, read_summary, write_summary
 from docbundle.indexer.pipeline.write import prune
@@ -124,8 +124,11 @@ async def test_a_summary_that_names_another_build_than_current_is_not_served(tmp
         catalog.close()
 
 
-async def test_a_summary_entry_that_misdescribes_its_build_is_refused_when_opened(tmp_path: Path) -> None:
-    """Same build id as CURRENT, other content hash: the bundle opens, differs, and is not served."""
+async def test_a_summary_entry_that_misdescribes_its_build_is_replaced_by_its_manifest(
+    tmp_path: Path,
+) -> None:
+    """Same build id as CURRENT, other content hash: the check reads the manifest, the bundle is served
+    with the manifest's hash, and the summary is rewritten (issue 31, item 10: never the summary's)."""
     root = tmp_path / "bundles"
     install_golden(root, "lib-a")
     Catalog.load(root).close()
@@ -135,11 +138,32 @@ async def test_a_summary_entry_that_misdescribes_its_build_is_refused_when_opene
     catalog = Catalog.load(root)
     try:
         async with connect(catalog) as c:
+            found = await call(c, "search_documents", query="useEffect cleanup", libraryId="lib-a")
+            assert found["hits"]
+            listed = await call(c, "list_libraries")
+        assert [lib["contentHash"] for lib in listed["libraries"]] == [entry.content_hash]
+    finally:
+        catalog.close()
+    assert read_summary(root) == [entry], "the misdescribing summary entry was not rewritten"
+
+
+async def test_a_manifest_rewritten_in_place_after_its_check_is_refused_when_opened(tmp_path: Path) -> None:
+    """The entry was read from the manifest at the check; a manifest rewritten since (same build id, other
+    content hash) does not describe what was listed: the bundle is refused, saying why."""
+    root = tmp_path / "bundles"
+    bundle = install_golden(root, "lib-a")
+    catalog = Catalog.load(root)
+    try:
+        catalog.library("lib-a")  # checked: its entry read from the manifest, its lease taken
+        manifest = decode_manifest((bundle / MANIFEST_NAME).read_bytes())
+        build = msgspec.structs.replace(manifest.build, content_hash="f" * 64)
+        (bundle / MANIFEST_NAME).write_bytes(encode_manifest(msgspec.structs.replace(manifest, build=build)))
+        async with connect(catalog) as c:
             result = await c.call_tool(
                 "search_documents", {"query": "useEffect cleanup", "libraryId": "lib-a"}
             )
         assert result.is_error
-        assert SUMMARY_NAME in str(result.content)
+        assert "manifest changed after the server read it" in str(result.content)
     finally:
         catalog.close()
 

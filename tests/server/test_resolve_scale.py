@@ -1,8 +1,8 @@
 """Issue 22: ``resolve_library`` over a catalogue of thousands of libraries that share common words.
 
-The catalogue is made of one golden bundle served under 2,000 library ids (a symbolic link per
-version folder, each library's name, description, category and languages in the catalogue summary,
-which is what resolving reads), driven through the MCP SDK's in-memory client. Speed is measured by
+The catalogue is made of one golden bundle served under 2,000 library ids (its files hard-linked, each
+library's name, description, category and languages in its own manifest and in the catalogue summary,
+which is what resolving ranks by; the matches shown are checked against their manifests), driven through the MCP SDK's in-memory client. Speed is measured by
 ``benchmarks/catalog_scale.py``, never asserted here.
 
 The word index's answers are also checked against comparing the query with every word of every
@@ -11,14 +11,15 @@ library (``_reference``), on small generated catalogues where no word is common.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
 
 import msgspec
 import pytest
-from docbundle.bundle.manifest import LibraryInfo
-from docbundle.bundle.summary import SummaryEntry, read_summary, write_summary
+from docbundle.bundle.manifest import MANIFEST_NAME, LibraryInfo, decode_manifest, encode_manifest
+from docbundle.bundle.summary import SummaryEntry, entry_from_manifest, read_summary, write_summary
 from docbundle.server.catalog import Catalog
 from docbundle.server.resolve import (
     FIELDS,
@@ -51,9 +52,13 @@ def _name(i: int) -> str:
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``COUNT`` libraries ``pkg-0000``... over one bundle; ``pkg-1234`` alone is written in Korean."""
+    """``COUNT`` libraries ``pkg-0000``... over one bundle; ``pkg-1234`` alone is written in Korean.
+
+    Each library's manifest says its own name (the summary is written from them): a resolve shows each
+    match's checked entry, read from its manifest, never what the summary alone claims (issue 31)."""
     root = tmp_path_factory.mktemp("many")
-    base, entry = _golden(tmp_path_factory)
+    base, _ = _golden(tmp_path_factory)
+    manifest = decode_manifest((base / MANIFEST_NAME).read_bytes())
     entries = []
     for i in range(COUNT):
         lib_id = f"pkg-{i:04d}"
@@ -61,15 +66,20 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
         vdir.mkdir(parents=True)
         shutil.copytree(base, vdir / GOLDEN_BUILD, copy_function=os.link)  # real folders: links are refused
         (vdir / "CURRENT").write_text(GOLDEN_BUILD + "\n", encoding="ascii")
-        info = LibraryInfo(
+        info = msgspec.structs.replace(
+            manifest.library,
             id=lib_id,
             name=_name(i),
             description=f"a library of {FIRST[(i * 7) % len(FIRST)]} helpers",
             category="tools",
         )
-        entries.append(
-            msgspec.structs.replace(entry, library=info, languages=["ko"] if i == 1234 else ["en"])
-        )
+        title = "한국어 문서 안내" if i == 1234 else "Guide"  # the summary's languages come from titles
+        documents = [msgspec.structs.replace(d, title=title) for d in manifest.documents]
+        data = encode_manifest(msgspec.structs.replace(manifest, library=info, documents=documents))
+        path = vdir / GOLDEN_BUILD / MANIFEST_NAME
+        path.unlink()  # a hard link to the base's: replaced, not written through
+        path.write_bytes(data)
+        entries.append(entry_from_manifest(decode_manifest(data), hashlib.sha256(data).hexdigest()))
     write_summary(root, entries)
     return root
 

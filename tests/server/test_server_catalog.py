@@ -182,7 +182,7 @@ def test_a_manifest_changed_after_start_up_is_refused(golden_root: Path, golden_
     m = decode_manifest(path.read_bytes())
     m2 = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, description="changed"))
     path.write_bytes(encode_manifest(m2))
-    with pytest.raises(LibraryUnavailableError, match="changed after the server started"):
+    with pytest.raises(LibraryUnavailableError, match="changed after the server read it"):
         cat.open("golden")
 
 

@@ -4,8 +4,8 @@ Start-up reads the catalogue summary (``catalog.json``) and lists the bundles fo
 ``CURRENT``, no manifest, no hashing and no whoosh, so a server with many libraries, or large ones,
 starts at once. A library is checked the first time a request needs it (a page of ``list_libraries``
 that shows it, a request that names it, a search that opens it): its versions' ``CURRENT`` read, their
-leases taken, and a version whose ``CURRENT`` names another build than the summary is read from its
-manifest instead (``entries.check_library``). A library version is opened the first time a request
+leases taken, and each version's entry read from its manifest (``entries.check_library``): what the
+summary claimed is only shown as unchecked, and a summary entry that differs is rewritten. A library version is opened the first time a request
 searches or reads it: every file is checked against
 the manifest's sha256 list (``verify_bundle``) *before* whoosh unpickles anything, then the index is
 opened without mmap and a ``BundleSearcher`` built over it. The result is cached; concurrent first
@@ -243,9 +243,10 @@ class Catalog:
         return self.check(lib)
 
     def check(self, lib: LibraryEntry) -> LibraryEntry:
-        """``lib`` checked against the folder on its first use: each version's CURRENT read and its lease
-        taken; a version whose CURRENT names another build than the summary said is read from its
-        manifest, and the summary is brought up to date. Cheap once checked (nothing is read)."""
+        """``lib`` checked against the folder on its first use: each version's CURRENT read, its lease
+        taken and its entry read from the manifest (never the summary's claim); when the summary named
+        another build or misdescribed this one, it is brought up to date. Cheap once checked (nothing
+        is read)."""
         if lib.checked:
             return lib
         with self._reading:
@@ -253,10 +254,13 @@ class Catalog:
             if now is None or now.checked:
                 return now or lib  # removed meanwhile (by a reload), or checked by a concurrent request
             fresh, reading = check_library(self.root, self.lock, now)
+            # Another build than the summary named, or the same build misdescribed (a name, description
+            # or count that differs from its manifest's): the summary is rewritten, and whatever was
+            # derived from the entries (the resolver's words, the routing index) is made again.
             moved = [
                 (v.library_id, v.version)
                 for v in fresh.versions.values()
-                if not _same(now.versions[v.version], v)
+                if not _same(now.versions[v.version], v) or now.versions[v.version].meta != v.meta
             ]
             extra = []
             with self._guard:
@@ -310,7 +314,8 @@ class Catalog:
             ", ..." if len(due) > MAX_DUE_SHOWN else ""
         )
         log.info(
-            "%s named other builds than CURRENT for %d version(s) (%s): read from the manifests, "
+            "%s named other builds than CURRENT, or misdescribed them, for %d version(s) (%s): read "
+            "from the manifests, "
             "the summary rewritten once",
             SUMMARY_NAME,
             len(due),
@@ -475,11 +480,13 @@ class Catalog:
         # Every file's size and sha256 before whoosh unpickles anything (restricted, in any case);
         # the bundle then reads through the very descriptors that were hashed.
         bundle = reader.open_bundle(entry.bundle_path)
+        # The entry was read from this manifest when the version was checked (never from the summary):
+        # a difference now is a manifest rewritten in place since, under the same build id.
         if entry_from_manifest(bundle.manifest, entry.meta.manifest_sha256) != entry.meta:
             bundle.close()
             raise BundleError(
-                "the bundle's manifest changed after the server started, or the catalogue summary "
-                f"({SUMMARY_NAME}) does not describe it; delete {SUMMARY_NAME} and restart the server"
+                "the bundle's manifest changed after the server read it (no publish rewrites a "
+                "manifest in place); rebuild the bundle, then restart the server"
             )
         try:
             searcher = BundleSearcher(bundle)

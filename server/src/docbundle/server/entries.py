@@ -4,9 +4,10 @@
 file, it lists the folder once and takes every library the summary names from it, unchecked: no
 ``CURRENT`` is read and no lease taken, so start-up costs the same at 5 libraries as at 10,000. A library
 folder the summary does not name is read in full. ``check_library`` then checks an unchecked library on
-its first use (listed on a page, resolved, opened): each version's ``CURRENT``, then the summary's entry
-when it names that build, else the manifest itself, with the version's lease held; checked against the
-folder's names (and the lock file's pins). Without a summary, or with a lock file (a pin names the
+its first use (listed on a page, resolved, opened): each version's ``CURRENT``, then its manifest, read
+through the version's lease; checked against the folder's names (and the lock file's pins). A checked
+entry is always the manifest's, never the summary's: the summary only says which libraries there are and
+what an unchecked one claims (a summary entry that differs is rewritten). Without a summary, or with a lock file (a pin names the
 manifest's own sha256), every version is read and checked at once, as a check would.
 
 ``stamp`` tells cheaply (two ``stat`` calls) whether a reload may find a change; ``CatalogChange`` says
@@ -78,8 +79,8 @@ class VersionEntry:
     pending: bool = False
     # Refused by the lock file only: the bundle is intact, its pin names other content.
     pin_refused: bool = False
-    # False for an entry taken from the catalogue summary and not checked yet against its CURRENT (no
-    # lease held): ``check_library`` checks it on first use.
+    # False for an entry taken from the catalogue summary and not checked yet (no lease held, its meta
+    # only what the summary claims): ``check_library`` reads its CURRENT and manifest on first use.
     checked: bool = True
     # The bundles folder of an unchecked entry: its bundle's path is made from it when first asked for
     # (a start over 10,000 libraries makes no path at all).
@@ -293,26 +294,28 @@ class Reading:
             )
         if lease is not None:
             self.leases[bundle] = lease
-        meta = self.known.get((library_id, version))
-        if meta is None or meta.build_id != build_id:
-            # Not in the summary, or the summary names another build than CURRENT: never trusted.
+        # The entry is always the manifest's own, never the summary's: a summary entry that names the
+        # right build may still claim another name, description or counts (issue 31, item 10). The
+        # manifest is read through the lease (one bounded read, ~1 ms for a normal one); a summary
+        # entry that differs from it marks the summary stale, so it is rewritten from the manifests.
+        claimed = self.known.get((library_id, version))
+        try:
+            manifest, manifest_sha = _read_manifest(bundle, lease)
+        except BundleError as exc:
+            return VersionEntry(library_id, version, bundle, None, relative(str(exc), root))
+        except OSError as exc:
+            return VersionEntry(
+                library_id, version, bundle, None, f"{where}/{build_id}: unreadable manifest: {exc}"
+            )
+        meta = entry_from_manifest(manifest, manifest_sha)
+        if claimed != meta:
+            # Not in the summary, or the summary misdescribes this build: it is rewritten.
             self.stale = self.stale or self.lock is None
-            try:
-                manifest, manifest_sha = _read_manifest(bundle, lease)
-            except BundleError as exc:
-                return VersionEntry(library_id, version, bundle, None, relative(str(exc), root))
-            except OSError as exc:
-                return VersionEntry(
-                    library_id, version, bundle, None, f"{where}/{build_id}: unreadable manifest: {exc}"
-                )
-            meta = entry_from_manifest(manifest, manifest_sha)
-            problem = _check_manifest(meta, library_id, version, build_id)
-            if problem is None:
-                self.known[(library_id, version)] = meta
-            else:
-                self.known.pop((library_id, version), None)
+        problem = _check_manifest(meta, library_id, version, build_id)
+        if problem is None:
+            self.known[(library_id, version)] = meta
         else:
-            problem = None
+            self.known.pop((library_id, version), None)
         if problem is None and self.lock is not None:
             problem = _check_pin(self.lock, library_id, version, meta)
             if problem is not None:
@@ -489,8 +492,8 @@ def _from_summary(
 
 
 def check_library(root: Path, lock: LockFile | None, lib: LibraryEntry) -> tuple[LibraryEntry, Reading]:
-    """``lib`` with each unchecked version checked against its CURRENT now (its lease taken): the
-    summary's entry when CURRENT names its build, else read from the manifest (``reading.stale`` then)."""
+    """``lib`` with each unchecked version checked now: its CURRENT read, its lease taken and its entry
+    read from the manifest (``reading.stale`` when the summary named another build or misdescribed it)."""
     reading = Reading(root, lock, [v.meta for v in lib.versions.values() if v.meta is not None])
     versions = {
         name: v if v.checked else reading.load_version(lib.id, name, _current_text(root / lib.id / name))

@@ -1,7 +1,8 @@
 """Catalogue lookups: the libraries (optionally of one category), one library's versions, and the
 libraries that match what a person calls one. They read the in-memory catalogue and manifests only:
-no bundle is opened. They still grow with the catalogue (a page checks each library it shows, and may
-rewrite a stale summary once), so they run in lookup threads (``lookups``), never on the event loop."""
+no bundle is opened. They still grow with the catalogue (a page, or the matches of a resolve, checks
+each library it shows, reading its manifest, and may rewrite a stale summary once), so they run in
+lookup threads (``lookups``), never on the event loop."""
 
 from __future__ import annotations
 
@@ -26,11 +27,14 @@ from .models import (
     VersionSummary,
 )
 from .render import library_lines, render_libraries
-from .resolve import MAX_RESOLVE_WORDS, Resolver, scored_words, words
+from .resolve import MAX_RESOLVE_WORDS, Resolver, library_languages, scored_words, words
 from .semantic import vector_problem
 from .words import NextStep
 
 MAX_CATEGORIES_SHOWN = 50
+# A resolve ranks at most this many times: again once when checking its matches corrected the summary's
+# entries (a second correction, by new matches, is shown checked but ranked by the words it claimed).
+RANKINGS = 2
 
 
 def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
@@ -182,19 +186,29 @@ def decode_list_cursor(cursor: str, filters: str, what: str = "list_libraries") 
 
 def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int) -> LibraryMatches:
     """The libraries that match ``name``, best first, at most ``limit``; a message when none or more."""
-    found, total, exact = resolver.resolve(name, limit)
+    # The matches are ranked by the words of the summary's entries (checking all 10,000 to rank would
+    # read as many manifests), but what an answer shows of each (at most MAX_LIMIT) is its checked entry:
+    # the manifest's name and description, never what the summary claims (issue 31, item 10). When
+    # checking them corrected an entry (the generation moved), they are ranked again by the checked words.
+    with catalog.summary_batch():
+        for _ in range(RANKINGS):
+            generation = catalog.generation
+            found, total, exact = resolver.resolve(name, limit)
+            checked = [(m, catalog.check(m.library)) for m in found]
+            if catalog.generation == generation:
+                break
     matches = [
         LibraryMatch(
-            id=m.library.id,
-            name=m.library.name,
-            description=m.library.description,
-            versions=list(m.library.versions),
-            default_version=m.library.default_version,
-            languages=list(m.languages),
+            id=lib.id,
+            name=lib.name,
+            description=lib.description,
+            versions=list(lib.versions),
+            default_version=lib.default_version,
+            languages=list(library_languages(lib)),
             score=m.score,
             why=m.why,
         )
-        for m in found
+        for m, lib in checked
     ]
     message = None
     if not matches:

@@ -17,8 +17,8 @@ every name under ``docbundle_``:
 - per library version, read from the catalogue at scrape time: ``library_build_info`` (the build id and
   content hash as labels), ``library_build_age_seconds``, ``library_documents``, ``library_chunks``,
   ``library_has_vectors``, ``library_up``, and ``libraries``. All but ``library_up`` only for a version
-  checked against its ``CURRENT`` (on its first use), as before that they are what ``catalog.json``
-  claims; a build label only in its shape (a build id; 64 hex digits), else left out.
+  checked (on its first use: its ``CURRENT`` and its build's manifest read, the values the manifest's),
+  as before that they are what ``catalog.json`` claims; a build label only in its shape (a build id; 64 hex digits), else left out.
 
 Label values come from fixed sets, never from request text: ``tool`` is the name of a registered tool,
 ``_none`` (an MCP request that calls no tool: initialize, tools/list ...), ``_other`` (a tools/call

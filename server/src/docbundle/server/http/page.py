@@ -6,9 +6,10 @@ external asset) and one JSON endpoint:
 - ``/`` and the ``/ui/`` assets hold no data and are served to any client that passes the
   ``Host``/``Origin`` checks, without a key (like ``/healthz``), so that the page can ask for one;
 - ``GET /ui/libraries`` (key required, like ``/mcp``, and rate-limited the same way) lists at most
-  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters); a
-  library not checked yet against its ``CURRENT`` (``checked: false``) shows no build, age or counts,
-  since before that they are only what ``catalog.json`` claims;
+  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters);
+  ``checked: true`` means the version's ``CURRENT`` and its build's own manifest were read (on its first
+  use) and every field of the row comes from that manifest; a library not checked yet
+  (``checked: false``) shows no build, age or counts, and its name is only what ``catalog.json`` claims;
 - the page's search box posts ``tools/call search_documents`` to ``/mcp`` itself, so what it shows is the
   tool's answer, through every check a client's call goes through.
 
@@ -83,8 +84,9 @@ def library_rows(catalog: Catalog, query_string: bytes, now: float | None = None
     rows = []
     for lib in matched[:MAX_LIBRARY_ROWS]:
         entry = lib.default
-        # Build, age, counts and vectors only once the version was checked against its CURRENT: before,
-        # they are what catalog.json says, which anyone who can write the folder can make up (issue 31).
+        # Build, age, counts and vectors only once the version was checked (its entry read from its
+        # manifest): before, they are what catalog.json says, which anyone who can write the folder can
+        # make up (issue 31).
         m = entry.meta if entry.checked else None
         health, reason = catalog.state(entry)
         rows.append(
