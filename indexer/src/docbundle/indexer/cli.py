@@ -791,6 +791,17 @@ def _nightly_roll(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _embed_budget(minutes: float | None) -> float | None:
+    """``--embed-budget MINUTES`` in seconds (None: no budget)."""
+    if minutes is None:
+        return None
+    if not (minutes >= 0 and math.isfinite(minutes)):
+        raise ConfigError(
+            f"--embed-budget must be a number of minutes, 0 or more (e.g. 180), not {minutes:g}"
+        )
+    return minutes * 60
+
+
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run ``nightly`` (its messages keep the ``nightly:`` prefix of the job's logs)."""
     from docbundle.bundle.errors import BundleError
@@ -817,7 +828,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         # Progress on stderr (plain lines in a CI log), so the job's log shows each long phase.
         with fewer_collections():
             entries = nightly.run(
-                args.config, args.out, args.dist, ids, args.golden, progress=make_progress, shard=shard
+                args.config,
+                args.out,
+                args.dist,
+                ids,
+                args.golden,
+                progress=make_progress,
+                shard=shard,
+                embed_budget=_embed_budget(args.embed_budget),
             )
     except ConfigError as exc:
         print(f"nightly: config error: {exc}", file=sys.stderr)
@@ -845,6 +863,13 @@ NIGHTLY = Command(
         arg("--dist", type=Path, default=Path("dist"), help="where release assets are written"),
         arg("--golden", type=Path, default=DEFAULT_GOLDEN_DIR, help="folder of <libraryId>.toml"),
         arg("--library", action="append", default=[], help="a library id or comma-joined ids (repeat)"),
+        arg(
+            "--embed-budget",
+            type=float,
+            metavar="MINUTES",
+            help="after MINUTES from the start, a first embedding stops and publishes keyword-only; "
+            "the next run resumes it",
+        ),
         Group(
             "planning (no network)",
             (

@@ -13,6 +13,16 @@ Each run also writes ``timings.json`` into ``--dist``: the seconds each library 
 in, which the next night's plan reads (``plan.py``); and ``nightly.json``, what happened to each library
 version (its state, failure class and counts), which ``--merge`` carries to ``--roll`` (``status.py``).
 
+``--embed-budget MINUTES`` bounds the first embeddings of a shard: once that many minutes have passed
+since the shard's start, a library version embedding for the first time (no vectors of this embedder in
+its current bundle) stops at the next batch and publishes its keyword-only bundle, its rows kept in the
+embedding checkpoint (``pipeline/checkpoint.py``, inside ``--out``, which the workflow caches) for the
+next night to resume; the libraries after it build keyword-only until their vectors come on a later
+night. So a first night, which embeds the whole catalogue (docs/releases.md, "Cost on paper"), ends
+inside the job's time limit and publishes every library, and the catalogue's vectors arrive over the
+next nights. ``timings.json`` records a library's seconds without its embedding (and the embedding
+apart), so the plan, sized by crawl and index time, keeps its shards from one night to the next.
+
 ``--plan`` prints the CI matrices from the config and last night's timings and index (``plan.py``) and
 exits; ``--plan-file FILE --shard K`` builds the libraries of shard K of that plan; ``--merge DIR ...
 --release TAG`` merges the shards' ``--dist`` folders into one release folder (``--dist``), each entry
@@ -48,9 +58,12 @@ def run(
     golden_dir: Path,
     progress: ProgressFactory | None = None,
     shard: int | None = None,
+    embed_budget: float | None = None,
 ) -> list[NightlyEntry]:
     """Build, check and package the given libraries (all when empty), showing each build's phases with
-    ``progress`` when given; ``timings.json`` records each library's seconds (and ``shard``)."""
+    ``progress`` when given; ``timings.json`` records each library's seconds (and ``shard``). First
+    embeddings stop ``embed_budget`` seconds after the start (module docstring)."""
+    deadline = None if embed_budget is None else time.monotonic() + embed_budget
     catalogue = load_config(config)
     chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
     cache = CrawlCache(out / CACHE_DIR)
@@ -59,6 +72,7 @@ def run(
     timings = Timings()
     for lib in chosen:
         started = time.monotonic()
+        embedding = 0.0
         golden_file = golden_dir / f"{lib.id}.toml"
         for target in catalogue.targets(lib):
             vdir = version_dir(out, lib.id, target.version.name)
@@ -66,7 +80,15 @@ def run(
                 previous: Path | None = current_bundle(vdir)
             except BundleError:
                 previous = None
-            outcome = build_target(target, out, cache=cache, progress=progress)
+            outcome = build_target(
+                target,
+                out,
+                cache=cache,
+                progress=progress,
+                keyword_first=deadline is not None,
+                embed_deadline=deadline,
+            )
+            embedding += outcome.embed_seconds
             entry = NightlyEntry(
                 library=lib.id,
                 version=target.version.name,
@@ -99,7 +121,11 @@ def run(
                 if entry.status == "built":
                     to_pack.append(bundle)
             entries.append(entry)
-        timings.libraries[lib.id] = LibraryTiming(seconds=round(time.monotonic() - started, 3), shard=shard)
+        timings.libraries[lib.id] = LibraryTiming(
+            seconds=round(max(0.0, time.monotonic() - started - embedding), 3),
+            embed_seconds=round(embedding, 3),
+            shard=shard,
+        )
     dist.mkdir(parents=True, exist_ok=True)
     write_timings(timings, dist / TIMINGS)
     package(to_pack, dist)
