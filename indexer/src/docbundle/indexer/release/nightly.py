@@ -5,8 +5,8 @@
 For each library version: remember the bundle ``CURRENT`` named before (the last published one, when
 the bundles directory was restored from the previous run), build, and when a new bundle was built, run
 the library's golden queries (``bundles/golden/<id>.toml`` if present) against it with the previous
-bundle as baseline. A bundle whose checks pass is packed into ``--dist`` (archive, ``SHA256SUMS``,
-``index.json``); unchanged libraries are skipped; a library that fails to build or fails its checks is
+bundle as baseline. A bundle whose checks pass is packed into ``--dist`` at once (archive, ``SHA256SUMS``,
+``index.json``, rewritten after every library, so a job cut at its time limit keeps what it finished); unchanged libraries are skipped; a library that fails to build or fails its checks is
 left out and makes the exit status 1, while the others are still packaged.
 
 Each run also writes ``timings.json`` into ``--dist``: the seconds each library took and the shard it ran
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT, current_bundle, note_current_moved, version_dir, write_current
-from docbundle.bundle.release import package
+from docbundle.bundle.release import PackagedBundle, pack_bundle, write_release_files
 
 from ..config import load_config
 from ..pipeline.build import build_target
@@ -68,8 +68,9 @@ def run(
     chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
     cache = CrawlCache(out / CACHE_DIR)
     entries: list[NightlyEntry] = []
-    to_pack: list[Path] = []
+    packed: list[PackagedBundle] = []
     timings = Timings()
+    dist.mkdir(parents=True, exist_ok=True)
     for lib in chosen:
         started = time.monotonic()
         embedding = 0.0
@@ -119,15 +120,23 @@ def run(
                             (vdir / CURRENT).unlink(missing_ok=True)
                         note_current_moved(vdir)
                 if entry.status == "built":
-                    to_pack.append(bundle)
+                    packed.append(pack_bundle(bundle, dist))
             entries.append(entry)
         timings.libraries[lib.id] = LibraryTiming(
             seconds=round(max(0.0, time.monotonic() - started - embedding), 3),
             embed_seconds=round(embedding, 3),
             shard=shard,
         )
-    dist.mkdir(parents=True, exist_ok=True)
-    write_timings(timings, dist / TIMINGS)
-    package(to_pack, dist)
-    write_outcomes(entries, dist)
+        _record(dist, packed, timings, entries)
+    _record(dist, packed, timings, entries)  # also when there was nothing to build
     return entries
+
+
+def _record(dist: Path, packed: list[PackagedBundle], timings: Timings, entries: list[NightlyEntry]) -> None:
+    """Bring ``dist`` up to date after a library: its archives are packed already; ``SHA256SUMS``,
+    ``index.json``, ``timings.json`` and ``nightly.json`` are replaced atomically. A shard cut at the job's
+    time limit then leaves every library it finished published by the workflow's ``if: always()`` upload,
+    and those it never reached reported by their absence (``no-report``, ``status.py``)."""
+    write_release_files(dist, packed)
+    write_timings(timings, dist / TIMINGS)
+    write_outcomes(entries, dist)

@@ -36,6 +36,7 @@ from typing import Annotated
 
 import msgspec
 from docbundle.bundle.errors import BundleFormatError
+from docbundle.bundle.layout import write_atomically
 from docbundle.bundle.releaseindex import (
     MAX_ARCHIVES_PER_RELEASE,
     MAX_INDEX_BYTES,
@@ -180,7 +181,7 @@ def read_documents(path: Path | None) -> dict[str, int]:
 def write_timings(timings: Timings, path: Path) -> None:
     """Write ``timings`` as ``timings.json`` (libraries sorted by id)."""
     ordered = Timings(libraries=dict(sorted(timings.libraries.items())))
-    path.write_bytes(msgspec.json.encode(ordered) + b"\n")
+    write_atomically(path, msgspec.json.encode(ordered) + b"\n")
 
 
 def merge_timings(previous: Timings, tonight: list[Timings], keep: set[str] | None = None) -> Timings:
