@@ -3,6 +3,7 @@ of the packages runs). The rules, with their reasons in that file:
 
     docbundle.bundle   <- docbundle.server
     docbundle.bundle   <- docbundle.indexer          (the indexer never imports the server, and back)
+    docbundle.common   <- all of them                (the shared leaves import nothing else of docbundle)
     indexer.pipeline   <- indexer.release, cli       (release tools use the pipeline, never the reverse)
     no HTTP client in docbundle.server or docbundle.bundle
     the rooms of docbundle.server (tests/server/test_server_layout.py draws them)
@@ -36,6 +37,7 @@ BREAKS = {
     "mcp-free": ("server/src/docbundle/server/models.py", "import starlette.responses"),
     "llmstxt-rooms": ("indexer/src/docbundle/indexer/pipeline/llmstxt/model.py", "from . import links"),
     "html-rooms": ("indexer/src/docbundle/indexer/pipeline/html/tree.py", "from . import convert"),
+    "common": ("server/src/docbundle/common/terminal.py", "import msgspec"),
 }
 
 
