@@ -5,6 +5,12 @@ Who may import whom is drawn here and checked by the root ``.importlinter`` (tes
     words <- errors <- lockfile <- entries <- catalog <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
                                           libraries <- docs    jsonrpc <- http/, stdio <- cli
                                catalog <- routing <- hits, docs
+                               catalog <- resolve <- libraries, docs, mcp/
+                               catalog <- install <- pull <- cli          catalog <- reload <- cli
+                      errors <- keys <- http/, cli                errors <- offers <- cli
+
+Every module of the package is in a room (tests/test_layers.py); those that import nothing of it (words,
+bounds, observe, budget, comments, lookups, logs) are at the bottom.
 
 The operations (docs and the modules it calls, models, render, words) never import a transport or the
 MCP SDK; the MCP server never imports a transport; the transports never import the MCP server's modules

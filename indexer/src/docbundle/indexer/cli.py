@@ -1,7 +1,7 @@
 """``docbundle-index``: build bundles from a library catalogue, and the release tools that check, compare,
 export and publish them.
 
-Every command is one row of ``COMMANDS`` (a ``docbundle.server.clitable.Command``, the table the
+Every command is one row of ``COMMANDS`` (a ``docbundle.common.clitable.Command``, the table the
 ``docbundle`` command is declared as too), declared beside its handler with its arguments; ``main``
 dispatches through the table. Each handler imports its modules when it runs, so a command loads only
 what it uses (``build`` neither ``add`` nor the release tools), and so do the page workers, which
@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, NamedTuple, NoReturn, TypeVar
 
 import msgspec
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
-from docbundle.server.clitable import Command, Group, arg, parser, run, table
+from docbundle.common.clitable import Command, Group, arg, parser, run, table
 
 from .errors import ConfigError
 from .interrupt import TermAsInterrupt
@@ -285,7 +285,7 @@ BUILD = Command(
 def cmd_add(args: argparse.Namespace) -> int:
     """Run ``add`` (and ``build`` for the new library with ``--build``, taking the entry back out when the
     build fails)."""
-    from docbundle.server.terminal import printable
+    from docbundle.common.terminal import printable
 
     from . import add
     from .errors import FetchError

@@ -1,10 +1,11 @@
 """Live reload for ``docbundle serve``: new builds, libraries and removals served without a restart.
 
-Every ``interval`` seconds the server compares the bundles folder's signature (each
-``<library>/<version>/CURRENT`` and its content, see ``Catalog.changed``); when it differs, the catalogue
-reloads (``Catalog.reload``: requests in flight finish on the build they resolved, a replaced build
-stays open and leased for ``RETIRE_AFTER_SECONDS``) and, on stdio, the client is sent
-``notifications/resources/list_changed`` so it can list the libraries again. Over HTTP (stateless: no
+Every ``interval`` seconds the server compares the bundles folder's stamp (``entries.stamp``: two ``stat``
+calls, the folder and its catalogue summary, which every publish, install and prune rewrites; see
+``Catalog.changed``); when it differs, the catalogue reloads (``Catalog.reload``: requests in flight
+finish on the build they resolved, a replaced build stays open and leased for ``RETIRE_AFTER_SECONDS``)
+and, on stdio, the client is sent ``notifications/resources/list_changed`` so it can list the libraries
+again. Over HTTP (stateless: no
 stream from server to client) the next request simply sees the new catalogue. A reload that fails is
 logged and the previous catalogue keeps serving.
 """

@@ -44,6 +44,7 @@ from docbundle.bundle.contenthash import content_hash
 from docbundle.bundle.errors import VersionLockedError
 from docbundle.bundle.layout import make_build_id, version_dir
 from docbundle.bundle.manifest import Manifest, VectorsInfo, obtained_mix
+from docbundle.bundle.publish import publish
 from docbundle.bundle.store import write_store
 
 from ..config import Target
@@ -515,7 +516,7 @@ class BuildRun:
                 with self._display(1, self.label, verb="wrote", unit="parts") as bar:
                     build_id = finish(tmp, plan.key, ihash, vectors)
                     bar.advance(note="manifest, files hashed")
-            final, _ = layout.publish(self.vdir, tmp, build_id)
+            final, _ = publish(self.vdir, tmp, build_id)
             _retired.append(index)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -547,7 +548,7 @@ class BuildRun:
         try:
             write.link_tree(tmp, ktmp)
             build_id = finish(ktmp)
-            layout.publish(self.vdir, ktmp, build_id)
+            publish(self.vdir, ktmp, build_id)
         except BaseException:
             shutil.rmtree(ktmp, ignore_errors=True)
             raise

@@ -38,7 +38,8 @@ import time
 from pathlib import Path
 
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import CURRENT, current_bundle, note_current_moved, version_dir, write_current
+from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
+from docbundle.bundle.publish import note_current_moved
 from docbundle.bundle.release import PackagedBundle, pack_bundle, write_release_files
 
 from ..config import load_config

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
+from docbundle.common.clitable import Command, Group, arg
 
 from ..catalog import (
     DEFAULT_MAX_OPEN,
@@ -29,7 +30,6 @@ from ..catalog import (
     WARM_TERMS,
     Catalog,
 )
-from ..clitable import Command, Group, arg
 from ..http.options import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_BURST,
