@@ -29,7 +29,7 @@ GC_THRESHOLDS = (100_000, 50, 1_000)
 millions of objects that live to the end of a page or a build, and make little cyclic garbage."""
 
 PREPARE_MODULE = "docbundle.indexer.pipeline.prepare"
-"""The workers' module: what the forkserver imports for them (``prepare._serve`` runs in each)."""
+"""The workers' package: what the forkserver imports for them (``prepare.worker._serve`` runs in each)."""
 
 
 def worker_count() -> int:
