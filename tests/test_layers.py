@@ -36,6 +36,7 @@ BREAKS = {
     "mcp-free": ("server/src/docbundle/server/models.py", "import starlette.responses"),
     "llmstxt-rooms": ("indexer/src/docbundle/indexer/pipeline/llmstxt/model.py", "from . import links"),
     "html-rooms": ("indexer/src/docbundle/indexer/pipeline/html/tree.py", "from . import convert"),
+    "prepare-rooms": ("indexer/src/docbundle/indexer/pipeline/prepare/job.py", "from . import pool"),
 }
 
 
