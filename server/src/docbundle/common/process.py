@@ -148,55 +148,77 @@ def watch_process(pid: int, then: Callable[[], object], *, poll_seconds: float) 
 
     ``then`` runs in a daemon thread, never in the caller's: at once when ``pid`` is gone already. The
     thread waits on a pidfd (woken by the kernel when ``pid`` exits, Linux 5.3 and later) or else
-    checks every ``poll_seconds``; a stopped watch ends within ``poll_seconds`` and never calls
-    ``then``. One watcher for every process that must not outlive another: a page worker its indexer
+    checks every ``poll_seconds``. ``stop`` ends the watch (at once; polling, within ``poll_seconds``):
+    ``then`` is called after it only when the exit was seen first. One watcher for every process that must not outlive another: a page worker its indexer
     (which, under the forkserver, is not its parent), a stdio server its client.
     """
     return _watch(pid, then, poll_seconds, parent=False)
 
 
 def _watch(pid: int, then: Callable[[], object], poll_seconds: float, *, parent: bool) -> Callable[[], None]:
-    stop = threading.Event()
-    gone_already = False
-    pidfd: int | None = None
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        gone_already = True
-    except (AttributeError, OSError):
-        pidfd = None  # not Linux >= 5.3: poll
+    watch = _Watch(pid, then, poll_seconds, parent=parent)
+    threading.Thread(target=watch.run, daemon=True, name=f"docbundle watch {pid}").start()
+    return watch.stop
 
-    def exited() -> bool:
-        if parent:
-            return os.getppid() != pid
+
+class _Watch:
+    """One watch of one process: its pidfd and a wake-up pipe (written by ``stop``) waited on together,
+    so the thread never wakes for nothing; else a poll every ``poll_seconds``."""
+
+    def __init__(self, pid: int, then: Callable[[], object], poll_seconds: float, *, parent: bool) -> None:
+        self.pid, self.then, self.poll_seconds, self.parent = pid, then, poll_seconds, parent
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()  # ``stop`` never writes to a pipe ``run`` has closed
+        self.done = False
+        self.gone_already = False
+        self.pidfd: int | None = None
         try:
-            os.kill(pid, 0)
+            self.pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self.gone_already = True
+        except (AttributeError, OSError):
+            self.pidfd = None  # not Linux >= 5.3: poll
+        self.wake_r, self.wake_w = os.pipe() if self.pidfd is not None else (-1, -1)
+
+    def exited(self) -> bool:
+        """Whether the process is gone, asked without a pidfd."""
+        if self.parent:
+            return os.getppid() != self.pid  # handed to another parent: a reused pid cannot fool this
+        try:
+            os.kill(self.pid, 0)
         except ProcessLookupError:
             return True
         except PermissionError:
             pass  # it exists (owned by another user after pid reuse: then it is not ours, but rare)
         return False
 
-    def run() -> None:
+    def run(self) -> None:
         import select
 
         try:
-            while not gone_already and not stop.is_set():
-                if pidfd is not None:
-                    if select.select([pidfd], [], [], poll_seconds)[0]:  # readable once it has exited
+            while not self.gone_already and not self.stopped.is_set():
+                if self.pidfd is not None:
+                    ready = select.select([self.pidfd, self.wake_r], [], [])[0]
+                    if self.pidfd in ready:  # readable once the process has exited
                         break
-                elif exited():
+                elif self.exited():
                     break
                 else:
-                    stop.wait(poll_seconds)
+                    self.stopped.wait(self.poll_seconds)
         finally:
-            if pidfd is not None:
-                os.close(pidfd)
-        if not stop.is_set():
-            then()
+            with self.lock:
+                self.done = True
+                for fd in (self.pidfd, self.wake_r, self.wake_w):
+                    if fd is not None and fd >= 0:
+                        os.close(fd)
+        if not self.stopped.is_set():
+            self.then()
 
-    threading.Thread(target=run, daemon=True, name=f"docbundle watch {pid}").start()
-    return stop.set
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped.set()
+            if not self.done and self.wake_w >= 0:
+                os.write(self.wake_w, b"\0")
 
 
 # -- the cyclic collector ------------------------------------------------------------------------------
