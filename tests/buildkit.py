@@ -12,6 +12,7 @@ import pytest
 from docbundle.indexer.config import load_config
 from docbundle.indexer.pipeline import prepare
 from docbundle.indexer.pipeline.build import Outcome, build_target
+from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 
 
 def write_site(site: Path, pages: dict[str, str], llms: str) -> None:
@@ -100,13 +101,13 @@ def record_worker_starts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     own start (a pytest-xdist worker runs several test files in one process)."""
     prepare.stop_workers()
     pids: list[int] = []
-    start = prepare._Pool._start
+    start = prepare_pool._Pool._start
 
-    def start_recorded(pool: prepare._Pool) -> prepare._Worker:
+    def start_recorded(pool: prepare_pool._Pool) -> prepare_pool._Worker:
         worker = start(pool)
         assert worker.process.pid is not None
         pids.append(worker.process.pid)
         return worker
 
-    monkeypatch.setattr(prepare._Pool, "_start", start_recorded)
+    monkeypatch.setattr(prepare_pool._Pool, "_start", start_recorded)
     return pids

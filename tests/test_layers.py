@@ -39,6 +39,7 @@ BREAKS = {
     "llmstxt-rooms": ("indexer/src/docbundle/indexer/pipeline/llmstxt/model.py", "from . import links"),
     "html-rooms": ("indexer/src/docbundle/indexer/pipeline/html/tree.py", "from . import convert"),
     "common": ("server/src/docbundle/common/terminal.py", "import msgspec"),
+    "prepare-rooms": ("indexer/src/docbundle/indexer/pipeline/prepare/job.py", "from . import pool"),
 }
 
 

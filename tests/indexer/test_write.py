@@ -22,6 +22,8 @@ from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
 from docbundle.indexer.pipeline import prepare, write
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_page
+from docbundle.indexer.pipeline.prepare import job as prepare_job
+from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from whoosh import formats
@@ -229,12 +231,12 @@ def _not_in_this_process(values: dict[str, str]) -> prepare.Analysed:
 
 def test_workers_give_the_same_result_as_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     jobs = _jobs() * 6
-    monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(prepare_pool, "PARALLEL_MIN_BYTES", 0)
     serial = list(prepare_all(jobs, workers=0))
     pids = record_worker_starts(monkeypatch)
     # Workers import the module afresh (forkserver/spawn), so this patch binds only here: a page
     # prepared in this process fails, one prepared in a worker does not.
-    monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)
+    monkeypatch.setattr(prepare_job, "_analyse", _not_in_this_process)
     parallel = list(prepare_all(jobs, workers=2))
     assert 1 <= len(pids) <= 2 and os.getpid() not in pids
     assert parallel == serial
@@ -259,7 +261,7 @@ def test_fast_analysis_equals_whoosh_field_index(text: str, field: str) -> None:
     schema = make_schema()
     items = list(schema[field].index(text))
     length = sum(f for _, f, _, _ in items) if schema[field].scorable else 0
-    assert prepare._analyse({field: text})[field] == (items, length)
+    assert prepare_job._analyse({field: text})[field] == (items, length)
 
 
 def test_routing_record_from_memory_equals_the_one_read_from_the_index(tmp_path: Path) -> None:
