@@ -29,6 +29,7 @@ from clikit import serve_http_argv
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
+from httpkit import request
 from mcp import Client
 from treekit import Site, Tree
 
@@ -353,13 +354,5 @@ class HttpServerProcess:
 
 def readyz(port: int) -> tuple[int, dict[str, Any]]:
     """``GET /readyz`` on a server at 127.0.0.1:``port``: the status and the JSON body."""
-    import http.client
-    import json
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", "/readyz")
-        r = conn.getresponse()
-        return r.status, json.loads(r.read())
-    finally:
-        conn.close()
+    r = request("GET", port, path="/readyz", timeout=10)
+    return r.status_code, r.json()

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpkit
 import httpx2
 import pytest
 from attackkit import LONG_BUDGET, REPEAT_TREE, SEARCH_STARTED, phrase_query, wait_for_search
@@ -112,7 +113,8 @@ def test_sigterm_answers_the_running_call_then_exits_over_http(
     def slow_call() -> None:
         try:
             result.append(
-                httpx2.post(
+                httpkit.request(
+                    "POST",
                     server.url,
                     content=json.dumps(call(2, "repeat")),
                     headers={

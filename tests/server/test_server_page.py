@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgikit import client, serving
+from asgikit import serving
 from browserkit import browser_fixture, page_fixture  # noqa: F401  (the browser and page fixtures)
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.http.page import CONTENT_SECURITY_POLICY, MAX_LIBRARY_ROWS
 from docbundle.server.keys import KeyStore, create_key, revoke_key
+from httpkit import client
 from serverkit import HttpServerProcess
 from treekit import build
 
