@@ -31,8 +31,8 @@ def url(port: int, path: str = MCP_PATH) -> str:
 
 def client(
     app: HttpApp | None = None,
-    *,
     address: str = "127.0.0.1",
+    *,
     headers: Mapping[str, str] | None = None,
     **kwargs: Any,
 ) -> httpx2.AsyncClient:
