@@ -83,6 +83,7 @@ def test_only_httpkit_makes_http_clients() -> None:
         for rel, tree in _sources()
         if rel not in HTTP_CLIENTS
         for node in ast.walk(tree)
-        if _http_import(node) or (isinstance(node, ast.Call) and _httpx_call(node))
+        if isinstance(node, ast.Import | ast.ImportFrom | ast.Call)
+        and (_http_import(node) or (isinstance(node, ast.Call) and _httpx_call(node)))
     ]
     assert found == [], f"reach a server with httpkit (client, request, session), not: {found}"
