@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from buildkit import build_bundle, record_worker_starts
+from buildkit import record_worker_starts
 from docbundle.bundle import whooshio
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.routing import read_record, record_of_directory
@@ -26,6 +26,7 @@ from docbundle.indexer.pipeline.prepare import job as prepare_job
 from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from treekit import build
 from whoosh import formats
 from whoosh.codec.whoosh3 import W3Codec, W3TermInfo
 from whoosh.filedb.filestore import FileStorage
@@ -277,9 +278,9 @@ def test_routing_record_from_memory_equals_the_one_read_from_the_index(tmp_path:
         (site / f"p{i}.md").write_text(text, encoding="utf-8")
     listing = "".join(f"- [Page {i}](p{i}.md)\n" for i in range(len(pages)))
     (site / "llms.txt").write_text(f"# Site\n\n## Docs\n\n{listing}", encoding="utf-8")
-    bundle = build_bundle(
+    bundle = build(
         tmp_path / "libraries.toml", tmp_path / "out", '[[library]]\nid = "r"\nllms_txt = "site/llms.txt"\n'
-    )
+    ).bundle
     manifest = verify_bundle(bundle)
     written = read_record(bundle, manifest)
     assert written is not None and written.terms
@@ -315,7 +316,7 @@ def test_only_the_last_builds_index_writer_is_kept(tmp_path: Path) -> None:
     import gc
     import weakref
 
-    from docbundle.indexer.pipeline import build
+    from docbundle.indexer.pipeline import build as pipeline
 
     site = tmp_path / "site"
     site.mkdir()
@@ -324,10 +325,10 @@ def test_only_the_last_builds_index_writer_is_kept(tmp_path: Path) -> None:
     listing = "".join(f"- [Page {i}](p{i}.md)\n" for i in range(3))
     (site / "llms.txt").write_text(f"# Site\n\n## Docs\n\n{listing}", encoding="utf-8")
     config = '[[library]]\nid = "{}"\nllms_txt = "site/llms.txt"\n'
-    build_bundle(tmp_path / "one.toml", tmp_path / "out", config.format("one"))
-    assert len(build._retired) == 1
-    first = weakref.ref(build._retired[0])
-    build_bundle(tmp_path / "two.toml", tmp_path / "out", config.format("two"))
+    build(tmp_path / "one.toml", tmp_path / "out", config.format("one"))
+    assert len(pipeline._retired) == 1
+    first = weakref.ref(pipeline._retired[0])
+    build(tmp_path / "two.toml", tmp_path / "out", config.format("two"))
     gc.collect()
     assert first() is None  # freed when the second build began
-    assert len(build._retired) == 1 and build._retired[0] is not None
+    assert len(pipeline._retired) == 1 and pipeline._retired[0] is not None

@@ -21,13 +21,14 @@ from typing import IO, Any
 import pytest
 from attackkit import (
     LONG_BUDGET,
+    REPEAT_TREE,
     SEARCH_STARTED,
-    build_repeat_tree,
     cli_script,
     phrase_query,
     wait_for_search,
 )
 from serverkit import initialize
+from treekit import build
 
 # The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
 # is the same against code without the bound.
@@ -39,7 +40,7 @@ INIT = initialize("t")
 @pytest.fixture(scope="module")
 def repeat_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("repeat-stdio")
-    return build_repeat_tree(base / "bundles", base / "site")
+    return build(base / "site" / "repeat.toml", base / "bundles", REPEAT_TREE).root
 
 
 def heavy_call(request_id: int) -> dict[str, Any]:
