@@ -2,10 +2,14 @@
 export and publish them.
 
 Every command is one row of ``COMMANDS`` (a ``docbundle.server.clitable.Command``, the table the
-``docbundle`` command is declared as too), declared beside its handler with its arguments; ``main``
-dispatches through the table. Each handler imports its modules when it runs, so a command loads only
-what it uses (``build`` neither ``add`` nor the release tools), and so do the page workers, which
-import this module again; ``console`` is the console script. The commands, with their exit codes:
+``docbundle`` command is declared as too), declared beside its handler with its arguments, in the
+module of its group: ``build`` (build, add), ``check``, ``release`` (export, diff, regress, audit,
+package) and ``nightly`` (with its plan, merge and roll). They import nothing of this package but
+``shared`` (exit codes, default paths, the report printers; the ``cli-rooms`` contract in
+``.importlinter``); this module puts them in one table, and ``main`` dispatches through it. Each
+handler imports its modules when it runs, so a command loads only what it uses (``build`` neither
+``add`` nor the release tools), and so do the page workers, which import this package again;
+``console`` is the console script. The commands, with their exit codes:
 
 ``build``: build bundles for the libraries in a config, into the bundles folder every ``docbundle``
 command reads by default (``--out``, else ``$DOCBUNDLE_BUNDLES``, else the per-user data folder). 0 every
@@ -132,7 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console() -> NoReturn:
     """The ``docbundle-index`` console script (and ``python -m docbundle.indexer.cli``): ``main``, then
-    end the process without the interpreter's teardown.
+    end the process without the interpreter's teardown (``_end_without_teardown``). Tests call ``main``
+    in their own process, never this."""
+    _end_without_teardown(main())
+
+
+def _end_without_teardown(code: int) -> NoReturn:
+    """End the process with ``code`` (``main``'s exit code) without the interpreter's teardown.
 
     Freeing every object and module of a finished build took ~0.1 s after the last line was printed
     (issue 22, item 5), for nothing: the bundles, the catalogue index and the crawl cache are written
@@ -141,9 +151,7 @@ def console() -> NoReturn:
     ``main``'s exit code. When another non-daemon thread is still running, or a stream cannot be
     flushed, or a profiler or tracer watches, it exits the ordinary way instead (which waits for the
     thread, reports the stream as it always has, or lets ``python -m cProfile -o FILE`` write FILE).
-    Tests call ``main`` in their own process, never this.
     """
-    code = main()
     if sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)  # a profiler (``python -m cProfile``) or tracer writes what it saw after main
     if any(

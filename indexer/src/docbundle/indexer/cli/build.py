@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 from docbundle.bundle.userdirs import ENV_BUNDLES, default_bundles
-from docbundle.server.clitable import Command, arg
+from docbundle.server.clitable import Command, arg, parser, table
 
 from ..pipeline.cache import CACHE_DIR
 from .shared import DEFAULT_CONFIG, DEFAULT_PROBE, ENV_EMBED, EXIT_FAILED, EXIT_OK, _print_json
@@ -174,6 +174,12 @@ BUILD = Command(
 )
 
 
+def _build_args(argv: list[str]) -> argparse.Namespace:
+    """``docbundle-index build ...`` parsed as the command line parses it, from ``BUILD``'s own rows (so
+    ``add --build`` needs neither the package's table nor the other commands' modules)."""
+    return parser("docbundle-index", "", table(BUILD), distribution="docbundle-indexer").parse_args(argv)
+
+
 # -- add ------------------------------------------------------------------------------------------
 
 
@@ -184,7 +190,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     from .. import add
     from ..errors import FetchError
-    from . import _parser
 
     try:
         found = add.survey(args.url, allow_hosts=args.allow_host, probe=args.probe)
@@ -256,7 +261,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     code = EXIT_FAILED
     served = False
     try:
-        code = cmd_build(_parser().parse_args(build))
+        code = cmd_build(_build_args(build))
     except KeyboardInterrupt:
         # Interrupted while embedding, the keyword-only bundle is served already and the rows embedded so
         # far are kept: the entry stays, for the build that resumes.

@@ -20,7 +20,7 @@ DEFAULT_GOLDEN_DIR = Path("bundles/golden")
 
 # What the help texts show of modules only some commands import (each handler imports its modules when
 # it runs, so that ``build`` loads neither ``add`` nor the release tools, and the page workers, which
-# import this module again, load next to nothing). tests/indexer/test_cli_imports.py checks each against
+# import this package again, load next to nothing). tests/indexer/test_cli_imports.py checks each against
 # its home.
 ENV_EMBED = "DOCBUNDLE_EMBED"  # pipeline/semantic.py
 DEFAULT_PROBE = 20  # add.py

@@ -1,10 +1,24 @@
 """The one door to whoosh: every whoosh import and every reach into whoosh's private parts is here.
 
-docbundle scores on its own (``search``) and uses whoosh only as a file format. This module is the
+docbundle scores on its own (``search``) and uses whoosh only as a file format. This package is the
 whole of that use, so a whoosh upgrade is checked in one place (``tests/bundle/test_whoosh_door.py``
 pins what each function returns; ``server/pyproject.toml`` pins whoosh-reloaded to the releases it was
 tested on). Nothing else in ``docbundle`` imports whoosh; an import-linter contract (``.importlinter``,
 run by ``tests/test_whoosh_contract.py``) keeps it so.
+
+One module per concern, and this facade, which re-exports what the rest of ``docbundle`` uses: other
+modules import ``docbundle.bundle.whooshio``, never one of its modules (``tests/test_whoosh_contract.py``
+checks that, and that the facade offers every public name of its modules):
+
+- ``stemming``: the analyzer's base classes, the stop words, ``porter2_stem``;
+- ``unpickling``: ``restricted_unpickling`` and the dispatchers it installs;
+- ``storage``: the schema, opening an index (over held descriptors or by path), ``check_index``,
+  ``searching``;
+- ``reading``: ``PostingReader`` and its ``PositionLists``;
+- ``postings``: the posting values of a field, computed from analysed terms;
+- ``encoding``: a segment's W3 posting blocks, half of them in a forked child; its tunable
+  ``PARALLEL_MIN_POSTINGS`` is read there, so a test or benchmark sets it there (the facade has no copy);
+- ``writing``: ``SegmentBuilder``, the term file and its hash tables, ``gc_paused``.
 
 What goes through the door:
 

@@ -15,7 +15,7 @@ import threading
 import zlib
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import whoosh.codec.whoosh3 as _w3
 from whoosh.system import pack_int
@@ -164,6 +164,12 @@ def _single_threaded() -> bool:
 _EncodedRun = tuple[bytes, list[_Encoded]]
 
 
+def _leave_child(code: int) -> NoReturn:
+    """End the forked encoder now, with ``code``: no atexit handler of the parent's runs and no buffer
+    inherited from it is flushed a second time (the one process-ending call of the door)."""
+    os._exit(code)
+
+
 def _encode_forked(
     jobs: Sequence[_TermJob], split: int, blocklimit: int, compression: int
 ) -> Iterator[_EncodedRun]:
@@ -171,7 +177,7 @@ def _encode_forked(
 
     The first run is yielded while the child still works, so the caller writes it meanwhile. The
     child inherits the postings (nothing is pickled across), writes its bytes and term infos to an
-    unlinked temporary file and leaves with ``os._exit`` (no atexit handler, no inherited buffer
+    unlinked temporary file and leaves with ``_leave_child`` (no atexit handler, no inherited buffer
     flushed twice). Called only when the process is single-threaded. A child that fails, or that is
     killed, costs only time: its half is then encoded here. A caller that stops early kills it.
     """
@@ -188,7 +194,7 @@ def _encode_forked(
                 spill.flush()
                 code = 0
             finally:
-                os._exit(code)
+                _leave_child(code)
         status: int | None = None
         try:
             yield _encode_terms(first, blocklimit, compression)
