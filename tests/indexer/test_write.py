@@ -19,6 +19,7 @@ from docbundle.bundle import whooshio
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.routing import read_record, record_of_directory
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
+from docbundle.bundle.whooshio import encoding
 from docbundle.indexer.pipeline import prepare, write
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_page
@@ -113,7 +114,7 @@ def _whoosh_reference(slow: Path, jobs: list[PageJob], prepared: list[prepare.Pr
 def test_analysed_writer_is_byte_identical_to_whoosh_add_document(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: Callable[[], list[PageJob]]
 ) -> None:
-    monkeypatch.setattr(whooshio, "PARALLEL_MIN_POSTINGS", 10**12)  # this process alone
+    monkeypatch.setattr(encoding, "PARALLEL_MIN_POSTINGS", 10**12)  # this process alone
     prepared = [prepare_page(j) for j in jobs()]
     fast = tmp_path / "fast"
     fast.mkdir()
@@ -129,10 +130,10 @@ def test_analysed_writer_is_byte_identical_to_whoosh_add_document(
 _FORKED_BUILD = """
 import os, pickle, sys
 from pathlib import Path
-from docbundle.bundle import whooshio
+from docbundle.bundle.whooshio import encoding
 from docbundle.indexer.pipeline import write
 
-whooshio.PARALLEL_MIN_POSTINGS = 1
+encoding.PARALLEL_MIN_POSTINGS = 1
 parent = os.getpid()
 forks = []
 real_fork = os.fork
@@ -147,14 +148,14 @@ def fork():
 
 os.fork = fork
 if sys.argv[3] == "child-fails":
-    real_encode = whooshio._encode_terms
+    real_encode = encoding._encode_terms
 
     def encode(*args):
         if os.getpid() != parent:
             raise RuntimeError("the child fails")
         return real_encode(*args)
 
-    whooshio._encode_terms = encode
+    encoding._encode_terms = encode
 prepared = pickle.loads(Path(sys.argv[1]).read_bytes())
 w = write.IndexWriter(Path(sys.argv[2]), seed="s")
 for docnum, p in enumerate(p for p in prepared if p.chunks):
@@ -217,7 +218,7 @@ def test_block_encoding_equals_whoosh_postings_writer(term: tuple[Any, list[Any]
     for docnum, weight, value, length in postings:
         writer.add_posting(docnum, weight, value, length)
     terminfo = writer.finish_postings()
-    block, [(start, length, info)] = whooshio._encode_terms([(fmt.fixed_value_size(), postings)], 128, 3)
+    block, [(start, length, info)] = encoding._encode_terms([(fmt.fixed_value_size(), postings)], 128, 3)
     assert block == stream.getvalue()
     assert (start, length) == terminfo.extent() == (0, len(block))
     assert info + pack_long(start) + pack_int(length) == terminfo.to_bytes()

@@ -3,7 +3,7 @@
 The rooms (imports run down this list: ``release`` may import ``pipeline``, never the reverse, and
 nothing here imports ``docbundle.server``)::
 
-    cli.py        docbundle-index: the subcommand registry (build, export, diff, regress, audit, package, nightly)
+    cli/          docbundle-index: the command table, one module per command group (build, check, release, nightly)
     config.py     libraries.toml: the catalogue, its validation, and the build targets it names
     errors.py     the one exception tree
     pipeline/     from a library's llms.txt to a published bundle
