@@ -29,7 +29,7 @@ from docbundle.bundle.embed import PASSAGE_RECIPE, Embedder, EmbedderIdentity, p
 from docbundle.bundle.layout import BUILD_ID_RE
 from docbundle.bundle.manifest import MANIFEST_NAME, EmbedderInfo, FileEntry, VectorsInfo, encode_manifest
 from docbundle.bundle.reader import open_bundle
-from docbundle.bundle.routeindex import update_index
+from docbundle.bundle.routeindex import ROUTING_INDEX, update_index
 from docbundle.bundle.summary import SUMMARY_NAME
 from docbundle.bundle.vectors import VECTORS_FILE, write_vectors
 from docbundle.indexer.config import load_config
@@ -60,8 +60,10 @@ class Tree:
 
     ``sites``: the local sites the config reads, by folder relative to the config's. ``vectors``: the
     libraries whose bundles get ``vectors.bin`` (``add_vectors``), each with the embedder version the
-    file claims (None: the embedder's own; another makes them stale). ``route_index``: write the route
-    index afterwards, as ``docbundle-index build`` leaves it (``build_target`` alone does not).
+    file claims (None: the embedder's own; another makes them stale). ``route_index``: bring the route
+    index up to date after the vectors are added; without it the tree has none (every build writes one,
+    ``docbundle.bundle.publish``: a tree without it is what a server meets on a folder no indexer has
+    touched since an older docbundle, or where the file was deleted).
     """
 
     config: str
@@ -158,6 +160,8 @@ def build(
                 add_vectors(Path(outcome.bundle), embedder, claimed)
     if tree is not None and tree.route_index:
         update_index(out)
+    elif tree is not None:
+        (out / ROUTING_INDEX).unlink(missing_ok=True)
     return Built(out, outcomes)
 
 

@@ -12,11 +12,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from docbundle.bundle import publish as publishing
 from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import SUMS, package
 from docbundle.bundle.routeindex import load_index
-from docbundle.server import install as installing
 from docbundle.server.cli import main as server_main
 from docbundle.server.errors import InstallError
 from docbundle.server.install import install
@@ -56,8 +56,8 @@ def test_installing_several_archives_rebuilds_the_routing_index_once(
     entries = package(current_bundles(built), tmp_path / "release")
     assert len(entries) == 3
     rebuilds = []
-    real = installing.refresh_routing
-    monkeypatch.setattr(installing, "refresh_routing", lambda root: rebuilds.append(root) or real(root))
+    real = publishing.refresh_index
+    monkeypatch.setattr(publishing, "refresh_index", lambda root: rebuilds.append(root) or real(root))
     bundles = tmp_path / "bundles"
     archives = [str(tmp_path / "release" / e.archive) for e in entries]
     assert server_main(["install", *archives, "--bundles", str(bundles)]) == 0, capsys.readouterr().err

@@ -207,13 +207,13 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
 
 def _publish_steps(monkeypatch: pytest.MonkeyPatch, look: Callable[[str], None]) -> None:
     """Call ``look(step)`` at each intermediate state of every publish the indexer runs from now on."""
-    from docbundle.bundle import layout
+    from docbundle.bundle import layout, publish
 
     lock, temp, tree, current = (
         layout.version_lock,
         layout.new_temp_dir,
-        layout.fsync_tree,
-        layout.write_current,
+        publish.fsync_tree,
+        publish.write_current,
     )
 
     @contextmanager
@@ -237,8 +237,8 @@ def _publish_steps(monkeypatch: pytest.MonkeyPatch, look: Callable[[str], None])
 
     monkeypatch.setattr(layout, "version_lock", version_lock)
     monkeypatch.setattr(layout, "new_temp_dir", new_temp_dir)
-    monkeypatch.setattr(layout, "fsync_tree", fsync_tree)
-    monkeypatch.setattr(layout, "write_current", write_current)
+    monkeypatch.setattr(publish, "fsync_tree", fsync_tree)  # ``publish.publish``'s own names
+    monkeypatch.setattr(publish, "write_current", write_current)
 
 
 def test_a_library_being_built_is_listed_only_once_published(

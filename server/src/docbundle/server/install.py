@@ -41,7 +41,6 @@ from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEnt
 from docbundle.bundle.publish import publish
 from docbundle.bundle.reader import check_bundle, verify_bundle
 from docbundle.bundle.release import SUMS, read_sums, scan_tar_headers
-from docbundle.bundle.routeindex import refresh_index
 
 from .errors import InstallError
 from .lockfile import LockFile, find_lock
@@ -239,25 +238,17 @@ def install(
     sums: Path | None = None,
     lock: Path | None = None,
     verify_sums: bool = True,
-    refresh: bool = True,
 ) -> Installed:
-    """Verify and install one release archive; see the module docstring. ``refresh``: bring the
-    routing index up to date now (False: the caller calls ``refresh_routing`` once after installing
-    several; at 10,000 libraries that takes seconds)."""
+    """Verify and install one release archive; see the module docstring. Publishing it brings the
+    folder's route index up to date (``docbundle.bundle.publish``); a caller installing several does so
+    inside ``publish.batch``, which rebuilds it once."""
     if verify_sums:
         check_sums(archive, sums)
     try:
         installed = _install(archive, bundles, sums, lock)
     except (tarfile.TarError, EOFError, zlib.error, UnicodeError) as exc:
         raise InstallError(f"{archive.name} is damaged or not a bundle archive: {exc}") from exc
-    if refresh:
-        refresh_routing(bundles)
     return installed
-
-
-def refresh_routing(bundles: Path) -> None:
-    """Bring ``bundles``'s routing index up to date after installs (logged, never failing)."""
-    refresh_index(bundles)
 
 
 def _scan(archive: Path) -> None:

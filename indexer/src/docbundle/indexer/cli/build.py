@@ -91,7 +91,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from ..pipeline.workerctx import fewer_collections, start_forkserver
 
     start_forkserver()  # its imports overlap with the pipeline's below (it returns at once)
-    from docbundle.bundle.routeindex import refresh_index
+    from docbundle.bundle.publish import batch
 
     from ..config import load_config
     from ..pipeline.build import build_target
@@ -106,7 +106,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     announce = None if args.quiet else _announce
     t0 = time.perf_counter()
     outcomes: list[Outcome] = []
-    with fewer_collections():
+    # The catalogue's route index (for servers over this folder) is rebuilt once, after the last build.
+    with fewer_collections(), batch(out):
         for lib in libraries:
             for target in catalogue.targets(lib):
                 if not args.quiet:
@@ -125,8 +126,6 @@ def cmd_build(args: argparse.Namespace) -> int:
                         announce=announce,
                     )
                 )
-    if any(o.status == "built" for o in outcomes):
-        refresh_index(out)  # the catalogue's routing index, for servers over this folder
     report = Report(
         config=str(args.config),
         out=str(out),

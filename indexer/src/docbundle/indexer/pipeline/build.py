@@ -44,7 +44,7 @@ from docbundle.bundle.contenthash import content_hash
 from docbundle.bundle.errors import VersionLockedError
 from docbundle.bundle.layout import make_build_id, version_dir
 from docbundle.bundle.manifest import Manifest, VectorsInfo, obtained_mix
-from docbundle.bundle.publish import publish
+from docbundle.bundle.publish import batch, publish
 from docbundle.bundle.store import write_store
 
 from ..config import Target
@@ -163,7 +163,8 @@ def build_target(
     _retired.clear()  # the previous build's index writer is freed now, before this one allocates
     run = BuildRun(target, out_dir, cache=cache, progress=progress, embed=embed)
     run.keyword_first, run.announce, run.embed_deadline = keyword_first, announce, embed_deadline
-    return run.run()
+    with batch(out_dir):  # the route index once, after the build's last publish (``publish.batch``)
+        return run.run()
 
 
 #: The index writer of the last bundle written, kept from its build's end to the next build's start:

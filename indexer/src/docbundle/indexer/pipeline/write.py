@@ -18,7 +18,7 @@ import msgspec
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, RoutingInfo, encode_manifest
-from docbundle.bundle.publish import note_current_moved
+from docbundle.bundle.publish import note_builds_changed
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.routing import ROUTING_FIELDS, ROUTING_FILE, RoutingRecord, make_record, write_record
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
@@ -116,7 +116,7 @@ def discard(vdir: Path, build_id: str) -> bool:
     if not _remove_unleased(vdir, build_id):
         return False
     fsync_dir(vdir)
-    note_current_moved(vdir)
+    note_builds_changed(vdir)
     return True
 
 
@@ -172,5 +172,5 @@ def prune(vdir: Path, keep: int) -> list[str]:
             removed.append(name)
     if removed:
         fsync_dir(vdir)
-        note_current_moved(vdir)
+        note_builds_changed(vdir)
     return removed

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
-from docbundle.bundle.publish import note_current_moved
+from docbundle.bundle.publish import batch, note_current_moved
 from docbundle.bundle.release import PackagedBundle, pack_bundle, write_release_files
 
 from ..config import load_config
@@ -72,63 +72,66 @@ def run(
     packed: list[PackagedBundle] = []
     timings = Timings()
     dist.mkdir(parents=True, exist_ok=True)
-    for lib in chosen:
-        started = time.monotonic()
-        embedding = 0.0
-        golden_file = golden_dir / f"{lib.id}.toml"
-        for target in catalogue.targets(lib):
-            vdir = version_dir(out, lib.id, target.version.name)
-            try:
-                previous: Path | None = current_bundle(vdir)
-            except BundleError:
-                previous = None
-            outcome = build_target(
-                target,
-                out,
-                cache=cache,
-                progress=progress,
-                keyword_first=deadline is not None,
-                embed_deadline=deadline,
+    with batch(out):  # the route index once, at the end
+        for lib in chosen:
+            started = time.monotonic()
+            embedding = 0.0
+            golden_file = golden_dir / f"{lib.id}.toml"
+            for target in catalogue.targets(lib):
+                vdir = version_dir(out, lib.id, target.version.name)
+                try:
+                    previous: Path | None = current_bundle(vdir)
+                except BundleError:
+                    previous = None
+                outcome = build_target(
+                    target,
+                    out,
+                    cache=cache,
+                    progress=progress,
+                    keyword_first=deadline is not None,
+                    embed_deadline=deadline,
+                )
+                embedding += outcome.embed_seconds
+                entry = NightlyEntry(
+                    library=lib.id,
+                    version=target.version.name,
+                    status=outcome.status,
+                    message=outcome.message,
+                    build_id=outcome.build_id,
+                    previous=previous.name if previous else None,
+                    reason=reason_of(outcome.status, outcome.failure_kind, outcome.failure_status),
+                    documents=outcome.documents,
+                    chunks=outcome.chunks,
+                    vectors=0
+                    if outcome.vectors_note
+                    else outcome.chunks,  # one row per chunk when it has them
+                )
+                if outcome.status == "built" and outcome.bundle:
+                    bundle = Path(outcome.bundle)
+                    if golden_file.is_file():
+                        report = regress(bundle, load_golden(golden_file), baseline=previous)
+                        entry.regress = render_regress(report, per_query=False)
+                        if report.failed:
+                            entry.status = entry.reason = "regressed"
+                            entry.message = (
+                                f"{len(report.failed)} golden-query expectation(s) failed; not published"
+                            )
+                            # Put CURRENT back: otherwise the next run would find this content "unchanged"
+                            # and never publish or re-check it.
+                            if previous is not None:
+                                write_current(vdir, previous.name)
+                            else:
+                                (vdir / CURRENT).unlink(missing_ok=True)
+                            note_current_moved(vdir)
+                    if entry.status == "built":
+                        packed.append(pack_bundle(bundle, dist))
+                entries.append(entry)
+            timings.libraries[lib.id] = LibraryTiming(
+                seconds=round(max(0.0, time.monotonic() - started - embedding), 3),
+                embed_seconds=round(embedding, 3),
+                shard=shard,
             )
-            embedding += outcome.embed_seconds
-            entry = NightlyEntry(
-                library=lib.id,
-                version=target.version.name,
-                status=outcome.status,
-                message=outcome.message,
-                build_id=outcome.build_id,
-                previous=previous.name if previous else None,
-                reason=reason_of(outcome.status, outcome.failure_kind, outcome.failure_status),
-                documents=outcome.documents,
-                chunks=outcome.chunks,
-                vectors=0 if outcome.vectors_note else outcome.chunks,  # one row per chunk when it has them
-            )
-            if outcome.status == "built" and outcome.bundle:
-                bundle = Path(outcome.bundle)
-                if golden_file.is_file():
-                    report = regress(bundle, load_golden(golden_file), baseline=previous)
-                    entry.regress = render_regress(report, per_query=False)
-                    if report.failed:
-                        entry.status = entry.reason = "regressed"
-                        entry.message = (
-                            f"{len(report.failed)} golden-query expectation(s) failed; not published"
-                        )
-                        # Put CURRENT back: otherwise the next run would find this content "unchanged"
-                        # and never publish or re-check it.
-                        if previous is not None:
-                            write_current(vdir, previous.name)
-                        else:
-                            (vdir / CURRENT).unlink(missing_ok=True)
-                        note_current_moved(vdir)
-                if entry.status == "built":
-                    packed.append(pack_bundle(bundle, dist))
-            entries.append(entry)
-        timings.libraries[lib.id] = LibraryTiming(
-            seconds=round(max(0.0, time.monotonic() - started - embedding), 3),
-            embed_seconds=round(embedding, 3),
-            shard=shard,
-        )
-        _record(dist, packed, timings, entries)
+            _record(dist, packed, timings, entries)
     _record(dist, packed, timings, entries)  # also when there was nothing to build
     return entries
 
