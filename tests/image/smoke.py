@@ -308,10 +308,12 @@ def serve_checks(
         time.sleep(0.5)
     step(f"started; GET /healthz -> 200 {get(port, '/healthz')[1]}")
     inspect = json.loads(run([client, "inspect", name]))[0]
-    uid = next(line.split()[1] for line in container_file(client, name, "/proc/1/status") if line.startswith("Uid:"))
-    if uid == "0" or inspect["Config"]["User"] in ("", "0", "root"):
-        raise SmokeError(f"the server runs as uid {uid} (image user {inspect['Config']['User']!r})")
-    step(f"runs as uid {uid} (image user {inspect['Config']['User']}), no capabilities, no new privileges")
+    status = dict(line.split(":", 1) for line in container_file(client, name, "/proc/1/status") if ":" in line)
+    uid, caps, nnp = status["Uid"].split()[0], status["CapEff"].strip(), status["NoNewPrivs"].strip()
+    if uid == "0" or inspect["Config"]["User"] in ("", "0", "root") or int(caps, 16) or nnp != "1":
+        raise SmokeError(f"the server runs as uid {uid} (image user {inspect['Config']['User']!r}), "
+                         f"capabilities {caps}, NoNewPrivs {nnp}")  # fmt: skip
+    step(f"runs as uid {uid} (image user {inspect['Config']['User']}), capabilities {caps}, NoNewPrivs {nnp}")
     wrote = subprocess.run([client, "exec", name, "touch", "/probe"], capture_output=True, text=True)
     if not inspect["HostConfig"]["ReadonlyRootfs"] or wrote.returncode == 0:
         raise SmokeError("the container's root filesystem is writable")
