@@ -177,6 +177,23 @@ def test_kubernetes_example_runs_replicas_probed_on_healthz_and_readyz() -> None
     assert (args.transport, args.port) == ("http", port)
 
 
+def test_the_release_scans_the_image_then_publishes_it_with_sbom_and_provenance() -> None:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8"))
+    job = workflow["jobs"]["image"]
+    assert job["needs"] == "build", "the image is published only after the release's tests pass"
+    assert {"packages": "write", "id-token": "write", "attestations": "write"}.items() <= job["permissions"].items()
+    steps = job["steps"]
+    uses = [str(s.get("uses", "")).split("@")[0] for s in steps]
+    scan, push = uses.index("anchore/scan-action"), next(i for i, s in enumerate(steps) if s.get("id") == "push")
+    assert steps[scan]["with"]["fail-build"] is True
+    assert scan < push, "the image is scanned before it is pushed"
+    pushed = steps[push]["with"]
+    assert (pushed["push"], pushed["sbom"], pushed["provenance"]) == (True, True, "mode=max")
+    attest = steps[uses.index("actions/attest-build-provenance")]
+    assert attest["with"]["subject-digest"] == "${{ steps.push.outputs.digest }}"
+    assert {v["extras"] for v in job["strategy"]["matrix"]["include"]} == {"", "semantic"}
+
+
 def test_the_docs_point_at_the_dockerfile_instead_of_a_copy() -> None:
     text = DEPLOYMENT.read_text(encoding="utf-8")
     assert "```dockerfile" not in text.lower()
