@@ -10,13 +10,14 @@
    name something on this machine, which a build cannot reach, are left out), and the CA bundle of
    PIP_CERT as a BuildKit secret, so a build behind a TLS-inspecting proxy works and the image holds
    neither.
-3. The smoke test, on the image without extras, run as an operator would: a read-only root filesystem,
-   no capabilities, an empty named volume on /bundles mounted read-only, an API key's folder on /keys:
-   the container runs as its non-root user and cannot write its root; /healthz answers and the health
-   check turns healthy; /readyz says "no libraries"; `docbundle install` (a second container, the only one
-   mounting the volume writable) installs the demo library's archive, which the running server then
-   serves by live reload without a restart; an MCP search over HTTP needs the key and finds the page;
-   `docker run -i IMAGE serve` answers MCP over stdio.
+3. The smoke test, on the image without extras, run as an operator would. Without a keys file it refuses
+   to start. Then with a read-only root filesystem, no capabilities, an empty named volume on /bundles
+   mounted read-only and an API key's folder on /keys: the container runs as its non-root user and
+   cannot write its root; /healthz answers and the health check turns healthy; /readyz says "no
+   libraries"; `docbundle install` (a second container, the only one mounting the volume writable)
+   installs the demo library's archive, which the running server then serves by live reload without a
+   restart; an MCP search over HTTP needs the key and finds the page; `docker run -i IMAGE serve`
+   answers MCP over stdio.
 
 It prints each step, the build times and the image sizes, and exits 1 at the first step that fails,
 with the container's log. Needs a docker daemon (and root, debootstrap, to make the local base).
@@ -272,6 +273,7 @@ def smoke(docker: list[str], tag: str, keep: bool) -> None:
     print(f"\nsmoke test of {tag} (container {name}, volume {volume})", flush=True)
     with workspace(keep) as folder:
         key, release = prepare(folder)
+        check_refuses_without_keys(client, tag)
         run([client, "volume", "create", volume])
         try:
             run([client, "run", "--detach", "--name", name, *HARDENED, "--health-interval", HEALTH_INTERVAL,
@@ -286,6 +288,19 @@ def smoke(docker: list[str], tag: str, keep: bool) -> None:
             if not keep:
                 subprocess.run([client, "rm", "--force", name], capture_output=True)
                 subprocess.run([client, "volume", "rm", "--force", volume], capture_output=True)
+
+
+def check_refuses_without_keys(client: str, tag: str) -> None:
+    """The default command, with no keys file mounted, refuses to start (never serves without keys)."""
+    try:
+        done = subprocess.run(
+            [client, "run", "--rm", *HARDENED, tag], capture_output=True, text=True, timeout=COMMAND_SECONDS
+        )
+    except subprocess.TimeoutExpired as e:
+        raise SmokeError(f"without a keys file the server did not stop within {COMMAND_SECONDS} s") from e
+    if done.returncode == 0 or "keys file" not in done.stderr:
+        raise SmokeError(f"without a keys file: exit {done.returncode}, {done.stderr.strip()[-500:]}")
+    step(f"no keys file: exit {done.returncode}, {done.stderr.strip().splitlines()[-1][:110]}")
 
 
 def prepare(folder: Path) -> tuple[str, Path]:
