@@ -28,12 +28,12 @@ from typing import Any
 
 import anyio
 import pytest
-from buildkit import write_site
 from clikit import index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import read_manifest
 from mcp import Client, StdioServerParameters
 from sitesrv import Site
+from treekit import write_site
 
 pytestmark = pytest.mark.semantic
 

@@ -25,7 +25,6 @@ and each only with the content hash (and manifest bytes) it names.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -44,6 +43,7 @@ from docbundle.bundle.summary import (
     update_summary_versions,
     write_summary_locked,
 )
+from docbundle.common.process import collector_paused as _collector_paused
 
 from .encoder import QueryEncoder
 from .entries import (
@@ -659,20 +659,6 @@ class Catalog:
             thread.join(timeout=5)
 
         return cancel
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off meanwhile: reading a summary of 10,000 libraries makes
-    ~120,000 objects, none of them garbage, and the collections they would set off (each walking every
-    object of the process) took longer than the reading itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _warm(opened: OpenedLibrary, terms: int) -> None:

@@ -48,7 +48,7 @@ from docbundle.bundle.publish import publish
 from docbundle.bundle.store import write_store
 
 from ..config import Target
-from ..errors import BuildError, FetchError, IndexerError
+from ..errors import BuildError, EmbeddingDeferred, FetchError, IndexerError
 from . import write
 from .addresses import doc_path, is_url, page_key
 from .assemble import (
@@ -74,7 +74,6 @@ from .progress import Progress, ProgressFactory, QuietProgress
 from .scope import CrawlScope
 from .semantic import (
     Announce,
-    EmbeddingDeferred,
     VectorPlan,
     build_hash,
     embedding_requested,
@@ -158,7 +157,7 @@ def build_target(
     ``embed_deadline`` (a ``time.monotonic()`` instant, the nightly shard's budget) defers a first
     embedding, one whose current bundle has no vectors of this embedder, that has not finished by then:
     the keyword-only bundle of the content is published (or kept, when it is current already) and the
-    rows embedded so far wait in the checkpoint for the next run (``semantic.EmbeddingDeferred``). A
+    rows embedded so far wait in the checkpoint for the next run (``errors.EmbeddingDeferred``). A
     rebuild of a bundle that has vectors embeds its changed rows whatever the deadline: it reuses the
     others, and published without vectors it would lose them."""
     _retired.clear()  # the previous build's index writer is freed now, before this one allocates

@@ -60,7 +60,7 @@ from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, DocRecord, DocStore
 from docbundle.bundle.vectors import VECTORS_FILE, Dtype, Quantized, VectorFile, encode_quantized, quantize
 
-from ..errors import BuildError
+from ..errors import BuildError, EmbeddingDeferred
 from .checkpoint import Checkpoint
 from .progress import Progress, QuietProgress, duration
 
@@ -334,18 +334,6 @@ EMBED_BATCH = 32
 ENV_EMBED_BATCH = "DOCBUNDLE_EMBED_BATCH"
 #: Prints a line for the person running the build (the CLI's stderr), or None when nobody watches.
 Announce = Callable[[str], None]
-
-
-class EmbeddingDeferred(Exception):
-    """Embedding stopped at its deadline (``make_vectors``'s ``deadline``: the nightly shard's budget),
-    the rows embedded so far saved in the checkpoint for the next run. Not a failure: the build publishes
-    the keyword-only bundle of its content (``build.py``)."""
-
-    def __init__(self, done: int, total: int) -> None:
-        self.done, self.total = done, total
-        super().__init__(
-            f"embedding deferred at the run's budget: {done} of {total} rows embedded and kept for the next run"
-        )
 
 
 def _match(

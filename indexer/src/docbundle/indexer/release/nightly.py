@@ -29,7 +29,7 @@ exits; ``--plan-file FILE --shard K`` builds the libraries of shard K of that pl
 naming TAG (``docbundle.bundle.release.merge``); ``--roll DIR ... --previous FILE`` writes the catalogue
 index of ``bundles-latest`` (``docbundle.bundle.release.roll``), the merged timings, the catalogue's health
 ``status.json`` (``status.py``) and the catalogue page ``catalogue.html`` (``page.py``) into ``--dist``.
-The command's arguments and output are in ``cli.py``.
+The command's arguments and output are in ``cli/nightly.py``.
 """
 
 from __future__ import annotations

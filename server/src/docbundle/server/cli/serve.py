@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import logging
 import math
 import os
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
 from docbundle.common.clitable import Command, Group, arg
+from docbundle.common.process import freeze_collector
 
 from ..catalog import (
     DEFAULT_MAX_OPEN,
@@ -300,10 +300,8 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from ..stdio import exit_when_threads_linger, serve_stdio
 
     catalog = load(args)
-    # What exists now (modules, the catalogue) lives as long as the server: out of the collector's
-    # sight, so the imports and opens that follow (whoosh at the first search, the query encoder) do
-    # not walk a big catalogue at each pass. Objects frozen are still freed when nothing refers to them.
-    gc.freeze()
+    # What exists now (modules, the catalogue) lives as long as the server: out of the collector's sight.
+    freeze_collector()
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.route_libraries = args.route_libraries
     catalog.max_open = args.max_open
@@ -362,6 +360,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     handler = logs.configure(args.log_level or "info")
     _raise_file_limit()
     catalog = load(args)
+    freeze_collector()  # as over stdio (and before ``--workers`` forks: see ``freeze_collector``)
     catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
     catalog.route_libraries = args.route_libraries
     catalog.max_open = args.max_open

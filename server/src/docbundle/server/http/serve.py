@@ -9,18 +9,18 @@ a circle (issue 33).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import logging
 import os
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
+
+from docbundle.common.process import die_with_parent, exit_now
 
 if TYPE_CHECKING:
     import uvicorn
@@ -238,9 +238,9 @@ def _worker(app: ServedApp, sock: socket.socket, n: int, log_level: str) -> None
     code = 1
     try:
         # Its own process group: a Ctrl-C in the terminal reaches the supervisor only, which passes
-        # it on once (twice would cut the drain short). It dies with the supervisor.
+        # it on once (twice would cut the drain short). It dies with the supervisor (SIGTERM: it drains).
         os.setpgid(0, 0)
-        _die_with_parent()
+        die_with_parent(signal.SIGTERM)
         worker_holds_metrics_folder()
         app.after_fork(n)
         http_server(app, log_level=log_level).run(sockets=[sock])
@@ -252,20 +252,7 @@ def _worker(app: ServedApp, sock: socket.socket, n: int, log_level: str) -> None
     finally:
         with contextlib.suppress(OSError):
             worker_leaves_metrics_folder()
-        for stream in (sys.stderr, sys.stdout):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(code)
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to send this process SIGTERM when its parent dies (elsewhere: nothing to do)."""
-    parent = os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+        exit_now(code)
 
 
 def _supervise(children: dict[int, int]) -> int:
