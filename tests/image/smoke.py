@@ -26,7 +26,6 @@ with the container's log. Needs a docker daemon (and root, debootstrap, to make 
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import secrets
@@ -42,6 +41,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# The suite's one HTTP client (tests/server/httpkit.py, httpx2), also when this runs outside pytest.
+sys.path.insert(0, str(ROOT / "tests" / "server"))
+import httpkit  # noqa: E402
+import httpx2  # noqa: E402
+
 BIN = Path(sys.executable).parent  # the virtualenv's scripts: docbundle and docbundle-index (the host side)
 OFFICIAL_BASE = "python:3.11-slim"
 # The local base: a name no registry serves, so nothing ever tries to pull it.
@@ -456,28 +460,20 @@ def container_file(served: Served, path: str) -> list[str]:
 
 def get(port: int, path: str) -> tuple[int, str]:
     """GET ``path`` on the published port: status and body (0 while nothing answers)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_SECONDS)
     try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read().decode()
-    except OSError:
+        response = httpkit.request("GET", port, path=path, timeout=HTTP_SECONDS)
+    except httpx2.TransportError:
         return 0, ""
-    finally:
-        conn.close()
+    return response.status_code, response.text
 
 
 def post(port: int, message: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
     """POST one JSON-RPC message to /mcp, as the HTTP tests do: status and the decoded reply."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_SECONDS)
-    try:
-        conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers={
-            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})  # fmt: skip
-        response = conn.getresponse()
-        data = response.read()
-        return response.status, json.loads(data) if data else {}
-    finally:
-        conn.close()
+    response = httpkit.request(
+        "POST", port, json=message, headers={**httpkit.MCP_HEADERS, **headers}, timeout=HTTP_SECONDS
+    )
+    reply: dict[str, Any] = response.json() if response.content else {}
+    return response.status_code, reply
 
 
 if __name__ == "__main__":
