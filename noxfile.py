@@ -335,6 +335,21 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/http_load.py", *common, "--seconds", "60")
 
 
+@nox.session(python=PYTHON)
+def image(session: nox.Session) -> None:
+    """Build the container image (Dockerfile) and smoke-test it: nox -s image [-- --base IMAGE] [--no-semantic].
+
+    Builds it on python:3.11-slim when that is here or can be pulled, else on a base made once from Debian
+    packages (debootstrap + docker import), with and without the semantic extra, then runs the image as an
+    operator would: read-only, as its non-root user, /healthz, a bundle installed into its volume served
+    by live reload, an MCP search over HTTP with an API key, stdio (tests/image/smoke.py). Prints the
+    steps, build times and image sizes. Needs a docker daemon (and root to make the base); not one of the
+    default sessions, never part of `nox -s tests`.
+    """
+    session.install(*PACKAGES)  # the host side: the demo library's archive and an API key
+    session.run("python", "tests/image/smoke.py", *session.posargs)
+
+
 # The MCP conformance suite's server scenarios that apply to a read-only documentation server (the
 # others exercise the suite's own fixture tools, resources, sampling and elicitation).
 CONFORMANCE_SCENARIOS = (
