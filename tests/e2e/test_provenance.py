@@ -94,7 +94,9 @@ def _other_subject(st: dict[str, Any]) -> None:
 #: A forged attestation (made from the real one) and what the refusal must say.
 FORGED: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "signature flipped": (
-        lambda d: d["dsseEnvelope"]["signatures"][0].update(sig=_b64_flip(d["dsseEnvelope"]["signatures"][0]["sig"], 12)),
+        lambda d: d["dsseEnvelope"]["signatures"][0].update(
+            sig=_b64_flip(d["dsseEnvelope"]["signatures"][0]["sig"], 12)
+        ),
         "DSSE: invalid signature",
     ),
     "statement rewritten to name another archive": (
@@ -168,7 +170,9 @@ def test_verify_accepts_a_genuine_github_attestation_offline(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("kind", sorted(FORGED))
-def test_a_forged_attestation_is_refused_by_verify_and_install_with_its_reason(kind: str, tmp_path: Path) -> None:
+def test_a_forged_attestation_is_refused_by_verify_and_install_with_its_reason(
+    kind: str, tmp_path: Path
+) -> None:
     """Tampered, expired, without a verified time: refused whether provenance is required or not."""
     folder = _folder(tmp_path, attestation=_forge(kind))
     reason = FORGED[kind][1]
@@ -178,11 +182,19 @@ def test_a_forged_attestation_is_refused_by_verify_and_install_with_its_reason(k
     for required in ((), ("--require-provenance",)):
         bundles = tmp_path / "bundles"
         code, out, err = docbundle(
-            "install", str(folder / ARCHIVE), "--signer-workflow", SIGNER, "--bundles", str(bundles), *required,
+            "install",
+            str(folder / ARCHIVE),
+            "--signer-workflow",
+            SIGNER,
+            "--bundles",
+            str(bundles),
+            *required,
             tmp=tmp_path,
         )
         assert code == 1 and out == "", err
-        assert err.startswith(f"docbundle: error: {ARCHIVE}: ") and reason in err and NOT_A_BUNDLE not in err, err
+        assert (
+            err.startswith(f"docbundle: error: {ARCHIVE}: ") and reason in err and NOT_A_BUNDLE not in err
+        ), err
         assert not bundles.exists()
 
 
@@ -192,9 +204,17 @@ def test_an_attestation_for_another_file_is_refused(tmp_path: Path) -> None:
     code, out, err = docbundle("verify", str(folder / ARCHIVE), "--signer-workflow", SIGNER, tmp=tmp_path)
     digest = hashlib.sha256(other).hexdigest()
     assert code == 1, out + err
-    assert f"it is for other files (1 subject(s): github_provenance_demo-0.0.0-py3-none-any.whl sha256:49a3aa6075e0…), not for sha256:{digest[:12]}…" in out
+    assert (
+        f"it is for other files (1 subject(s): github_provenance_demo-0.0.0-py3-none-any.whl sha256:49a3aa6075e0…), not for sha256:{digest[:12]}…"
+        in out
+    )
     code, out, err = docbundle(
-        "install", str(folder / ARCHIVE), "--signer-workflow", SIGNER, "--bundles", str(tmp_path / "b"),
+        "install",
+        str(folder / ARCHIVE),
+        "--signer-workflow",
+        SIGNER,
+        "--bundles",
+        str(tmp_path / "b"),
         tmp=tmp_path,
     )
     assert code == 1 and "it is for other files" in err and not (tmp_path / "b").exists(), err
@@ -211,7 +231,7 @@ def test_an_attestation_for_another_file_is_refused(tmp_path: Path) -> None:
 def test_an_attestation_by_another_repository_or_workflow_is_refused(signer: str, tmp_path: Path) -> None:
     folder = _folder(tmp_path, attestation=GENUINE)
     given = () if signer.startswith("docbundle/") else ("--signer-workflow", signer)
-    code, out, err = docbundle(
+    code, _out, err = docbundle(
         "install", str(folder / ARCHIVE), *given, "--bundles", str(tmp_path / "b"), tmp=tmp_path
     )
     assert code == 1, err
@@ -226,16 +246,29 @@ def test_the_genuine_attestation_passes_install_s_provenance_check(tmp_path: Pat
     """It gets past provenance to the next check (the attested file is a wheel, not a bundle archive)."""
     folder = _folder(tmp_path, attestation=GENUINE)
     for attestation in ((), ("--attestation", str(folder / f"{ARCHIVE}.sigstore.json"))):
-        code, out, err = docbundle(
-            "install", str(folder / ARCHIVE), "--signer-workflow", SIGNER, "--require-provenance",
-            "--bundles", str(tmp_path / "b"), *attestation, tmp=tmp_path,
+        code, _, err = docbundle(
+            "install",
+            str(folder / ARCHIVE),
+            "--signer-workflow",
+            SIGNER,
+            "--require-provenance",
+            "--bundles",
+            str(tmp_path / "b"),
+            *attestation,
+            tmp=tmp_path,
         )
         assert code == 1 and NOT_A_BUNDLE in err and "attestation" not in err, err
     # The release's own attestation (one for all its archives) is found beside the archive too.
     (folder / f"{ARCHIVE}.sigstore.json").rename(folder / ATTESTATION)
-    code, out, err = docbundle(
-        "install", str(folder / ARCHIVE), "--signer-workflow", SIGNER, "--require-provenance",
-        "--bundles", str(tmp_path / "b"), tmp=tmp_path,
+    code, _out, err = docbundle(
+        "install",
+        str(folder / ARCHIVE),
+        "--signer-workflow",
+        SIGNER,
+        "--require-provenance",
+        "--bundles",
+        str(tmp_path / "b"),
+        tmp=tmp_path,
     )
     assert code == 1 and NOT_A_BUNDLE in err, err
 
@@ -245,7 +278,9 @@ def test_a_missing_attestation_is_a_warning_and_refused_when_required(release: P
     refused under --require-provenance; verify says so."""
     archive = release / packaged_entry(release).archive
     bundles = tmp_path / "bundles"
-    code, out, err = docbundle("install", str(archive), "--require-provenance", "--bundles", str(bundles), tmp=tmp_path)
+    code, out, err = docbundle(
+        "install", str(archive), "--require-provenance", "--bundles", str(bundles), tmp=tmp_path
+    )
     assert code == 1 and out == "", err
     assert (
         f"docbundle: error: {archive.name} has no attestation, and --require-provenance refuses it: copy the "
@@ -255,7 +290,10 @@ def test_a_missing_attestation_is_a_warning_and_refused_when_required(release: P
 
     code, out, err = docbundle("install", str(archive), "--bundles", str(bundles), tmp=tmp_path)
     assert code == 0 and out.startswith("installed golden@latest"), err
-    assert f"docbundle: warning: provenance: {archive.name} has no attestation (no .sigstore.json beside it)" in err
+    assert (
+        f"docbundle: warning: provenance: {archive.name} has no attestation (no .sigstore.json beside it)"
+        in err
+    )
     build = read_current(bundles / "golden" / "latest")
     record = json.loads((bundles / "golden" / "latest" / f"{build}.provenance.json").read_text())
     assert record["state"] == "missing" and record["archive"] == archive.name
@@ -263,7 +301,9 @@ def test_a_missing_attestation_is_a_warning_and_refused_when_required(release: P
     assert record["manifest_sha256"] == packaged_entry(release).manifest_sha256
 
     code, out, err = docbundle("verify", str(bundles), tmp=tmp_path)
-    assert code == 0 and out.strip() == f"OK   golden/latest/{build} (6 files verified; no attestation)", out + err
+    assert code == 0 and out.strip() == f"OK   golden/latest/{build} (6 files verified; no attestation)", (
+        out + err
+    )
     code, out, err = docbundle("verify", str(bundles), "--require-provenance", tmp=tmp_path)
     assert code == 1 and "has no attestation, and --require-provenance refuses it" in out, out + err
 
@@ -283,7 +323,9 @@ def test_verify_checks_a_recorded_attestation_again(release: Path, tmp_path: Pat
     genuine = dict(record, state="verified", archive_sha256=hashlib.sha256(ARTIFACT).hexdigest())
     record_path.write_text(json.dumps(genuine))
     (vdir / f"{build}.sigstore.json").write_bytes(GENUINE)
-    code, out, err = docbundle("verify", str(bundles), "--signer-workflow", SIGNER, "--require-provenance", tmp=tmp_path)
+    code, out, err = docbundle(
+        "verify", str(bundles), "--signer-workflow", SIGNER, "--require-provenance", tmp=tmp_path
+    )
     assert code == 0, out + err
     assert f"provenance verified: signed by {SIGNED_BY} at 2024-05-24T19:14:24Z" in out
 
@@ -313,7 +355,9 @@ def test_without_the_extra_an_attestation_is_not_checked_and_required_names_the_
         "docbundle-server[provenance] (pip install 'docbundle-server[provenance]'), or leave out --require-provenance"
     ) in out
     code, out, err = docbundle("verify", str(folder / ARCHIVE), tmp=tmp_path, hooks=NO_NETWORK + NO_SIGSTORE)
-    assert code == 0 and "provenance not checked: the Sigstore client library is not installed" in out, out + err
+    assert code == 0 and "provenance not checked: the Sigstore client library is not installed" in out, (
+        out + err
+    )
 
 
 @pytest.fixture
@@ -323,9 +367,19 @@ def signed_release(tmp_path: Path) -> Path:
     folder.mkdir()
     digest = hashlib.sha256(ARTIFACT).hexdigest()
     entry = PackagedBundle(
-        library="demo", name="Demo", version="1.0", status="active", latest=True,
-        build_id="20240524-0123456789ab", content_hash="1" * 64, manifest_sha256="2" * 64,
-        built_at="2024-05-24T19:14:24Z", documents=1, archive=ARCHIVE, sha256=digest, size=len(ARTIFACT),
+        library="demo",
+        name="Demo",
+        version="1.0",
+        status="active",
+        latest=True,
+        build_id="20240524-0123456789ab",
+        content_hash="1" * 64,
+        manifest_sha256="2" * 64,
+        built_at="2024-05-24T19:14:24Z",
+        documents=1,
+        archive=ARCHIVE,
+        sha256=digest,
+        size=len(ARTIFACT),
         attestation=ATTESTATION,
     )
     (folder / INDEX).write_bytes(encode_index([entry]))
@@ -337,18 +391,31 @@ def signed_release(tmp_path: Path) -> Path:
 
 def _pull(site: Site, *args: str, tmp: Path) -> tuple[int, str, str]:
     return docbundle(
-        "pull", "demo", "--from", site.url("/rel/"), "--bundles", str(tmp / "b"), "--signer-workflow", SIGNER,
-        *args, tmp=tmp, hooks="",
+        "pull",
+        "demo",
+        "--from",
+        site.url("/rel/"),
+        "--bundles",
+        str(tmp / "b"),
+        "--signer-workflow",
+        SIGNER,
+        *args,
+        tmp=tmp,
+        hooks="",
     )
 
 
-def test_pull_fetches_and_checks_the_attestation_the_index_names(site: Site, signed_release: Path, tmp_path: Path) -> None:
+def test_pull_fetches_and_checks_the_attestation_the_index_names(
+    site: Site, signed_release: Path, tmp_path: Path
+) -> None:
     site.serve_dir(signed_release, "/rel")
     code, _, err = _pull(site, "--require-provenance", tmp=tmp_path)
     assert code == 1 and NOT_A_BUNDLE in err and "attestation" not in err, err  # past provenance
     assert f"/rel/{ATTESTATION}" in [q.path for q in site.requests]
 
-    (signed_release / ATTESTATION).write_bytes(_forge("log entry moved past the certificate's life (expired)"))
+    (signed_release / ATTESTATION).write_bytes(
+        _forge("log entry moved past the certificate's life (expired)")
+    )
     code, _, err = _pull(site, tmp=tmp_path)
     assert code == 1 and "cert is not valid at validation time" in err and NOT_A_BUNDLE not in err, err
 

@@ -33,9 +33,6 @@ from .layout import write_atomically
 from .manifest import Manifest, manifest_bytes
 from .reader import verify_bundle
 from .releaseindex import (
-    INDEX as INDEX,  # re-exported: the release folder's names are this module's
-)
-from .releaseindex import (
     ATTESTATION,
     MAX_ARCHIVES_PER_RELEASE,
     MAX_ASSETS_PER_RELEASE,
@@ -44,6 +41,9 @@ from .releaseindex import (
     RELEASE_TAG_RE,
     decode_index,
     encode_index,
+)
+from .releaseindex import (
+    INDEX as INDEX,  # re-exported: the release folder's names are this module's
 )
 from .releaseindex import (
     PackagedBundle as PackagedBundle,

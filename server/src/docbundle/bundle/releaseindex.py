@@ -63,7 +63,9 @@ _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 _Release = Annotated[str, msgspec.Meta(pattern=r"^\Z|" + RELEASE_TAG_PATTERN)]
 #: An attestation file beside the archive: one path segment ending in ``.sigstore.json``, or ``""``.
-_Attestation = Annotated[str, msgspec.Meta(pattern=r"^\Z|^[A-Za-z0-9][A-Za-z0-9._-]{0,219}\.sigstore\.json\Z")]
+_Attestation = Annotated[
+    str, msgspec.Meta(pattern=r"^\Z|^[A-Za-z0-9][A-Za-z0-9._-]{0,219}\.sigstore\.json\Z")
+]
 #: A docs version's status: a lower-case word (active, deprecated, eol; a newer writer may add one).
 _Status = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z-]{0,31}\Z")]
 #: When the bundle was built: an ISO 8601 time (``2026-12-02T07:04:58Z``), no spaces or control characters.

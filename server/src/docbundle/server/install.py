@@ -126,7 +126,9 @@ def find_attestation(archive: Path, given: Path | None) -> Path | None:
     return None
 
 
-def check_provenance(archive: Path, digest: str, rules: Policy, attestation: Path | None) -> tuple[Provenance, bytes | None]:
+def check_provenance(
+    archive: Path, digest: str, rules: Policy, attestation: Path | None
+) -> tuple[Provenance, bytes | None]:
     """The archive's attestation checked against ``rules`` (``ProvenanceError`` when it does not pass)."""
     found = find_attestation(archive, attestation)
     try:

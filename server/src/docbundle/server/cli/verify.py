@@ -23,7 +23,16 @@ from docbundle.common.clitable import Command, arg
 from ..catalog import Catalog
 from ..errors import InstallError, LibraryUnavailableError, LockFileError
 from ..lockfile import find_lock
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, catalog_quiet, err, provenance_args, provenance_policy, ways
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    catalog_quiet,
+    err,
+    provenance_args,
+    provenance_policy,
+    ways,
+)
 
 if TYPE_CHECKING:
     from ..provenance import Policy
@@ -93,7 +102,10 @@ def _with_provenance(result: dict[str, Any], bundle: Path, rules: Policy) -> dic
         found = provenance.recheck(vdir, build_id, digest, rules)
     except (InstallError, BundleError, OSError) as exc:
         return {**result, "ok": False, "error": str(exc), "provenance": None}
-    return {**result, "provenance": {"state": found.state, "signer": found.signer, "signedAt": found.signed_at}}
+    return {
+        **result,
+        "provenance": {"state": found.state, "signer": found.signer, "signedAt": found.signed_at},
+    }
 
 
 def _verify_archive(archive: Path, attestation: Path | None, rules: Policy) -> dict[str, Any]:
@@ -112,7 +124,10 @@ def _verify_archive(archive: Path, attestation: Path | None, rules: Policy) -> d
         found, _ = install.check_provenance(archive, digest, rules, attestation)
     except InstallError as exc:
         return {**result, "ok": False, "error": str(exc), "provenance": None}
-    return {**result, "provenance": {"state": found.state, "signer": found.signer, "signedAt": found.signed_at}}
+    return {
+        **result,
+        "provenance": {"state": found.state, "signer": found.signer, "signedAt": found.signed_at},
+    }
 
 
 def _report_verify(args: argparse.Namespace, results: list[dict[str, Any]]) -> int:
