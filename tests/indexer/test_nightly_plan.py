@@ -93,7 +93,8 @@ def _check(plan: Plan, catalogue: Catalogue) -> None:
     in_release = Counter(shard for r in plan.releases for shard in r.shards)
     assert set(in_release.values()) == {1} and len(in_release) == len(plan.shards)
     for r in plan.releases:
-        assert r.assets == len(r.archives) + 3 <= MAX_ASSETS_PER_RELEASE  # SHA256SUMS, index.json, attestation
+        # Each release also holds SHA256SUMS, index.json and its attestation.
+        assert r.assets == len(r.archives) + 3 <= MAX_ASSETS_PER_RELEASE
         assert len(r.archives) == sum(plan.shards[k].archives for k in r.shards)
         assert all(plan.shards[k].release == r.tag for k in r.shards)
     assert sum(len(r.archives) for r in plan.releases) == sum(versions.values())
