@@ -69,7 +69,7 @@ PACKAGES = ["-e", "./server", "-e", "./indexer"]
 SEMANTIC_PACKAGES = ["-e", "./server[semantic]", "-e", "./indexer[semantic]"]
 # The tests and the type check add the otel extra (OpenTelemetry SDK and its OTLP/HTTP exporter, a few
 # small pure-Python wheels), so that the trace export test runs in CI and http/tracing.py is checked.
-CHECKED_PACKAGES = ["-e", "./server[semantic,otel]", "-e", "./indexer[semantic]"]
+CHECKED_PACKAGES = ["-e", "./server[semantic,otel,provenance]", "-e", "./indexer[semantic]"]
 # hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
 # contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py;
 # playwright: tests/server/test_server_page.py drives the system's Chromium (it downloads no browser);

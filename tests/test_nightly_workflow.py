@@ -40,3 +40,25 @@ def test_a_shard_saves_its_bundles_even_when_a_library_failed() -> None:
     # The key saved is tonight's; tomorrow's restore finds it by the shard's prefix.
     assert steps[save]["with"]["key"] == "nightly-shard-${{ matrix.shard }}-${{ github.run_id }}"
     assert steps[save]["with"]["key"].startswith(steps[restore]["with"]["restore-keys"])
+
+
+def test_each_release_publishes_its_attestation_where_its_index_names_it() -> None:
+    """The publish job signs the release's archives and uploads the attestation bundle with them, under the
+    name ``--merge --release`` writes into every entry of the release's index.json (issue 34)."""
+    from docbundle.bundle.releaseindex import ATTESTATION
+
+    workflow = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    steps: list[dict[str, Any]] = workflow["jobs"]["publish"]["steps"]
+    attest = next(
+        i
+        for i, s in enumerate(steps)
+        if str(s.get("uses", "")).startswith("actions/attest-build-provenance@")
+    )
+    assert steps[attest]["with"]["subject-path"] == "release/*.tar.gz"
+    keep = next(i for i, s in enumerate(steps) if f"release/{ATTESTATION}" in str(s.get("run", "")))
+    assert (
+        attest < keep
+        and steps[keep]["env"]["BUNDLE"] == f"${{{{ steps.{steps[attest]['id']}.outputs.bundle-path }}}}"
+    )
+    publish = next(i for i, s in enumerate(steps) if "gh release create" in str(s.get("run", "")))
+    assert keep < publish and f"release/{ATTESTATION}" in steps[publish]["run"]

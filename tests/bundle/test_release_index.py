@@ -50,6 +50,18 @@ def test_an_index_without_releases_stays_version_1() -> None:
     assert decode_index(data, "index.json") == entries
 
 
+def test_an_entry_may_name_its_attestation_and_older_entries_still_read() -> None:
+    """``attestation`` is optional: omitted when empty (an older docbundle reads the index as before), and
+    an index that names one is read by a reader that knows the field (version 2 all the same)."""
+    plain = entry(1)
+    signed = msgspec.structs.replace(entry(2), attestation="attestation.sigstore.json")
+    data = encode_index([plain, signed])
+    assert json.loads(data)["version"] == 2
+    assert "attestation" not in json.loads(data)["bundles"][0]
+    assert decode_index(data, "index.json") == [plain, signed]
+    assert decode_index(data, "index.json")[1].attestation == "attestation.sigstore.json"
+
+
 def _doc(bundles: object, version: object = 2) -> bytes:
     return json.dumps({"format": "docbundle-release-index", "version": version, "bundles": bundles}).encode()
 
@@ -66,6 +78,9 @@ def _doc(bundles: object, version: object = 2) -> bytes:
         (_doc([{**msgspec.to_builtins(entry(1)), "release": "../x"}]), r"at `\$.bundles\[0\].release`"),
         (_doc([{**msgspec.to_builtins(entry(1)), "release": "a/b"}]), r"at `\$.bundles\[0\].release`"),
         (_doc([{**msgspec.to_builtins(entry(1)), "library": "Lib"}]), r"at `\$.bundles\[0\].library`"),
+        (_doc([{**msgspec.to_builtins(entry(1)), "attestation": "../a.sigstore.json"}]), r"at `\$.bundles\[0\].attestation`"),
+        (_doc([{**msgspec.to_builtins(entry(1)), "attestation": "a/b.sigstore.json"}]), r"at `\$.bundles\[0\].attestation`"),
+        (_doc([{**msgspec.to_builtins(entry(1)), "attestation": "SHA256SUMS"}]), r"at `\$.bundles\[0\].attestation`"),
         (_doc([{**msgspec.to_builtins(entry(1)), "archive": "x.tar.gz"}]), r"malformed id or archive name"),
         (_doc([msgspec.to_builtins(entry(1))], version=1), r"is version 1 but names releases"),
         (b'{"format": "docbundle-release-index", "version": 2, "bundles": ' + b"[" * 100_000, r"nested too deeply"),

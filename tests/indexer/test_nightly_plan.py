@@ -93,7 +93,8 @@ def _check(plan: Plan, catalogue: Catalogue) -> None:
     in_release = Counter(shard for r in plan.releases for shard in r.shards)
     assert set(in_release.values()) == {1} and len(in_release) == len(plan.shards)
     for r in plan.releases:
-        assert r.assets == len(r.archives) + 2 <= MAX_ASSETS_PER_RELEASE
+        # Each release also holds SHA256SUMS, index.json and its attestation.
+        assert r.assets == len(r.archives) + 3 <= MAX_ASSETS_PER_RELEASE
         assert len(r.archives) == sum(plan.shards[k].archives for k in r.shards)
         assert all(plan.shards[k].release == r.tag for k in r.shards)
     assert sum(len(r.archives) for r in plan.releases) == sum(versions.values())
@@ -257,7 +258,8 @@ def test_the_dry_run_prints_the_shards_and_the_assets_of_each_release(tmp_path: 
     assert 100 < len(shards) <= MAX_SHARDS and len(releases) >= 11
     for line in releases:
         assets = int(line.split()[1])
-        assert assets <= MAX_ASSETS_PER_RELEASE and f"{assets - 2} archives, SHA256SUMS, index.json" in line
+        assert assets <= MAX_ASSETS_PER_RELEASE
+        assert f"{assets - 3} archives, SHA256SUMS, index.json, attestation.sigstore.json" in line
 
     r = index_cli(*common, "--release-prefix", PREFIX, "--dry-run", "--all")
     assert r.returncode == 0, r.stderr

@@ -8,6 +8,7 @@ Who may import whom is drawn here and checked by the root ``.importlinter`` (tes
                                catalog <- resolve <- libraries, docs, mcp/
                                catalog <- install <- pull <- cli          catalog <- reload <- cli
                       errors <- keys <- http/, cli                errors <- offers <- cli
+                      errors <- provenance <- install, pull, cli
 
 Every module of the package is in a room (tests/test_layers.py); those that import nothing of it (words,
 bounds, observe, budget, comments, lookups, logs) are at the bottom.

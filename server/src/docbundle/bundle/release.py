@@ -33,9 +33,7 @@ from .layout import write_atomically
 from .manifest import Manifest, manifest_bytes
 from .reader import verify_bundle
 from .releaseindex import (
-    INDEX as INDEX,  # re-exported: the release folder's names are this module's
-)
-from .releaseindex import (
+    ATTESTATION,
     MAX_ARCHIVES_PER_RELEASE,
     MAX_ASSETS_PER_RELEASE,
     MAX_INDEX_ENTRIES,
@@ -43,6 +41,9 @@ from .releaseindex import (
     RELEASE_TAG_RE,
     decode_index,
     encode_index,
+)
+from .releaseindex import (
+    INDEX as INDEX,  # re-exported: the release folder's names are this module's
 )
 from .releaseindex import (
     PackagedBundle as PackagedBundle,
@@ -159,7 +160,8 @@ def merge(dists: list[Path], out_dir: Path, *, release: str = "") -> list[Packag
     """Merge shard outputs of ``package`` into one release folder, checking every archive's sha256.
 
     ``release``: the tag this folder is published as; every entry names it, so the catalogue index of
-    ``roll`` can point at it.
+    ``roll`` can point at it, and names the release's attestation (``ATTESTATION``), which the nightly
+    job signs and publishes beside the archives (an older docbundle ignores the field).
     """
     if release and not RELEASE_TAG_RE.fullmatch(release):
         raise BundleFormatError(f"{release[:120]!r} is not a release tag (letters, digits, '.', '_', '-')")
@@ -173,12 +175,14 @@ def merge(dists: list[Path], out_dir: Path, *, release: str = "") -> list[Packag
                     f"{dist / entry.archive} does not match the sha256 in {dist / INDEX}"
                 )
             (out_dir / entry.archive).write_bytes(data)
-            entries.append(msgspec.structs.replace(entry, release=release) if release else entry)
+            stamped = msgspec.structs.replace(entry, release=release, attestation=ATTESTATION)
+            entries.append(stamped if release else entry)
     entries.sort(key=lambda e: e.archive)
     if len(entries) > MAX_ARCHIVES_PER_RELEASE:
         raise BundleFormatError(
             f"{len(entries)} archives do not fit one release ({MAX_ARCHIVES_PER_RELEASE} archives, "
-            f"{MAX_ASSETS_PER_RELEASE} assets with SHA256SUMS and {INDEX}); the nightly plan splits them"
+            f"{MAX_ASSETS_PER_RELEASE} assets with SHA256SUMS, {INDEX} and {ATTESTATION}); "
+            "the nightly plan splits them"
         )
     write_release_files(out_dir, entries)
     return entries

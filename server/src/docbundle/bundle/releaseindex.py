@@ -13,6 +13,12 @@ Format (``format`` first, then ``version``):
 - version 2: entries may name their ``release``; an index that does is written as version 2, so a reader
   that knows only version 1 refuses it with a clear message instead of looking in the wrong folder.
 
+Optional fields (``description``, ``attestation``) are added without a new version: a reader ignores a
+field it does not know (msgspec's default), so an older docbundle reads a newer index and simply does
+not use them. ``attestation`` names the Sigstore attestation bundle that signs the entry's archive, a file
+in the same release folder (the nightly job signs a release's archives at once and publishes the bundle
+as ``ATTESTATION``); ``docbundle pull`` checks it (``docbundle.server.provenance``).
+
 The index is data from the network: ``decode_index`` bounds its size (``MAX_INDEX_BYTES``) and entry count
 (``MAX_INDEX_ENTRIES``) and validates every field with msgspec (ids, versions, build ids and tags against
 the layout's patterns, lowercase sha256, sizes, lengths). The bounds: an entry the nightly job writes
@@ -37,8 +43,11 @@ MAX_INDEX_BYTES = 16 * 1024 * 1024
 MAX_INDEX_ENTRIES = 30_000
 #: GitHub's limit of assets in one release.
 MAX_ASSETS_PER_RELEASE = 1000
-#: Archives in one release: its ``SHA256SUMS`` and ``index.json`` are assets too.
-MAX_ARCHIVES_PER_RELEASE = MAX_ASSETS_PER_RELEASE - 2
+#: The attestation bundle the nightly job publishes in each release: one Sigstore bundle whose statement
+#: names every archive of the release (actions/attest-build-provenance signs them at once).
+ATTESTATION = "attestation.sigstore.json"
+#: Archives in one release: its ``SHA256SUMS``, ``index.json`` and ``ATTESTATION`` are assets too.
+MAX_ARCHIVES_PER_RELEASE = MAX_ASSETS_PER_RELEASE - 3
 #: A release tag as a path segment beside the index's folder: no ``/``, never ``.`` or ``..``.
 #: Patterns end in ``\Z``, never ``$`` (which also matches before a final newline): msgspec searches.
 RELEASE_TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z"
@@ -53,6 +62,10 @@ MAX_TEXT_CHARS = 500
 _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 _Release = Annotated[str, msgspec.Meta(pattern=r"^\Z|" + RELEASE_TAG_PATTERN)]
+#: An attestation file beside the archive: one path segment ending in ``.sigstore.json``, or ``""``.
+_Attestation = Annotated[
+    str, msgspec.Meta(pattern=r"^\Z|^[A-Za-z0-9][A-Za-z0-9._-]{0,219}\.sigstore\.json\Z")
+]
 #: A docs version's status: a lower-case word (active, deprecated, eol; a newer writer may add one).
 _Status = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z-]{0,31}\Z")]
 #: When the bundle was built: an ISO 8601 time (``2026-12-02T07:04:58Z``), no spaces or control characters.
@@ -77,6 +90,7 @@ class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
     size: _Count
     release: _Release = ""
     description: _Text = ""  # the library's one line (its llms.txt summary when the catalogue gives none)
+    attestation: _Attestation = ""  # the Sigstore bundle signing the archive, in the same folder
 
 
 class _Header(msgspec.Struct):

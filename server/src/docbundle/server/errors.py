@@ -23,7 +23,8 @@ The hierarchy::
     ├── LockFileError              the lock file (bundles.lock) is missing or malformed
     ├── KeyFileError               the API keys file is missing or malformed, or a key id is unknown
     └── InstallError               a release archive cannot be installed (``docbundle install``)
-        └── PullError              a release cannot be fetched (``docbundle pull``)
+        ├── PullError              a release cannot be fetched (``docbundle pull``)
+        └── ProvenanceError        an archive's attestation does not verify, or one is required
 
 Nothing else leaves the package as an error of its own. Two things cross it unchanged: ``Catalog.load``
 raises ``FileNotFoundError`` for a missing bundles directory (the CLI reports it as a usage error), and
@@ -268,3 +269,8 @@ class InstallError(ServerError):
 
 class PullError(InstallError):
     """A release cannot be fetched (``docbundle pull``): address, download, size or release index."""
+
+
+class ProvenanceError(InstallError):
+    """An archive's attestation does not verify, or ``--require-provenance`` finds none it can check
+    (``docbundle.server.provenance``): the archive is not installed; the message says why."""

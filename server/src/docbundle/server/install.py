@@ -18,6 +18,12 @@ Checks, in order, before anything becomes visible:
    (a tar bomb writes at most one file's declared size before it is refused);
 6. the unpacked bundle verifies again and its index loads through the restricted unpickler.
 
+With a provenance ``Policy`` (the CLI always gives one), between steps 1 and 2 the archive's Sigstore
+attestation is checked offline (``docbundle.server.provenance``): ``--attestation FILE``, else
+``<archive>.sigstore.json`` beside it, else the release's ``attestation.sigstore.json`` beside it. One
+that does not verify refuses the archive; a missing one is refused only with ``--require-provenance``.
+After the publish, the result is recorded beside the bundle (``provenance.record``).
+
 The bundle is unpacked into a temporary directory beside its final place, fsynced, renamed, and only
 then does ``CURRENT`` move to it (atomically). A failure at any step leaves the bundles directory as it
 was. A server that is already running keeps serving what it opened; restart it to serve the new build.
@@ -31,7 +37,7 @@ import os
 import shutil
 import tarfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from docbundle.bundle import layout
@@ -41,9 +47,13 @@ from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEnt
 from docbundle.bundle.publish import publish
 from docbundle.bundle.reader import check_bundle, verify_bundle
 from docbundle.bundle.release import SUMS, read_sums, scan_tar_headers
+from docbundle.bundle.releaseindex import ATTESTATION
+from docbundle.bundle.untrusted import read_regular
 
+from . import provenance
 from .errors import InstallError
 from .lockfile import LockFile, find_lock
+from .provenance import Policy, Provenance
 
 MAX_UNPACKED_BYTES = 8 * 1024**3
 MAX_MEMBERS = 100_000
@@ -60,6 +70,8 @@ class Installed:
     content_hash: str
     path: Path
     already_present: bool
+    manifest_sha256: str = ""
+    provenance: Provenance | None = None  # None: not checked (no policy given)
 
 
 def served_note(installed: list[Installed]) -> str:
@@ -74,13 +86,14 @@ def served_note(installed: list[Installed]) -> str:
     )
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read in chunks."""
     with open(path, "rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def check_sums(archive: Path, sums: Path | None) -> None:
-    """The archive must be listed in SHA256SUMS with its exact sha256."""
+def check_sums(archive: Path, sums: Path | None) -> str:
+    """The archive must be listed in SHA256SUMS with its exact sha256 (returned)."""
     sums = sums or archive.parent / SUMS
     try:
         text = sums.read_text(encoding="utf-8")
@@ -92,10 +105,36 @@ def check_sums(archive: Path, sums: Path | None) -> None:
     expected = listed.get(archive.name)
     if expected is None:
         raise InstallError(f"{archive.name} is not listed in {sums}")
-    if _sha256(archive) != expected:
+    if sha256_file(archive) != expected:
         raise InstallError(
             f"{archive.name} does not match its sha256 in {sums}: the download is damaged or altered"
         )
+    return expected
+
+
+def find_attestation(archive: Path, given: Path | None) -> Path | None:
+    """The attestation of ``archive``: ``given``, else ``<archive>.sigstore.json`` beside it, else the
+    release's ``attestation.sigstore.json`` beside it; None when there is none."""
+    if given is not None:
+        if not given.is_file():
+            raise InstallError(f"{given} not found: --attestation names the archive's .sigstore.json")
+        return given
+    for name in (archive.name + provenance.COPY_SUFFIX, ATTESTATION):
+        if (archive.parent / name).is_file():
+            return archive.parent / name
+    return None
+
+
+def check_provenance(
+    archive: Path, digest: str, rules: Policy, attestation: Path | None
+) -> tuple[Provenance, bytes | None]:
+    """The archive's attestation checked against ``rules`` (``ProvenanceError`` when it does not pass)."""
+    found = find_attestation(archive, attestation)
+    try:
+        data = None if found is None else read_regular(found, provenance.MAX_ATTESTATION_BYTES)
+    except BundleFormatError as exc:
+        raise InstallError(f"{found}: {exc}") from None
+    return provenance.check(archive.name, digest, data, rules, source=str(found)), data
 
 
 def _prefix(members: list[tarfile.TarInfo]) -> tuple[str, str, str]:
@@ -238,16 +277,33 @@ def install(
     sums: Path | None = None,
     lock: Path | None = None,
     verify_sums: bool = True,
+    rules: Policy | None = None,
+    attestation: Path | None = None,
 ) -> Installed:
     """Verify and install one release archive; see the module docstring. Publishing it brings the
     folder's route index up to date (``docbundle.bundle.publish``); a caller installing several does so
-    inside ``publish.batch``, which rebuilds it once."""
-    if verify_sums:
-        check_sums(archive, sums)
+    inside ``publish.batch``, which rebuilds it once. ``rules``: check the archive's provenance
+    (``attestation``: its file, else found beside the archive) and record it beside the bundle."""
+    digest = check_sums(archive, sums) if verify_sums else ""
+    found: tuple[Provenance, bytes | None] | None = None
+    if rules is not None:
+        digest = digest or sha256_file(archive)
+        found = check_provenance(archive, digest, rules, attestation)
     try:
         installed = _install(archive, bundles, sums, lock)
     except (tarfile.TarError, EOFError, zlib.error, UnicodeError) as exc:
         raise InstallError(f"{archive.name} is damaged or not a bundle archive: {exc}") from exc
+    if found is not None:
+        provenance.record(
+            bundles / installed.library / installed.version,
+            installed.build_id,
+            archive=archive.name,
+            archive_sha256=digest,
+            manifest_sha256=installed.manifest_sha256,
+            found=found[0],
+            attestation=found[1],
+        )
+        installed = replace(installed, provenance=found[0])
     return installed
 
 
@@ -297,7 +353,15 @@ def _install(archive: Path, bundles: Path, sums: Path | None, lock: Path | None)
             raise InstallError(str(exc)) from exc
         except BundleError as exc:
             raise InstallError(f"the bundle in {archive.name} does not verify: {exc}") from exc
-    return Installed(lib, version, build_id, manifest.build.content_hash, final, present)
+    return Installed(
+        lib,
+        version,
+        build_id,
+        manifest.build.content_hash,
+        final,
+        present,
+        manifest_sha256=hashlib.sha256(manifest_data).hexdigest(),
+    )
 
 
 def _unpack(

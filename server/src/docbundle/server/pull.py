@@ -16,9 +16,11 @@ nightly job publishes as GitHub release assets): ``index.json`` (the catalogue o
    the sha256 ``index.json`` gives;
 3. downloads the archive into a temporary folder, never more than the size ``index.json`` declares (and
    never more than ``MAX_ARCHIVE_BYTES``);
-4. hands the archive and ``SHA256SUMS`` to ``docbundle.server.install.install``: the very checks of
-   ``docbundle install`` (checksum, safe entries, manifest, lock pin, sizes, hashes, restricted unpickler)
-   and the same atomic publish. The temporary folder is removed whatever happens.
+4. downloads the attestation the entry names (``attestation``, in the same folder: at most
+   ``MAX_ATTESTATION_BYTES``; a 404 is a missing one), when it names one;
+5. hands the archive, ``SHA256SUMS`` and the attestation to ``docbundle.server.install.install``: the very
+   checks of ``docbundle install`` (checksum, provenance, safe entries, manifest, lock pin, sizes, hashes,
+   restricted unpickler) and the same atomic publish. The temporary folder is removed whatever happens.
 
 Only http and https are fetched, redirects included (a redirect from https to http is refused). Every
 connection, the first and every redirect hop, goes through the address policy the crawler uses
@@ -61,6 +63,7 @@ from docbundle.common.netpolicy import address_problem, host_key, parse_ip, show
 
 from .errors import PullError
 from .install import Installed, install
+from .provenance import MAX_ATTESTATION_BYTES, Policy, project_repository
 
 if TYPE_CHECKING:
     from urllib.request import OpenerDirector
@@ -108,18 +111,8 @@ def default_release() -> str | None:
     fork that publishes its own distribution pulls from its own releases. None when it is not a GitHub
     project.
     """
-    from importlib.metadata import PackageNotFoundError, metadata
-
-    try:
-        urls = metadata("docbundle-server").get_all("Project-URL") or []
-    except PackageNotFoundError:
-        return None
-    for line in urls:
-        label, _, url = line.partition(",")
-        url = url.strip().rstrip("/")
-        if label.strip().lower() == "homepage" and re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", url):
-            return f"{url}/releases/download/{ROLLING_TAG}/"
-    return None
+    repository = project_repository()
+    return f"https://github.com/{repository}/releases/download/{ROLLING_TAG}/" if repository else None
 
 
 def release_base(given: str | None) -> str:
@@ -572,8 +565,11 @@ def _offered(entries: list[PackagedBundle], wanted: str) -> str:
     return f"it offers {len(ids)} libraries ({hint}docbundle pull --list shows them all)"
 
 
-def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> Installed:
-    """Download the release's archive for ``spec`` and install it as ``docbundle install`` does."""
+def pull(
+    spec: Spec, base: str, bundles: Path, *, lock: Path | None = None, rules: Policy | None = None
+) -> Installed:
+    """Download the release's archive for ``spec`` (and its attestation) and install it as ``docbundle
+    install`` does, its provenance checked by ``rules``."""
     guard = guard_for(base)
     entry = choose(read_index(base, guard), spec)
     if entry.size > MAX_ARCHIVE_BYTES:
@@ -599,6 +595,13 @@ def pull(spec: Spec, base: str, bundles: Path, *, lock: Path | None = None) -> I
                 guard=guard,
                 exact=entry.size,
             )
-        return install(archive, bundles, sums=tmp / SUMS, lock=lock)
+        attestation = None
+        if entry.attestation and rules is not None:
+            url = urljoin(folder, quote(entry.attestation))
+            data = _fetch_bytes(url, MAX_ATTESTATION_BYTES, entry.attestation, guard, optional=True)
+            if data is not None:
+                attestation = tmp / entry.attestation
+                attestation.write_bytes(data)
+        return install(archive, bundles, sums=tmp / SUMS, lock=lock, rules=rules, attestation=attestation)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,7 +5,8 @@ the well-known release ``bundles-latest``) and last night's catalogue index (``i
 release: its document counts), and splits the catalogue into at most ``MAX_SHARDS`` shards (GitHub's
 limit of jobs in one matrix) balanced by expected time, each shard a matrix job. Then it groups the
 shards into releases of at most ``MAX_ARCHIVES_PER_RELEASE`` archives (a GitHub release holds at most
-``MAX_ASSETS_PER_RELEASE`` assets; SHA256SUMS and index.json are two of them), counting every library
+``MAX_ASSETS_PER_RELEASE`` assets; SHA256SUMS, index.json and the release's attestation bundle are three
+of them), counting every library
 version a shard builds as one archive, so no release can overflow even on a night when everything
 changed. Pure computation: no network, no clock (the release tags' prefix is given).
 
@@ -38,7 +39,9 @@ import msgspec
 from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.layout import write_atomically
 from docbundle.bundle.releaseindex import (
+    ATTESTATION,
     MAX_ARCHIVES_PER_RELEASE,
+    MAX_ASSETS_PER_RELEASE,
     MAX_INDEX_BYTES,
     RELEASE_TAG_RE,
     PackagedBundle,
@@ -100,8 +103,8 @@ class Release(msgspec.Struct, kw_only=True):
 
     @property
     def assets(self) -> int:
-        """Archives, plus SHA256SUMS and index.json."""
-        return len(self.archives) + 2
+        """Archives, plus SHA256SUMS, index.json and the attestation (``ATTESTATION``)."""
+        return len(self.archives) + MAX_ASSETS_PER_RELEASE - MAX_ARCHIVES_PER_RELEASE
 
 
 class Plan(msgspec.Struct, kw_only=True):
@@ -370,7 +373,7 @@ def render_plan(plan: Plan, *, full: bool = False) -> str:
         )
     lines.append(
         f"{len(plan.releases)} release(s) (at most {MAX_ARCHIVES_PER_RELEASE} archives + SHA256SUMS + index.json "
-        "each), on a night when every library changed:"
+        f"+ {ATTESTATION} each), on a night when every library changed:"
     )
     for r in plan.releases:
         names = (
@@ -381,7 +384,7 @@ def render_plan(plan: Plan, *, full: bool = False) -> str:
             else r.archives
         )
         lines.append(
-            f"  {r.tag}  {r.assets:>4} assets: {len(r.archives)} archives, SHA256SUMS, index.json  "
+            f"  {r.tag}  {r.assets:>4} assets: {len(r.archives)} archives, SHA256SUMS, index.json, {ATTESTATION}  "
             f"(shards {r.shards[0]}-{r.shards[-1]})"
         )
         lines.extend(f"      {name}" for name in names)

@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from docbundle.bundle.userdirs import ENV_BUNDLES, bundles_origin, default_bundles
 from docbundle.common.clitable import Arg, arg
@@ -18,6 +19,9 @@ from docbundle.common.terminal import printable
 
 from ..catalog import Catalog
 from ..lockfile import find_lock
+
+if TYPE_CHECKING:
+    from ..provenance import Policy
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LOCK_HELP = "lock file pinning content hashes (default: DIR/bundles.lock when it exists)"
@@ -36,6 +40,45 @@ def bundle_args(lock_help: str = LOCK_HELP) -> tuple[Arg, Arg]:
         ),
         arg("--lock", type=Path, default=None, metavar="FILE", help=lock_help),
     )
+
+
+def provenance_args() -> tuple[Arg, Arg, Arg]:
+    """``--require-provenance``, ``--signer-workflow`` and ``--trusted-root``: how ``install``, ``pull`` and
+    ``verify`` check an archive's attestation (``docbundle.server.provenance``)."""
+    return (
+        arg(
+            "--require-provenance",
+            action="store_true",
+            help="refuse an archive without an attestation that verifies (default: a missing one is a "
+            "warning; one that does not verify is always refused)",
+        ),
+        arg(
+            "--signer-workflow",
+            metavar="OWNER/REPO/PATH",
+            default=None,
+            help="the workflow whose signature is expected (default: $DOCBUNDLE_SIGNER_WORKFLOW, else the "
+            "nightly workflow of this docbundle's repository, .github/workflows/nightly.yml)",
+        ),
+        arg(
+            "--trusted-root",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help="Sigstore trusted_root.json (default: $DOCBUNDLE_TRUSTED_ROOT, else the one docbundle ships)",
+        ),
+    )
+
+
+def provenance_policy(args: argparse.Namespace) -> Policy:
+    """The provenance policy the options of ``provenance_args`` give (``ProvenanceError`` when malformed)."""
+    from ..provenance import policy
+
+    return policy(args.signer_workflow, args.trusted_root, required=args.require_provenance)
+
+
+def warn(message: str) -> None:
+    """``docbundle: warning: MESSAGE`` on stderr."""
+    print(f"docbundle: warning: {printable(message, 4000, lines=True)}", file=sys.stderr)
 
 
 def err(message: str) -> None:

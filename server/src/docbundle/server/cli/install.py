@@ -14,7 +14,16 @@ from docbundle.bundle.status import STATES
 from docbundle.bundle.userdirs import default_bundles
 from docbundle.common.clitable import Command, arg
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, bundle_args, err
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    bundle_args,
+    err,
+    provenance_args,
+    provenance_policy,
+    warn,
+)
 
 if TYPE_CHECKING:
     from ..install import Installed
@@ -29,6 +38,17 @@ def _installed(done: Installed) -> str:
     return f"installed {done.library}@{done.version} build {done.build_id} (content {done.content_hash[:12]}){note}"
 
 
+def _provenance(done: Installed, archive: str) -> None:
+    """The provenance line of an install on stderr: what was verified, or a warning of what was not."""
+    found = done.provenance
+    if found is None:
+        return
+    if found.state == "verified":
+        print(found.line(archive), file=sys.stderr)
+    else:
+        warn(found.line(archive))
+
+
 def install(args: argparse.Namespace) -> int:
     """Install each archive in turn; one that fails does not stop the others (exit 1 if any failed)."""
     from docbundle.bundle.publish import batch
@@ -37,6 +57,11 @@ def install(args: argparse.Namespace) -> int:
     from ..errors import InstallError
 
     bundles: Path = args.bundles or default_bundles()
+    try:
+        rules = provenance_policy(args)
+    except InstallError as exc:
+        err(str(exc))
+        return EXIT_USAGE
     if args.sums is not None and len(args.archive) > 1:
         sums_dirs = {a.parent.resolve() for a in args.archive}
         if len(sums_dirs) > 1:
@@ -54,13 +79,21 @@ def install(args: argparse.Namespace) -> int:
                 failed += 1
                 continue
             try:
-                done = installing.install(archive, bundles, sums=args.sums, lock=args.lock)
+                done = installing.install(
+                    archive,
+                    bundles,
+                    sums=args.sums,
+                    lock=args.lock,
+                    rules=rules,
+                    attestation=args.attestation,
+                )
             except InstallError as exc:
                 err(str(exc))
                 failed += 1
                 continue
             installed.append(done)
             print(f"{_installed(done)} in {bundles}")
+            _provenance(done, archive.name)
     if installed:
         print(installing.served_note(installed), file=sys.stderr)
     return EXIT_FAILED if failed else EXIT_OK
@@ -83,6 +116,7 @@ def pull(args: argparse.Namespace) -> int:
     try:
         base = release_base(args.release)
         spec = None if args.list else parse_spec(given[0])
+        rules = provenance_policy(args)
     except InstallError as exc:
         err(str(exc))
         return EXIT_USAGE
@@ -91,11 +125,12 @@ def pull(args: argparse.Namespace) -> int:
             return _list(
                 base, Filters(tuple(given), args.category or "", args.state or ""), as_json=args.json
             )
-        done = pull(spec, base, args.bundles or default_bundles(), lock=args.lock)
+        done = pull(spec, base, args.bundles or default_bundles(), lock=args.lock, rules=rules)
     except InstallError as exc:
         err(str(exc))
         return EXIT_FAILED
     print(_installed(done))
+    _provenance(done, f"{done.library}@{done.version}")
     print(served_note([done]), file=sys.stderr)
     return EXIT_OK
 
@@ -135,8 +170,9 @@ def _list(base: str, filters: Filters, *, as_json: bool) -> int:
 INSTALL = Command(
     "install",
     help="install a release archive (offline)",
-    description="Check a release archive against SHA256SUMS, unpack it safely, verify it against its "
-    "manifest and the lock file, then point CURRENT at it. Needs no network.",
+    description="Check a release archive against SHA256SUMS and its Sigstore attestation (offline, against "
+    "the nightly workflow's identity), unpack it safely, verify it against its manifest and the lock file, "
+    "then point CURRENT at it. Needs no network.",
     run=install,
     args=(
         arg(
@@ -150,6 +186,15 @@ INSTALL = Command(
         arg(
             "--sums", type=Path, default=None, metavar="FILE", help="SHA256SUMS (default: beside the archive)"
         ),
+        arg(
+            "--attestation",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help="the archives' Sigstore attestation (default: ARCHIVE.sigstore.json, else the release's "
+            "attestation.sigstore.json, beside the archive)",
+        ),
+        *provenance_args(),
     ),
 )
 
@@ -189,5 +234,6 @@ PULL = Command(
         ),
         arg("--json", action="store_true", help="with --list: print the release's entries as JSON"),
         *bundle_args(INSTALL_LOCK_HELP),
+        *provenance_args(),
     ),
 )
