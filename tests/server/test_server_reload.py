@@ -160,7 +160,7 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
 
     import anyio
     from docbundle.server import catalog as catalog_module
-    from docbundle.server.reload import watch_bundles
+    from docbundle.server.catalog.watch import watch_bundles
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build_one_page(root, work, "alpha", "aardvarks")
@@ -299,7 +299,7 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
     """The catalogue reads beta's CURRENT (build X) on beta's first use; before it takes its lease on X,
     a second build of beta publishes Y and its prune (keep = 1) deletes X. That reading describes the
     race, not beta."""
-    from docbundle.server import entries as entries_module
+    from docbundle.server.catalog import entries as entries_module
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build_one_page(root, work, "alpha", "aardvarks")

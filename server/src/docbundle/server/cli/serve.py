@@ -317,7 +317,7 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     catalog.start_encoder()
     background = None
     if args.reload_interval > 0:
-        from ..reload import watch_bundles
+        from ..catalog.watch import watch_bundles
 
         server.announce_resource_changes()
         background = partial(watch_bundles, catalog, args.reload_interval)

@@ -45,7 +45,7 @@ from docbundle.bundle.summary import (
     write_summary_locked,
 )
 
-from .encoder import QueryEncoder
+from ..encoder import QueryEncoder
 from .entries import (
     CatalogChange,
     LibraryEntry,
@@ -58,7 +58,7 @@ from .entries import (
     scan,
     stamp,
 )
-from .errors import (
+from ..errors import (
     MAX_LIBRARY_ID_CHARS,
     MAX_VERSION_CHARS,
     InvalidIdError,
@@ -67,9 +67,9 @@ from .errors import (
     UnknownVersionError,
     echo,
 )
-from .lockfile import LockFile
-from .observe import span
-from .words import NextStep
+from ..lockfile import LockFile
+from ..observe import span
+from ..words import NextStep
 
 # The entries (``entries``) are this module's vocabulary too: the other modules import them from here.
 __all__ = [

@@ -49,7 +49,7 @@ from docbundle.bundle.manifest import (
 from docbundle.bundle.summary import SUMMARY_NAME, SummaryEntry, entry_from_manifest, read_summary
 from docbundle.bundle.untrusted import read_descriptor, read_regular
 
-from .lockfile import LockFile
+from ..lockfile import LockFile
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 import anyio.to_thread
 
-from .catalog import DEFAULT_RELOAD_SECONDS, Catalog, CatalogChange
+from . import DEFAULT_RELOAD_SECONDS, Catalog, CatalogChange
 
 LIST_CHANGED = "notifications/resources/list_changed"
 
