@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from docbundle.server.catalog import Catalog, CatalogChange
+from docbundle.server.catalog import Catalog, CatalogChange, CatalogSettings
 from docbundle.server.errors import UnknownLibraryError
 from onepage import build_one_page, builds
 
@@ -47,7 +47,7 @@ def _titles(catalog: Catalog, library: str, query: str) -> list[str]:
 def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requests(tmp_path: Path) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
     first = build_one_page(root, work, "demo", "aardvarks", keep=1)
-    catalog = Catalog.load(root, retire_after=3600)
+    catalog = Catalog.load(root, settings=CatalogSettings(retire_after=3600))
     try:
         assert _titles(catalog, "demo", "aardvarks") == ["Guide to aardvarks"]
         in_flight = catalog.open("demo")  # a request that resolved the old build before the reload
@@ -138,8 +138,7 @@ def test_a_server_catalog_warms_each_bundle_it_opens_in_the_background(tmp_path:
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build_one_page(root, work, "alpha", "aardvarks")
-    plain, server = Catalog.load(root), Catalog.load(root)
-    server.warm_terms = 1000
+    plain, server = Catalog.load(root), Catalog.load(root, settings=CatalogSettings(warm_terms=1000))
     try:
         assert len(plain.open("alpha").searcher._cache) == 0  # one-shot commands read on demand
         searcher = server.open("alpha").searcher

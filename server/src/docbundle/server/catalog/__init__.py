@@ -1,23 +1,25 @@
-"""The catalogue of served libraries: manifests read at start-up, bundles opened (verified) on first use.
+"""The catalogue of served libraries: the facade of ``docbundle.server.catalog`` (``Catalog``).
 
 Start-up reads the catalogue summary (``catalog.json``) and lists the bundles folder, nothing else: no
 ``CURRENT``, no manifest, no hashing and no whoosh, so a server with many libraries, or large ones,
 starts at once. A library is checked the first time a request needs it (a page of ``list_libraries``
 that shows it, a request that names it, a search that opens it): its versions' ``CURRENT`` read, their
 leases taken, and each version's entry read from its manifest (``entries.check_library``): what the
-summary claimed is only shown as unchecked, and a summary entry that differs is rewritten. A library version is opened the first time a request
-searches or reads it: every file is checked against
-the manifest's sha256 list (``verify_bundle``) *before* whoosh unpickles anything, then the index is
-opened without mmap and a ``BundleSearcher`` built over it. The result is cached; concurrent first
-requests for the same version wait on a per-version lock, so it is opened once. A version that fails to
-open is remembered with its reason and reported, while every other library keeps serving.
+summary claimed is only shown as unchecked, and a summary entry that differs is rewritten. A library
+version is opened, verified, the first time a request searches or reads it (``pool``).
 
-Why ``use_mmap=False``: whoosh's mmap mode still copies the terms and postings of the segment into the
-heap for each searcher (~50 ms and RAM equal to their size), while without mmap a searcher costs ~0.3 ms
-and almost no memory. A non-mmap searcher must never be shared between threads (its file position
-races) and MCP tools run in worker threads, so ``BundleSearcher`` opens one per call.
+The rooms of the package, each with one job:
 
-The entries and how they are read from the folder (the summary, CURRENT, manifests) are ``entries``.
+- ``settings``: ``CatalogSettings``, what a catalogue is told once at ``load`` (max open, warm-up, route
+  K, retire and evict times), never changed after;
+- ``entries``: the entries and how a bundles folder is read into them (summary, CURRENT, manifests);
+- ``snapshot``: the libraries as one frozen ``Snapshot`` a reload swaps whole, and the views derived
+  from it (the resolver's word index, the routing choices), made once per snapshot;
+- ``pool``: the open bundles (open, verify, LRU, retire, leases, cache shares, warm-up);
+- ``projection``: one library version as every listing shows it (``VersionView``) and the one rule a
+  listing's words match by;
+- ``watch``: the one live-reload loop of stdio and HTTP, and where a serving process starts the query
+  encoder.
 
 A lock file (``bundles.lock``, see ``lockfile``) pins what may be served: only the versions it lists,
 and each only with the content hash (and manifest bytes) it names.
@@ -27,37 +29,16 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
 
-from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, VERSION_RULE
-from docbundle.bundle.summary import (
-    SUMMARY_NAME,
-    entry_from_manifest,
-    update_summary_versions,
-    write_summary_locked,
-)
+from docbundle.bundle.summary import SUMMARY_NAME, update_summary_versions, write_summary_locked
 
 from ..encoder import QueryEncoder
-from .entries import (
-    CatalogChange,
-    LibraryEntry,
-    OpenedLibrary,
-    Reading,
-    Stamp,
-    VersionEntry,
-    check_library,
-    relative,
-    scan,
-    stamp,
-)
 from ..errors import (
     MAX_LIBRARY_ID_CHARS,
     MAX_VERSION_CHARS,
@@ -68,55 +49,59 @@ from ..errors import (
     echo,
 )
 from ..lockfile import LockFile
-from ..observe import span
 from ..words import NextStep
+from .entries import (
+    CatalogChange,
+    LibraryEntry,
+    OpenedLibrary,
+    Reading,
+    Stamp,
+    VersionEntry,
+    check_library,
+    scan,
+    stamp,
+)
+from .pool import Event, Pool, key_of
+from .projection import State, VersionView, project
+from .settings import (
+    DEFAULT_MAX_OPEN,
+    DEFAULT_RELOAD_SECONDS,
+    DEFAULT_ROUTE_LIBRARIES,
+    EVICT_AFTER_SECONDS,
+    MAX_ROUTE_LIBRARIES,
+    RETIRE_AFTER_SECONDS,
+    WARM_TERMS,
+    CatalogSettings,
+)
+from .snapshot import Snapshot
 
-# The entries (``entries``) are this module's vocabulary too: the other modules import them from here.
+# The entries (``entries``) and the settings are this package's vocabulary too: other modules import
+# them from here.
 __all__ = [
+    "DEFAULT_MAX_OPEN",
+    "DEFAULT_RELOAD_SECONDS",
+    "DEFAULT_ROUTE_LIBRARIES",
+    "EVICT_AFTER_SECONDS",
+    "MAX_ROUTE_LIBRARIES",
+    "RETIRE_AFTER_SECONDS",
+    "WARM_TERMS",
     "Catalog",
     "CatalogChange",
+    "CatalogSettings",
     "Event",
     "LibraryEntry",
     "Listener",
     "OpenedLibrary",
+    "Snapshot",
     "State",
     "VersionEntry",
+    "VersionView",
 ]
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
-State = Literal["available", "ready", "failed"]
-#: What a catalogue tells its listeners: a bundle verified and opened, one that failed to open or stopped
-#: serving (its reason is logged), and a reload that changed what is served (with no entry).
-Event = Literal["opened", "failed", "reloaded"]
 Listener = Callable[[Event, "VersionEntry | None"], None]
-RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long for requests in flight
-# A bundle closed because it is past --max-open stays open this long for the requests still reading it
-# (a search stops at its 2 s budget). Not the 60 s above: a search across a big catalogue opens up to 10
-# bundles, and 60 s of them held a file descriptor each by the thousand (measured: 20,000 at 10,000
-# libraries and 12 searches a second, and "Too many open files").
-EVICT_AFTER_SECONDS = 5.0
-DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-interval; 0 = never)
-WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
-WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
-WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
-DEFAULT_ROUTE_LIBRARIES = 10  # libraries a search across libraries searches, chosen by the routing index
-MAX_ROUTE_LIBRARIES = 100  # the most --route-libraries may ask for
-# Bundles a server keeps open at once (--max-open): past it the least recently used one is closed
-# (after EVICT_AFTER_SECONDS, for the requests still reading it) and opened again, verified, when asked.
-DEFAULT_MAX_OPEN = 32
-# The search caches of every open bundle together hold at most this many estimated bytes of postings,
-# and as many of phrase positions: shared equally among the open bundles, none below the floor.
-CACHE_BUDGET_BYTES = 16 * 1024 * 1024
-CACHE_FLOOR_BYTES = 512 * 1024
 MAX_DUE_SHOWN = 5  # versions a log line names when the summary is rewritten for stale entries
-T = TypeVar("T")
-
-
-# -- the catalogue ----------------------------------------------------------------------------------
 
 
 class Catalog:
@@ -129,48 +114,27 @@ class Catalog:
         lock: LockFile | None = None,
         leases: dict[Path, int] | None = None,
         *,
-        retire_after: float = RETIRE_AFTER_SECONDS,
+        settings: CatalogSettings | None = None,
         seen: Stamp | None = None,
     ) -> None:
         self.root = root
-        self._leases = dict(leases or {})
         self.lock = lock
-        self._libraries = libraries
-        # Counts the reloads that changed the libraries: whoever caches something derived from the entries
-        # (the routing index, the resolver's word index) checks it.
-        self.generation = 0
-        # Keyed by (library, version, build id): a request that resolved an entry before a reload
-        # still gets the build it resolved, never its successor.
-        # In order of use, least recent first: past ``max_open`` the first ones are retired.
-        self._opened: OrderedDict[tuple[str, str, str], OpenedLibrary] = OrderedDict()
-        self.max_open = DEFAULT_MAX_OPEN
-        self._failed: dict[tuple[str, str, str], str] = {}
-        self._retired: list[OpenedLibrary] = []  # opened, then marked failed: closed at close()
-        # Replaced by a reload: closed (and their leases released) once retire_after seconds have passed,
-        # so requests in flight finish on the build they started with.
-        self._expiring: list[tuple[float, OpenedLibrary | None, int | None]] = []
-        self.retire_after = retire_after
-        self.evict_after = min(retire_after, EVICT_AFTER_SECONDS)
-        # Terms whose postings a newly opened bundle caches in a background thread (0: none). A server
-        # sets it (``docbundle serve``); one-shot commands leave it at 0.
-        self.warm_terms = 0
+        self.settings = settings or CatalogSettings()
+        # The libraries served now; a reload (or a check that corrected an entry) swaps it whole.
+        self._snapshot = Snapshot(libraries)
+        # Called (in the thread where it happened) with each event; a serving process's metrics listen.
+        self.listeners: list[Listener] = []
+        self._pool = Pool(root, self.settings, dict(leases or {}), log, self._tell)
         # The query encoder of semantic search, loaded once per process (``start_encoder``, or on the
         # first search that needs it).
         self.encoder = QueryEncoder()
         self._preload_encoder = False
-        # Libraries a search across libraries routes to (``routing``; 0: no routing). A server sets it
-        # from --route-libraries.
-        self.route_libraries = DEFAULT_ROUTE_LIBRARIES
         self._guard = threading.Lock()
-        self._key_locks: dict[tuple[str, str, str], threading.Lock] = {}
         # Held while the folder is read (a reload, the check of a library on its first use), so that a
         # check and a reload never replace each other's entries.
         self._reading = threading.Lock()
-        self._closed = False
         # What the bundles folder looked like before it was read (``stamp``): given by ``load``.
         self._stamp = stamp(root) if seen is None else seen
-        # Called (in the thread where it happened) with each event; a serving process's metrics listen.
-        self.listeners: list[Listener] = []
         # Versions whose summary entry a check found stale, not written yet (``summary_batch``), and per
         # thread how deep in batches it is.
         self._summary_due: set[tuple[str, str]] = set()
@@ -178,7 +142,7 @@ class Catalog:
 
     @classmethod
     def load(
-        cls, root: Path, *, lock: Path | None = None, retire_after: float = RETIRE_AFTER_SECONDS
+        cls, root: Path, *, lock: Path | None = None, settings: CatalogSettings | None = None
     ) -> Catalog:
         """The libraries under ``root``: from the catalogue summary, each checked on first use; without a
         readable summary, or with a lock file, every version's CURRENT and manifest read now (and the
@@ -198,48 +162,42 @@ class Catalog:
             for v in lib_entry.versions.values():
                 if v.problem:
                     log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
-        return cls(
-            root,
-            libraries,
-            lockfile,
-            reading.leases,
-            retire_after=retire_after,
-            seen=seen,
-        )
+        return cls(root, libraries, lockfile, reading.leases, settings=settings, seen=seen)
 
     # -- lookups ------------------------------------------------------------------------------------
 
+    def snapshot(self) -> Snapshot:
+        """The libraries served now, with their derived views (see ``snapshot``)."""
+        return self._snapshot
+
     def library_ids(self) -> list[str]:
         """Every library id, sorted."""
-        return sorted(self._libraries)
+        return self._snapshot.ids()
 
     def libraries(self) -> list[LibraryEntry]:
         """Every library, sorted by id."""
-        return [self._libraries[k] for k in sorted(self._libraries)]
+        return self._snapshot.libraries()
 
     def entries(self) -> list[VersionEntry]:
         """Every library version (each library's default first)."""
-        return [v for lib in self.libraries() for v in lib.versions.values()]
+        return self._snapshot.entries()
 
     def knows(self, library_id: str) -> bool:
         """Whether ``library_id`` (exactly, as served) is a library of the catalogue."""
-        return library_id in self._libraries
+        return library_id in self._snapshot
 
     def held(self) -> tuple[int, int]:
         """The bundles this process holds open (serving, or replaced and finishing requests in flight),
         and the bytes of their files."""
-        with self._guard:
-            held = [*self._opened.values(), *self._retired, *(lib for _, lib, _ in self._expiring if lib)]
-        return len(held), sum(f.size for lib in held for f in lib.manifest.files)
+        return self._pool.held()
 
     def library(self, library_id: str) -> LibraryEntry:
         """The library with this id, checked (``check``); raises InvalidIdError or UnknownLibraryError
         (listing the ids)."""
         lib_id = normalize_library_id(library_id)
-        try:
-            lib = self._libraries[lib_id]
-        except KeyError:
-            raise UnknownLibraryError(lib_id, self.library_ids()) from None
+        lib = self._snapshot.get(lib_id)
+        if lib is None:
+            raise UnknownLibraryError(lib_id, self.library_ids())
         return self.check(lib)
 
     def check(self, lib: LibraryEntry) -> LibraryEntry:
@@ -250,33 +208,25 @@ class Catalog:
         if lib.checked:
             return lib
         with self._reading:
-            now = self._libraries.get(lib.id)
+            now = self._snapshot.get(lib.id)
             if now is None or now.checked:
                 return now or lib  # removed meanwhile (by a reload), or checked by a concurrent request
             fresh, reading = check_library(self.root, self.lock, now)
             # Another build than the summary named, or the same build misdescribed (a name, description
-            # or count that differs from its manifest's): the summary is rewritten, and whatever was
-            # derived from the entries (the resolver's words, the routing index) is made again.
+            # or count that differs from its manifest's): the summary is rewritten, and a new snapshot
+            # serves (whatever was derived from the entries, the resolver's words and the routing
+            # choices, is made again from it).
             moved = [
                 (v.library_id, v.version)
                 for v in fresh.versions.values()
                 if not _same(now.versions[v.version], v) or now.versions[v.version].meta != v.meta
             ]
-            extra = []
-            with self._guard:
-                if self._closed:
-                    extra = list(reading.leases.values())
-                else:
-                    for path, fd in reading.leases.items():
-                        if path in self._leases:
-                            extra.append(fd)
-                        else:
-                            self._leases[path] = fd
-                    self._libraries[lib.id] = fresh
+            if self._pool.adopt(reading.leases):
+                with self._guard:
                     if moved:
-                        self.generation += 1
-        for fd in extra:
-            os.close(fd)
+                        self._snapshot = self._snapshot.replace(fresh)
+                    else:
+                        self._snapshot.refine(fresh)
         for v in fresh.versions.values():
             if v.problem and (v.library_id, v.version) in moved:
                 log.warning("%s/%s cannot be served: %s", v.library_id, v.version, v.problem)
@@ -344,12 +294,12 @@ class Catalog:
         """``available`` (not opened yet), ``ready`` (opened and verified) or ``failed`` with the reason."""
         if entry.problem:
             return "failed", entry.problem
-        key = _key(entry)
-        if key in self._opened:
-            return "ready", None
-        if key in self._failed:
-            return "failed", self._failed[key]
-        return "available", None
+        state, reason = self._pool.state(key_of(entry))
+        return state or "available", reason
+
+    def view(self, entry: VersionEntry) -> VersionView:
+        """One library version as every listing shows it (``projection``)."""
+        return project(entry, *self.state(entry))
 
     def has_vectors(self) -> bool:
         """Whether any library version served has semantic vectors (manifests only)."""
@@ -357,7 +307,8 @@ class Catalog:
 
     def start_encoder(self) -> bool:
         """Load the query encoder in a background thread now if a library has vectors, and again after a
-        reload that brings one (a server calls this once it serves; a one-shot command never does).
+        reload that brings one (``watch.serving`` calls this once a server serves; a one-shot command
+        never does).
 
         Returns whether loading started (False without vectors or without the semantic extra).
         """
@@ -374,156 +325,33 @@ class Catalog:
         """Open the bundle of a catalogue entry once, whatever the number of concurrent callers (an
         entry not checked yet is checked first, and the build its CURRENT names is the one opened)."""
         if not entry.checked:
-            lib = self._libraries.get(entry.library_id)
+            lib = self._snapshot.get(entry.library_id)
             checked = self.check(lib).versions.get(entry.version) if lib is not None else None
             if checked is None:
                 raise LibraryUnavailableError(
                     entry.library_id, entry.version, "it is no longer in the bundles folder"
                 )
             entry = checked
-        key = _key(entry)
-        opened = self._opened.get(key)
-        if opened is not None:
-            self._touch(key)
-            return opened
-        with self._key_lock(key):
-            opened = self._opened.get(key)
-            if opened is not None:
-                return opened
-            reason = entry.problem or self._failed.get(key)
-            if reason is None:
-                if self._closed:
-                    raise LibraryUnavailableError(
-                        entry.library_id, entry.version, "the server is shutting down"
-                    )
-                try:
-                    with span("bundle.open", library=entry.library_id, version=entry.version):
-                        opened = self._open(entry)
-                except Exception as exc:
-                    reason = self._reason(entry, exc)
-                    self._failed[key] = reason
-                    log.error("cannot open %s/%s: %s", entry.library_id, entry.version, reason)
-                    self._tell("failed", entry)
-                else:
-                    with self._guard:
-                        self._opened[key] = opened
-                    self._evict()
-                    self._share_caches()
-                    self._tell("opened", entry)
-                    return opened
-        raise LibraryUnavailableError(
-            entry.library_id, entry.version, reason, pin=entry.pin_refused and reason == entry.problem
-        )
+        return self._pool.open(entry)
 
     def mark_failed(self, entry: VersionEntry, reason: str) -> None:
         """Stop serving an opened version whose data went bad; ``state`` and ``/readyz`` report it.
 
         The opened bundle stays open (requests in flight may still hold it) until the catalogue closes.
         """
-        key = _key(entry)
-        with self._guard:
-            opened = self._opened.pop(key, None)
-            if opened is not None:
-                self._retired.append(opened)
-            self._failed[key] = reason
-        log.error("%s/%s stopped serving: %s", entry.library_id, entry.version, reason)
-        self._tell("failed", entry)
+        self._pool.mark_failed(entry, reason)
 
     def _tell(self, event: Event, entry: VersionEntry | None) -> None:
         for listener in self.listeners:
             listener(event, entry)
 
-    def _touch(self, key: tuple[str, str, str]) -> None:
-        """Mark an opened bundle as just used."""
-        with self._guard:
-            if key in self._opened:
-                self._opened.move_to_end(key)
-
-    def _evict(self) -> None:
-        """Retire the least recently used bundles past ``max_open``: closed once ``evict_after`` has
-        passed (requests in flight finish on them), then opened again, verified, on their next use."""
-        now = time.monotonic()
-        with self._guard:
-            while len(self._opened) > max(self.max_open, 1):
-                key, lib = self._opened.popitem(last=False)
-                self._expiring.append((now + self.evict_after, lib, None))
-                log.debug("%s/%s closed: past --max-open %d", key[0], key[1], self.max_open)
-        self.expire(now)
-
-    def _share_caches(self) -> None:
-        """Give each open bundle's search caches an equal share of ``CACHE_BUDGET_BYTES``."""
-        with self._guard:
-            opened = list(self._opened.values())
-        share = max(CACHE_BUDGET_BYTES // max(len(opened), 1), CACHE_FLOOR_BYTES)
-        for lib in opened:
-            lib.searcher.limit_caches(share, share)
-
     def open_count(self) -> int:
         """Bundles open now: in use, and retired but not closed yet."""
-        with self._guard:
-            return len(self._opened) + sum(1 for _, lib, _ in self._expiring if lib is not None)
-
-    @contextmanager
-    def _key_lock(self, key: tuple[str, str, str]) -> Iterator[None]:
-        with self._guard:
-            lock = self._key_locks.setdefault(key, threading.Lock())
-        with lock:
-            yield
-
-    def _open(self, entry: VersionEntry) -> OpenedLibrary:
-        # Imported here: whoosh (behind the reader and the searcher) costs ~0.1 s to import, and a
-        # server that is only asked list_libraries never needs it.
-        from docbundle.bundle import reader
-        from docbundle.bundle.search import BundleSearcher
-
-        assert entry.bundle_path is not None and entry.meta is not None
-        # Every file's size and sha256 before whoosh unpickles anything (restricted, in any case);
-        # the bundle then reads through the very descriptors that were hashed.
-        bundle = reader.open_bundle(entry.bundle_path)
-        # The entry was read from this manifest when the version was checked (never from the summary):
-        # a difference now is a manifest rewritten in place since, under the same build id.
-        if entry_from_manifest(bundle.manifest, entry.meta.manifest_sha256) != entry.meta:
-            bundle.close()
-            raise BundleError(
-                "the bundle's manifest changed after the server read it (no publish rewrites a "
-                "manifest in place); rebuild the bundle, then restart the server"
-            )
-        try:
-            searcher = BundleSearcher(bundle)
-        except BaseException:
-            bundle.close()
-            raise
-        opened = OpenedLibrary(entry, bundle, searcher)
-        if self.warm_terms > 0:
-            threading.Thread(
-                target=_warm, args=(opened, self.warm_terms), name="docbundle-warm", daemon=True
-            ).start()
-        return opened
-
-    def _reason(self, entry: VersionEntry, exc: Exception) -> str:
-        if isinstance(exc, BundleError):
-            return relative(str(exc), self.root)
-        # Not a bundle error: a bug or an environment problem. Keep the traceback in the log.
-        log.exception("unexpected error opening %s/%s", entry.library_id, entry.version)
-        return relative(f"the bundle cannot be opened ({type(exc).__name__}: {exc})", self.root)
+        return self._pool.open_count()
 
     def close(self) -> None:
         """Close every opened bundle; later opens fail."""
-        with self._guard:
-            self._closed = True
-            opened, self._opened = [*self._opened.values(), *self._retired], OrderedDict()
-            self._retired = []
-            leases, self._leases = list(self._leases.values()), {}
-            for _, lib, fd in self._expiring:
-                if lib is not None:
-                    opened.append(lib)
-                if fd is not None:
-                    leases.append(fd)
-            self._expiring = []
-        for lib in opened:
-            lib.close()
-        for fd in leases:
-            os.close(fd)
+        self._pool.close()
 
     # -- live reload --------------------------------------------------------------------------------
 
@@ -544,65 +372,50 @@ class Catalog:
         open and leased for ``retire_after`` seconds (requests in flight finish on it, and a prune
         cannot delete its files meanwhile), then is closed. The lock file read at start still applies.
         """
-        if self._closed:
+        if self._pool.closed:
             return CatalogChange()
         with self._reading:
             return self._reload()
 
     def _reload(self) -> CatalogChange:
         with self._guard:
-            listed = {(e.library_id, e.version) for e in self.entries()}
-            served = dict(self._libraries)
+            served = self._snapshot.by_id()
+        listed = {(e.library_id, e.version) for lib in served.values() for e in lib.versions.values()}
         seen = stamp(self.root)
         with _collector_paused():
             scanned, reading = scan(self.root, self.lock, listed, served)
-        leases = reading.leases
         _write_back(reading)
         now = time.monotonic()
-        extra: list[int] = []
-        with self._guard:
-            if self._closed:
-                extra = list(leases.values())
-                scanned = {}
-            old = self._libraries
-            libraries: dict[str, LibraryEntry] = {}
-            updated: list[tuple[str, str]] = []
-            for lib_id, lib in scanned.items():
-                versions: dict[str, VersionEntry] = {}
-                for name, entry in lib.versions.items():
-                    before = old[lib_id].versions.get(name) if lib_id in old else None
-                    if before is not None and (before is entry or _same(before, entry)):
-                        versions[name] = before
-                    else:
-                        versions[name] = entry
-                        if before is not None:
-                            updated.append((lib_id, name))
-                libraries[lib_id] = LibraryEntry(lib_id, versions, lib.default_version)
-            live = {_key(e) for lib in libraries.values() for e in lib.versions.values()}
-            for key in [k for k in self._opened if k not in live]:
-                self._expiring.append((now + self.retire_after, self._opened.pop(key), None))
-            for key in [k for k in self._failed if k not in live]:
-                del self._failed[key]
-            for path, fd in leases.items():
-                if path in self._leases:
-                    extra.append(fd)  # already leased since an earlier (re)load
+        if not self._pool.adopt(reading.leases):
+            scanned = {}
+        libraries: dict[str, LibraryEntry] = {}
+        updated: list[tuple[str, str]] = []
+        for lib_id, lib in scanned.items():
+            versions: dict[str, VersionEntry] = {}
+            for name, entry in lib.versions.items():
+                before = served[lib_id].versions.get(name) if lib_id in served else None
+                if before is not None and (before is entry or _same(before, entry)):
+                    versions[name] = before
                 else:
-                    self._leases[path] = fd
-            # Only a checked version holds a lease.
-            held = {e.bundle_path for lib in libraries.values() for e in lib.versions.values() if e.checked}
-            for path in [p for p in self._leases if p not in held]:
-                self._expiring.append((now + self.retire_after, None, self._leases.pop(path)))
-            added = tuple(sorted(set(libraries) - set(old)))
-            removed = tuple(sorted(set(old) - set(libraries)))
-            self._libraries = libraries
-            self.generation += 1
+                    versions[name] = entry
+                    if before is not None:
+                        updated.append((lib_id, name))
+            libraries[lib_id] = LibraryEntry(lib_id, versions, lib.default_version)
+        live = {key_of(e) for lib in libraries.values() for e in lib.versions.values()}
+        # Only a checked version holds a lease.
+        leased = {e.bundle_path for lib in libraries.values() for e in lib.versions.values() if e.checked}
+        with self._guard:
+            self._snapshot = Snapshot(libraries)
             self._stamp = seen
-        for fd in extra:
-            os.close(fd)
-        self.expire()
+        self._pool.retire(live, leased, now)
+        self._pool.expire()
         if self._preload_encoder:
             self.start_encoder()
-        change = CatalogChange(added, removed, tuple(updated))
+        change = CatalogChange(
+            tuple(sorted(set(libraries) - set(served))),
+            tuple(sorted(set(served) - set(libraries))),
+            tuple(updated),
+        )
         if change:
             log.info("bundles reloaded: %s", change.describe())
             self._tell("reloaded", None)
@@ -610,22 +423,13 @@ class Catalog:
 
     def expire(self, now: float | None = None) -> int:
         """Close the replaced builds whose grace time is over; returns how many were closed."""
-        now = time.monotonic() if now is None else now
-        with self._guard:
-            due = [item for item in self._expiring if item[0] <= now]
-            self._expiring = [item for item in self._expiring if item[0] > now]
-        for _, lib, fd in due:
-            if lib is not None:
-                lib.close()
-            if fd is not None:
-                os.close(fd)
-        return len(due)
+        return self._pool.expire(now)
 
     def refresh(self) -> CatalogChange:
         """One look at the bundles folder: reload when it changed, else close builds whose time is over.
 
-        The one step of both reload loops (``watch`` here, ``reload.watch_bundles`` on stdio). A failure
-        (a half-written folder) is logged and the previous catalogue keeps serving; the next look retries.
+        The one step of the reload loop (``watch``). A failure (a half-written folder) is logged and the
+        previous catalogue keeps serving; the next look retries.
         """
         try:
             if self.changed():
@@ -638,27 +442,10 @@ class Catalog:
     def watch(
         self, interval: float, on_change: Callable[[CatalogChange], None] | None = None
     ) -> Callable[[], None]:
-        """Check the bundles folder every ``interval`` seconds in a daemon thread and reload on a change.
+        """``watch.watch``: this catalogue's folder checked every ``interval`` seconds in a thread."""
+        from .watch import watch
 
-        ``on_change`` is called (in that thread) with each non-empty change. Returns a function that
-        stops the thread. Errors are logged and the last good catalogue keeps serving.
-        """
-        stop = threading.Event()
-
-        def run() -> None:
-            while not stop.wait(interval):
-                change = self.refresh()
-                if change and on_change is not None:
-                    on_change(change)
-
-        thread = threading.Thread(target=run, name="docbundle-reload", daemon=True)
-        thread.start()
-
-        def cancel() -> None:
-            stop.set()
-            thread.join(timeout=5)
-
-        return cancel
+        return watch(self, interval, on_change)
 
 
 @contextmanager
@@ -675,26 +462,6 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _warm(opened: OpenedLibrary, terms: int) -> None:
-    """Cache the commonest terms' postings of a just-opened bundle (a background thread)."""
-    if opened.closing.wait(WARM_DELAY_SECONDS):  # the first answer first: it opened this bundle
-        return
-    started = time.monotonic()
-    try:
-        done = opened.searcher.warm(terms, opened.closing, pause=WARM_PAUSE_SECONDS)
-    except Exception as exc:  # the bundle closed under it, or a read failed: searches read on demand
-        if not opened.closing.is_set():
-            log.debug("warming %s/%s stopped: %s", opened.entry.library_id, opened.entry.version, exc)
-        return
-    log.debug(
-        "%s/%s: %d terms' postings cached in %.2f s",
-        opened.entry.library_id,
-        opened.entry.version,
-        done,
-        time.monotonic() - started,
-    )
-
-
 def _write_back(reading: Reading) -> None:
     """Rewrite the catalogue summary when the reading found it stale (best effort: a read-only folder
     keeps serving, and the next start reads the manifests again)."""
@@ -705,10 +472,6 @@ def _write_back(reading: Reading) -> None:
             written = False
             log.debug("catalogue summary not written back: %s", exc)
         log.debug("catalogue summary %s", "rebuilt from the manifests" if written else "stale, not rewritten")
-
-
-def _key(entry: VersionEntry) -> tuple[str, str, str]:
-    return (entry.library_id, entry.version, entry.build_id or "")
 
 
 def _same(before: VersionEntry, after: VersionEntry) -> bool:

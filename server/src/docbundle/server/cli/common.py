@@ -14,7 +14,7 @@ from pathlib import Path
 
 from docbundle.bundle.userdirs import ENV_BUNDLES, bundles_origin, default_bundles
 
-from ..catalog import Catalog
+from ..catalog import Catalog, CatalogSettings
 from ..clitable import Arg, arg
 from ..lockfile import find_lock
 from ..terminal import printable
@@ -54,10 +54,11 @@ def root(args: argparse.Namespace) -> Path:
     return folder
 
 
-def load(args: argparse.Namespace) -> Catalog:
-    """The catalogue of the bundles folder ``args`` name, with its lock file."""
+def load(args: argparse.Namespace, settings: CatalogSettings | None = None) -> Catalog:
+    """The catalogue of the bundles folder ``args`` name, with its lock file (and a server's
+    ``settings``; a one-shot command takes the defaults)."""
     folder = root(args)
-    return Catalog.load(folder, lock=find_lock(folder, args.lock))
+    return Catalog.load(folder, lock=find_lock(folder, args.lock), settings=settings)
 
 
 def where(folder: Path, args: argparse.Namespace) -> str:
