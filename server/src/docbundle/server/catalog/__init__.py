@@ -51,6 +51,7 @@ from ..errors import (
 from ..lockfile import LockFile
 from ..words import NextStep
 from .entries import (
+    BuildFacts,
     CatalogChange,
     LibraryEntry,
     OpenedLibrary,
@@ -85,6 +86,7 @@ __all__ = [
     "MAX_ROUTE_LIBRARIES",
     "RETIRE_AFTER_SECONDS",
     "WARM_TERMS",
+    "BuildFacts",
     "Catalog",
     "CatalogChange",
     "CatalogSettings",
