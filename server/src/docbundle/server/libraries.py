@@ -43,7 +43,7 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
     (the library checked first, so the build shown is the one its CURRENT names)."""
     lib = catalog.check(lib)
     entry = lib.default
-    view = catalog.view(entry)
+    view = catalog.version_view(entry)
     m = entry.meta if entry.checked else None
     return LibrarySummary(
         id=lib.id,

@@ -299,7 +299,7 @@ class Catalog:
         state, reason = self._pool.state(key_of(entry))
         return state or "available", reason
 
-    def view(self, entry: VersionEntry) -> VersionView:
+    def version_view(self, entry: VersionEntry) -> VersionView:
         """One library version as every listing shows it (``projection``)."""
         return project(entry, *self.state(entry))
 

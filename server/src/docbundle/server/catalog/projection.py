@@ -62,7 +62,7 @@ class VersionView:
 
 
 def project(entry: VersionEntry, state: State, reason: str | None) -> VersionView:
-    """``entry`` as a listing shows it, in ``state`` (``Catalog.view`` gives the state)."""
+    """``entry`` as a listing shows it, in ``state`` (``Catalog.version_view`` gives the state)."""
     m = entry.meta if entry.checked else None
     return VersionView(
         library_id=entry.library_id,

@@ -253,7 +253,7 @@ class HttpApp:
         """
         failed = []
         usable = 0
-        for view in map(self.catalog.view, self.catalog.entries()):
+        for view in map(self.catalog.version_view, self.catalog.entries()):
             if view.state == "failed":
                 failed.append({"libraryId": view.library_id, "version": view.version})
             else:

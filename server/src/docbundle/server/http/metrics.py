@@ -225,7 +225,7 @@ class _Libraries(Collector):
         )
         now = time.time()
         for entry in self.catalog.entries():
-            view = self.catalog.view(entry)
+            view = self.catalog.version_view(entry)
             values = [view.library_id, view.version]
             up.add_metric(values, 0 if view.state == "failed" else 1)
             if view.documents is None or view.chunks is None:

@@ -77,7 +77,7 @@ def library_rows(catalog: Catalog, query_string: bytes, now: float | None = None
     rows = []
     for lib in matched[:MAX_LIBRARY_ROWS]:
         # Build, age, counts and vectors only once the version was checked (the projection's rule).
-        view = catalog.view(lib.default)
+        view = catalog.version_view(lib.default)
         age = view.age(now)
         rows.append(
             {
