@@ -54,7 +54,7 @@ from saved import save_or_check
 DEFAULT_SETS = ("html-python", "html-postgres", "html-rustbook")
 PHASES = ("convert", "parse+chunk", "analysis", "safety")
 SUFFIXES = (".html", ".md", ".mdx", ".txt")
-#: The collector's thresholds in a page worker (``prepare._worker_init``), set here alike.
+#: The collector's thresholds in a page worker (``prepare.worker._worker_init``), set here alike.
 WORKER_GC_THRESHOLD = GC_THRESHOLDS
 BASE_URL = "https://docs.example.invalid/"
 
@@ -108,7 +108,8 @@ class PhaseClock:
     """Wraps the functions ``prepare_page`` calls so that each phase's CPU seconds add up."""
 
     def __init__(self) -> None:
-        from docbundle.indexer.pipeline import html, prepare
+        from docbundle.indexer.pipeline import html
+        from docbundle.indexer.pipeline.prepare import job as prepare
 
         self.spent = dict.fromkeys(PHASES, 0.0)
         self._patches: list[tuple[Any, str, Any]] = [

@@ -13,7 +13,7 @@ fresh ``SegmentBuilder`` and prints the wall and CPU seconds of adding the docum
 a sha256 over the index files, which must be the same for every run and mode.
 
 ``forked`` is what a build does (half the terms encoded in a forked child when the process is
-single-threaded and the segment has ``whooshio.PARALLEL_MIN_POSTINGS`` postings); ``serial`` encodes
+single-threaded and the segment has ``whooshio.encoding.PARALLEL_MIN_POSTINGS`` postings); ``serial`` encodes
 every term in this process. To time another checkout's writer, put its ``server/src`` first on
 ``PYTHONPATH`` (it runs as ``serial`` whatever the mode, if it has no forked encoder).
 Wall figures mean something only on a quiet machine. It asserts nothing.
@@ -118,17 +118,19 @@ def main() -> None:
         for name in args.sets:
             calls = record(args.corpora, name, work)
             print(f"{name}: {len(calls)} chunks recorded", flush=True)
-            limit = getattr(whooshio, "PARALLEL_MIN_POSTINGS", None)
+            # the encoder's module: whooshio.encoding since issue 33, whooshio itself in older checkouts
+            encoder: Any = getattr(whooshio, "encoding", whooshio)
+            limit = getattr(encoder, "PARALLEL_MIN_POSTINGS", None)
             for mode in args.mode:
-                single = getattr(whooshio, "_single_threaded", lambda: False)()
+                single = getattr(encoder, "_single_threaded", lambda: False)()
                 print(f" {mode}:" + ("" if single or mode == "serial" else " (threads running: serial)"))
                 if limit is not None:
-                    whooshio.PARALLEL_MIN_POSTINGS = limit if mode == "forked" else 10**18
+                    encoder.PARALLEL_MIN_POSTINGS = limit if mode == "forked" else 10**18
                 digests = {write_once(calls, work) for _ in range(args.runs)}
                 if len(digests) != 1:
                     print(f"  the index bytes differ between runs: {sorted(d[:16] for d in digests)}")
             if limit is not None:
-                whooshio.PARALLEL_MIN_POSTINGS = limit
+                encoder.PARALLEL_MIN_POSTINGS = limit
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Every module's logger is named after the module (a log reader finds the code a line came from, and a
-renamed module renames its logger): each module of the three packages that has a module-level ``log``."""
+renamed module renames its logger): each module of the four packages that has a module-level ``log``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import logging
 import pkgutil
 
 import docbundle.bundle
+import docbundle.common
 import docbundle.indexer
 import docbundle.server
 
 
 def _modules() -> list[str]:
     names = []
-    for package in (docbundle.bundle, docbundle.server, docbundle.indexer):
+    for package in (docbundle.common, docbundle.bundle, docbundle.server, docbundle.indexer):
         names.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not info.name.endswith(".__main__"):  # running it would start the CLI

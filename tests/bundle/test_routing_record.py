@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 import pytest
-from buildkit import build_bundle, write_site
 from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.routeindex import IndexedLibrary, RouteIndex, hash_record, term_hash
 from docbundle.bundle.routing import (
@@ -22,6 +21,7 @@ from docbundle.bundle.routing import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from treekit import build, write_site
 
 terms = st.text(min_size=1, max_size=8)  # at most 32 bytes of UTF-8: none is left out
 vocabularies = st.dictionaries(terms, st.integers(1, 50), max_size=60)
@@ -183,11 +183,11 @@ def test_a_built_bundle_lists_its_routing_record_with_its_hash(tmp_path: Path) -
         {"a.md": "# Alpha\n\nThe zebrafish swims in the aquarium.\n"},
         "# S\n\n- [A](a.md)\n",
     )
-    bundle = build_bundle(
+    bundle = build(
         tmp_path / "libraries.toml",
         tmp_path / "out",
         f'[[library]]\nid = "s"\nllms_txt = "{tmp_path}/site/llms.txt"\n',
-    )
+    ).bundle
     from docbundle.bundle.reader import verify_bundle
     from docbundle.bundle.routing import ROUTING_FILE, read_record
 

@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from buildkit import build_bundle
 from docbundle.bundle.reader import Bundle, open_bundle
 from docbundle.bundle.search import MAX_WORDS, BundleSearcher
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from treekit import build
 
 PAGES = {
     "guides/effects.md": "# Effects\n\nSynchronise with the outside world using the useEffect hook.\n\n"
@@ -48,12 +48,12 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bundle]:
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(text, encoding="utf-8")
     (site / "llms.txt").write_text(LLMS, encoding="utf-8")
-    built = build_bundle(
+    built = build(
         root / "libraries.toml",
         root / "bundles",
         '[[library]]\nid = "fixture"\nllms_txt = "site/llms.txt"\nsynonyms = [["navigation", "routing"]]\n'
         "[library.chunking]\nmin_words = 3\n",
-    )
+    ).bundle
     opened = open_bundle(built, use_mmap=False)
     yield opened
     opened.close()

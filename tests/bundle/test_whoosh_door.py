@@ -28,7 +28,6 @@ import whoosh.filedb.structfile
 import whoosh.index
 import whoosh.lang.porter2
 import whoosh.legacy
-from buildkit import build_bundle, write_site
 from docbundle.bundle import whooshio
 from docbundle.bundle.analysis import iter_terms
 from docbundle.bundle.errors import BundleFormatError, UnsafePickleError
@@ -37,6 +36,7 @@ from docbundle.bundle.schema import INDEX_NAME, make_schema
 from docbundle.bundle.search import BundleSearcher
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from treekit import build, write_site
 from whoosh.filedb.filestore import FileStorage
 from whoosh.index import TOC
 from whoosh.system import pack_int
@@ -159,7 +159,7 @@ def test_positions_take_a_few_bytes_each_and_the_cache_counts_them_all(tmp_path:
     )
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "pos"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    bundle = open_bundle(build_bundle(config, tmp_path / "out"))
+    bundle = open_bundle(build(config, tmp_path / "out").bundle)
     try:
         searcher = BundleSearcher(bundle)
         held = searcher._positions("body", "widget")

@@ -8,23 +8,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import treekit
 from clikit import index_cli
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import Outcome, build_target
-from docbundle.indexer.pipeline.cache import CrawlCache
+from docbundle.indexer.pipeline.build import Outcome
 
 Build = Callable[..., Outcome]  # the same as docsite.Build, typed
 
 
 @pytest.fixture
 def build(tmp_path: Path) -> Build:
-    """Build library ``demo`` from a config into ``tmp_path / 'bundles'`` with a crawl cache."""
+    """Build library ``demo`` from a config into ``tmp_path / 'bundles'`` with a crawl cache; the test
+    reads the outcome (``treekit.build``, unchecked)."""
 
     def run(config: Path, *, out: Path | None = None, cache: bool = True) -> Outcome:
-        catalogue = load_config(config)
-        (target,) = catalogue.targets(catalogue.get("demo"))
-        crawl_cache = CrawlCache(tmp_path / "cache") if cache else None
-        return build_target(target, out or tmp_path / "bundles", cache=crawl_cache)
+        crawl_cache = tmp_path / "cache" if cache else None
+        built = treekit.build(
+            config, out or tmp_path / "bundles", library="demo", cache=crawl_cache, check=False
+        )
+        return built.outcome
 
     return run
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
-from clikit import index_cli
 from docbundle.bundle.release import INDEX, PackagedBundle
 from sitesrv import Site
 
@@ -88,20 +86,6 @@ def write_config(directory: Path, source: str, extra: str = "") -> Path:
 
 #: The type of the ``build`` fixture (tests/e2e/conftest.py): build library ``demo`` from a config.
 Build = Callable[..., Any]
-
-
-def build_reproducibly(config: Path, out: Path, *, hash_seed: str, workers: str) -> None:
-    """``docbundle-index build`` in a fresh process with a fixed hash seed, worker count and epoch."""
-    env = {
-        **os.environ,
-        "PYTHONHASHSEED": hash_seed,
-        "DOCBUNDLE_WORKERS": workers,
-        "SOURCE_DATE_EPOCH": "1767225600",
-    }
-    r = index_cli(
-        "build", "--config", str(config), "--out", str(out), "--no-cache", "--quiet", timeout=300, env=env
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def tree_digests(root: Path) -> dict[str, str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.pipeline import prepare
+from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 from docsite import TOPICS, Build, page_path, publish_site, tree_digests, write_config
 from sitesrv import Site
 
@@ -43,6 +43,6 @@ def test_only_what_changed_is_prepared_ahead(
     changed = build(config)  # one page new (its ETag too), the others 304
     assert changed.status == "built", changed.message
     assert changed.prepared_ahead == 1
-    assert prepare._shared.lock.acquire(blocking=False)  # the build left the shared pool free
-    prepare._shared.lock.release()
+    assert prepare_pool._shared.lock.acquire(blocking=False)  # the build left the shared pool free
+    prepare_pool._shared.lock.release()
     assert page_path(0, slug, len(TOPICS)) == paths[0]

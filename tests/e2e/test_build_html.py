@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from buildkit import write_sized_site
+import treekit
 from clikit import index_cli
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.pipeline.build import page_key
@@ -16,10 +16,11 @@ from docbundle.indexer.pipeline.html import CONVERTER_ID
 from docbundle.server.catalog import Catalog
 from docbundle.server.docs import Docs
 from docbundle.server.render import render_libraries
-from docsite import Build, build_reproducibly, tree_digests, write_config
+from docsite import Build, tree_digests, write_config
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site, run_site
+from treekit import write_sized_site
 
 HTML = "text/html; charset=utf-8"
 
@@ -187,8 +188,8 @@ def test_an_html_site_built_twice_gives_byte_identical_bundles(tmp_path: Path) -
     _local_html_site(tmp_path)
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "repro"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    build_reproducibly(config, tmp_path / "a", hash_seed="1", workers="0")  # converted in this process
-    build_reproducibly(config, tmp_path / "b", hash_seed="2", workers="2")  # converted in worker processes
+    treekit.build(config, tmp_path / "a", fresh=treekit.IN_ONE_PROCESS)  # converted in this process
+    treekit.build(config, tmp_path / "b", fresh=treekit.IN_WORKERS)  # converted in worker processes
     a, b = tree_digests(tmp_path / "a"), tree_digests(tmp_path / "b")
     assert any(name.endswith(".seg") for name in a)
     assert a == b

@@ -16,16 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from buildkit import write_site
 from clikit import index_cli, server_cli
 from docbundle.bundle.embed import PASSAGE_RECIPE, Embedder, EmbedderIdentity, load_embedder, passage_text
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.store import DocStore
-from docbundle.indexer.config import load_config
 from docbundle.indexer.pipeline import semantic
-from docbundle.indexer.pipeline.build import Outcome, build_target
+from treekit import build, write_site
 from vectorkit import PLANTS, plant, to_float16
 
 pytestmark = pytest.mark.semantic
@@ -56,12 +54,6 @@ def _site(root: Path, revisions: dict[str, int] | None = None, semantic_key: str
         f'[[library]]\nid = "demo"\nllms_txt = "site/llms.txt"\n{semantic_key}', encoding="utf-8"
     )
     return config
-
-
-def _build(config: Path, out: Path) -> Outcome:
-    catalogue = load_config(config)
-    (target,) = catalogue.targets(catalogue.get("demo"))
-    return build_target(target, out)
 
 
 def _cli_build(config: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -164,14 +156,14 @@ def test_a_rebuild_embeds_only_the_changed_page_and_copies_every_other_row(
     tmp_path: Path, counting: CountingEmbedder
 ) -> None:
     config, out = _site(tmp_path), tmp_path / "out"
-    first = _build(config, out)
+    first = build(config, out, check=False).outcome
     assert first.status == "built" and (first.embedded, first.reused) == (6, 0) and len(counting.texts) == 6
     old_bundle, _ = _current(out)
     old_rows, old_chunks = _rows(old_bundle), _chunks(old_bundle)
 
     _site(tmp_path, {"webhooks": 1})
     counting.texts.clear()
-    second = _build(config, out)
+    second = build(config, out, check=False).outcome
     new_bundle, manifest = _current(out)
     assert second.status == "built" and new_bundle != old_bundle
     changed = next(d for d in manifest.documents if d.path == "webhooks.md")
@@ -191,7 +183,7 @@ def test_a_rebuild_embeds_only_the_changed_page_and_copies_every_other_row(
     assert len(kept) == 4 and all(a == b for a, b in kept)
 
     counting.texts.clear()
-    third = _build(config, out)
+    third = build(config, out, check=False).outcome
     assert third.status == "unchanged" and counting.texts == []
 
 
@@ -199,7 +191,7 @@ def test_a_previous_vector_file_that_fails_its_check_is_not_reused(
     tmp_path: Path, counting: CountingEmbedder
 ) -> None:
     config, out = _site(tmp_path), tmp_path / "out"
-    assert _build(config, out).status == "built"
+    assert build(config, out, check=False).outcome.status == "built"
     bundle, _ = _current(out)
     path = bundle / "vectors.bin"
     data = bytearray(path.read_bytes())
@@ -208,7 +200,7 @@ def test_a_previous_vector_file_that_fails_its_check_is_not_reused(
     path.write_bytes(bytes(data))
     _site(tmp_path, {"install": 1})
     counting.texts.clear()
-    rebuilt = _build(config, out)
+    rebuilt = build(config, out, check=False).outcome
     assert rebuilt.status == "built" and (rebuilt.embedded, rebuilt.reused) == (6, 0)
     assert len(counting.texts) == 6
 
@@ -276,7 +268,7 @@ def test_another_embedder_or_passage_recipe_rebuilds_unchanged_content_and_reuse
     # Another model, or the same model with passages made by another recipe: the old rows were embedded
     # by another model or from other texts, so none may be copied, and the unchanged site is not "unchanged".
     config, out = _site(tmp_path), tmp_path / "out"
-    first = _build(config, out)
+    first = build(config, out, check=False).outcome
     assert first.status == "built" and _current(out)[1].vectors.passage == PASSAGE_RECIPE  # type: ignore[union-attr]
     other = EmbedderIdentity(**{**counting.identity.__dict__, "version": "0.3.0-other"})
     if change == "embedder":
@@ -284,7 +276,7 @@ def test_another_embedder_or_passage_recipe_rebuilds_unchanged_content_and_reuse
     else:
         monkeypatch.setattr(semantic, "PASSAGE_RECIPE", PASSAGE_RECIPE + 1)
     counting.texts.clear()
-    second = _build(config, out)
+    second = build(config, out, check=False).outcome
     assert second.status == "built" and second.content_hash == first.content_hash
     assert second.build_id != first.build_id
     assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
@@ -295,7 +287,7 @@ def test_another_embedder_or_passage_recipe_rebuilds_unchanged_content_and_reuse
     else:
         assert manifest.vectors.passage == PASSAGE_RECIPE + 1
     # The rebuilt bundle is the cache again.
-    assert _build(config, out).status == "unchanged"
+    assert build(config, out, check=False).outcome.status == "unchanged"
 
 
 def test_vectors_decide_unchanged_and_the_content_hash_stays_the_documents(

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from buildkit import write_sized_site
 from docbundle.indexer.pipeline import prepare
+from treekit import write_sized_site
 
 SCRIPT = Path(sys.executable).with_name("docbundle-index")
 START_WITHIN = 60.0

@@ -28,12 +28,12 @@ from typing import Any
 
 import anyio
 import pytest
-from buildkit import write_site
 from clikit import index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import read_manifest
 from mcp import Client, StdioServerParameters
 from sitesrv import Site
+from treekit import write_site
 
 pytestmark = pytest.mark.semantic
 
@@ -389,3 +389,61 @@ async def test_a_live_server_answers_by_keywords_first_then_hybrid_without_a_res
         proc.kill()
         proc.communicate()
     assert read_manifest(_current(out)).vectors is not None
+
+
+def _nightly(config: Path, out: Path, dist: Path, env: dict[str, str], *extra: str) -> tuple[str, list[str]]:
+    """Run one night of ``docbundle-index nightly`` over ``config``: its output, and the archives packed."""
+    r = index_cli(
+        "nightly", "--config", str(config), "--out", str(out), "--dist", str(dist), *extra,
+        env=env, timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout, sorted(p.name for p in dist.glob("*.tar.gz"))
+
+
+def test_a_nightly_shard_past_its_embed_budget_publishes_keyword_only_and_the_next_night_resumes(
+    tmp_path: Path,
+) -> None:
+    """The first night of a real catalogue embeds more than a shard's time limit allows (docs/releases.md,
+    "Cost on paper"): past ``--embed-budget``, a first embedding stops at its next batch and the night
+    packs the keyword-only bundle, so the shard ends in time and publishes; the next night embeds only the
+    rows not embedded yet. The first batch takes longer than the budget (the stand-in's
+    ``STAND_IN_FIRST_DELAY``), so the budget runs out after exactly one batch of two rows."""
+    config = _site(tmp_path)
+    whole = _report(config, tmp_path / "whole", _env(tmp_path))  # the uninterrupted build, for its bytes
+    out = tmp_path / "out"
+
+    budget_minutes, first_batch_seconds = 0.15, 10.0  # 9 s of budget, then a batch of 10 s
+    night1, packed1 = _nightly(
+        config, out, tmp_path / "dist1", _env(tmp_path, STAND_IN_FIRST_DELAY=str(first_batch_seconds)),
+        "--embed-budget", str(budget_minutes),
+    )  # fmt: skip
+    assert "embedding deferred at the run's budget: 2 of 12 rows embedded and kept for the next run" in night1
+    keyword_only = read_manifest(_current(out))
+    assert keyword_only.vectors is None  # keyword search is what this night publishes for demo
+    assert packed1 == [f"demo-latest-{keyword_only.build.build_id}.tar.gz"]
+    outcomes = json.loads((tmp_path / "dist1" / "nightly.json").read_bytes())
+    assert [(o["status"], o["vectors"]) for o in outcomes] == [("built", 0)]
+    timings = json.loads((tmp_path / "dist1" / "timings.json").read_bytes())["libraries"]["demo"]
+    assert timings["embed_seconds"] >= first_batch_seconds  # kept apart from the seconds the plan balances
+    assert (out / ".embed-checkpoints" / "demo" / "latest.bin").is_file()
+
+    night2, packed2 = _nightly(config, out, tmp_path / "dist2", _env(tmp_path))
+    assert f"({CHUNKS - 2} embedded, 0 reused)" in night2  # the two rows of night one were kept
+    assert packed2 == [f"demo-latest-{whole['build_id']}.tar.gz"]
+    assert _files(_current(out)) == _files(_current(tmp_path / "whole"))  # vectors.bin included
+    assert not (out / ".embed-checkpoints").exists()
+
+
+def test_an_embed_budget_that_is_not_a_number_of_minutes_is_refused(tmp_path: Path) -> None:
+    config = _site(tmp_path)
+    r = index_cli(
+        "nightly", "--config", str(config), "--out", str(tmp_path / "out"), "--embed-budget", "-5",
+        env=_env(tmp_path), timeout=HANG_GUARD,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert (
+        "nightly: config error: --embed-budget must be a number of minutes, 0 or more (e.g. 180), not -5"
+        in (r.stderr)
+    )
+    assert not (tmp_path / "out").exists()  # nothing was built

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
-from buildkit import write_site
 from clikit import index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.summary import SUMMARY_NAME, read_summary
+from treekit import write_site
 
 # A run that hangs on a planted file fails after this long (a hang guard, not a timing).
 HANG_GUARD = 120

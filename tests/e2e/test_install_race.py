@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 from docbundle.bundle.layout import current_bundles, read_current
 from docbundle.bundle.release import package
-from docbundle.indexer.config import load_config
-from docbundle.indexer.pipeline.build import build_target
 from docbundle.server import install as installer
+from treekit import build
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
 
@@ -60,9 +59,8 @@ def test_a_build_during_an_install_of_the_same_version_leaves_the_install_whole(
     worker = threading.Thread(target=lambda: done.append(_install_or_error(archive, bundles)))
     worker.start()
     assert halfway.wait(30), "the install never started writing"
-    catalogue = load_config(_config(tmp_path))
-    (target,) = catalogue.targets(catalogue.get("golden"))
-    outcome = build_target(target, bundles)  # the same version folder: bundles/golden/latest
+    # the same version folder: bundles/golden/latest
+    outcome = build(_config(tmp_path), bundles, library="golden", check=False).outcome
     resume.set()
     worker.join(30)
     assert outcome.status == "failed" and "another build or install" in (outcome.message or "")

@@ -6,19 +6,18 @@ MCP SDK's own client, sees a library appear and a new build of another without a
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import mcp.types as types
 from mcp import Client, StdioServerParameters
-from onepage import build_one_page, builds
+from treekit import build, builds, one_page
 
 
 def test_a_running_stdio_server_serves_new_builds_and_libraries(tmp_path: Path) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
-    first = build_one_page(root, work, "alpha", "aardvarks", keep=1)
+    first = build(work / "alpha.toml", root, one_page("alpha", "aardvarks", keep=1)).build_id
     changed = anyio.Event()
 
     async def on_message(message: object) -> None:
@@ -41,7 +40,9 @@ def test_a_running_stdio_server_serves_new_builds_and_libraries(tmp_path: Path) 
                 assert (hit.structured_content or {})["buildId"] == first
 
                 # A new library appears: announced, listed, searchable.
-                await anyio.to_thread.run_sync(partial(build_one_page, root, work, "beta", "beetles", keep=1))
+                await anyio.to_thread.run_sync(
+                    lambda: build(work / "beta.toml", root, one_page("beta", "beetles", keep=1))
+                )
                 await changed.wait()
                 listed = await client.call_tool("list_libraries", {})
                 ids = [lib["id"] for lib in (listed.structured_content or {})["libraries"]]
@@ -53,7 +54,7 @@ def test_a_running_stdio_server_serves_new_builds_and_libraries(tmp_path: Path) 
                 # A new build of alpha (keep = 1): served at once, the old one kept while leased.
                 changed = anyio.Event()
                 second = await anyio.to_thread.run_sync(
-                    partial(build_one_page, root, work, "alpha", "zebras", keep=1)
+                    lambda: build(work / "alpha.toml", root, one_page("alpha", "zebras", keep=1)).build_id
                 )
                 await changed.wait()
                 hit = await client.call_tool("search_documents", {"query": "zebras", "libraryId": "alpha"})

@@ -153,3 +153,60 @@ def test_a_target_of_minutes_that_is_not_a_positive_number_is_refused(minutes: s
     assert done.returncode == 2, done.stdout
     assert f"--target-minutes must be a positive number of minutes (e.g. 30), not {minutes}" in done.stderr
     assert done.stdout == "" and "Traceback" not in done.stderr
+
+
+def test_a_shard_cut_at_its_time_limit_keeps_every_library_it_finished(tmp_path: Path) -> None:
+    """GitHub cuts a build job at its ``timeout-minutes``; the workflow still uploads ``--dist``
+    (``if: always()``). Each library is packed as soon as it passes, and ``SHA256SUMS``, ``index.json``,
+    ``timings.json`` and ``nightly.json`` are rewritten after it, so the folder a killed shard leaves
+    names exactly the libraries it finished, and ``--merge`` publishes them. Here the second library's
+    host accepts the connection and never answers; the shard is killed while it waits."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from docbundle.bundle.release import merge
+
+    _site(tmp_path, PAGES)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # the kernel completes the handshakes; nobody ever reads or answers
+    port = silent.getsockname()[1]
+    (tmp_path / "libraries.toml").write_text(
+        '[[library]]\nid = "demo"\nllms_txt = "site/llms.txt"\n'
+        f'[[library]]\nid = "stuck"\nllms_txt = "http://127.0.0.1:{port}/llms.txt"\n',
+        encoding="utf-8",
+    )
+    dist = tmp_path / "dist"
+    argv = ["nightly", "--config", str(tmp_path / "libraries.toml"), "--out", str(tmp_path / "bundles")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "docbundle.indexer.cli", *argv, "--dist", str(dist)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        guard = time.monotonic() + 120  # a hang guard: demo builds in a few seconds
+        while not (dist / "nightly.json").is_file():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < guard, "demo was never recorded"
+            time.sleep(0.05)
+        time.sleep(1.0)  # stuck's crawl is under way, waiting for an answer that never comes
+        assert proc.poll() is None, "the shard ended before it could be cut"
+        proc.send_signal(signal.SIGKILL)  # what a runner's time limit does to the job's processes
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        silent.close()
+    archives, outcomes = _dist(tmp_path, "dist")
+    assert [(o["library"], o["status"]) for o in outcomes] == [("demo", "built")]
+    assert len(archives) == 1 and archives[0].startswith("demo-latest-")
+    index = json.loads((dist / "index.json").read_text())
+    assert [e["archive"] for e in index["bundles"]] == archives
+    assert (dist / "SHA256SUMS").read_text().split() == [index["bundles"][0]["sha256"], archives[0]]
+    timings = json.loads((dist / "timings.json").read_text())["libraries"]
+    assert list(timings) == ["demo"]
+    merged = merge([dist], tmp_path / "release", release="bundles-20261202-1-01")  # sha256 checked
+    assert [e.archive for e in merged] == archives

@@ -98,7 +98,7 @@ def test_one_version_and_the_metadata_an_index_shows(built: dict[str, tuple[Path
         assert f"{SCRIPTS[dist]} = docbundle." in scripts
         assert "docbundle/__init__.py" not in names  # a namespace shared by the two distributions
         own = {
-            "docbundle-server": ("docbundle/bundle/", "docbundle/server/"),
+            "docbundle-server": ("docbundle/common/", "docbundle/bundle/", "docbundle/server/"),
             "docbundle-indexer": ("docbundle/indexer/",),
         }
         code = [n for n in names if n.startswith("docbundle/")]

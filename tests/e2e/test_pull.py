@@ -274,7 +274,7 @@ def test_which_entry_a_spec_picks() -> None:
 def test_the_cli_loads_no_network_code_until_pull_runs() -> None:
     code = (
         "import sys; import docbundle.server.cli as c; c._parser(); "
-        "print(sorted(m for m in sys.modules if m in ('docbundle.server.pull', 'docbundle.server.netpolicy') "
+        "print(sorted(m for m in sys.modules if m in ('docbundle.server.pull', 'docbundle.common.netpolicy') "
         "or m.startswith('urllib.request')))"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 from docbundle.indexer.pipeline import prepare
-from docsite import TOPICS, build_reproducibly, page_markdown, tree_digests
+from docsite import TOPICS, page_markdown, tree_digests
+from treekit import IN_ONE_PROCESS, IN_WORKERS, build
 
 
 def _site(root: Path) -> Path:
@@ -30,8 +31,8 @@ def test_two_builds_in_separate_processes_are_byte_identical(tmp_path: Path) -> 
     _site(tmp_path)
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "repro"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    build_reproducibly(config, tmp_path / "a", hash_seed="1", workers="0")  # one process
-    build_reproducibly(config, tmp_path / "b", hash_seed="2", workers="2")  # worker processes
+    build(config, tmp_path / "a", fresh=IN_ONE_PROCESS)  # one process
+    build(config, tmp_path / "b", fresh=IN_WORKERS)  # worker processes
     a, b = tree_digests(tmp_path / "a"), tree_digests(tmp_path / "b")
     assert any(name.endswith(".seg") for name in a)
     assert a == b
@@ -50,8 +51,8 @@ def test_two_builds_with_vectors_are_byte_identical(tmp_path: Path) -> None:
     (site / "llms.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     config = tmp_path / "libraries.toml"
     config.write_text('[[library]]\nid = "repro"\nllms_txt = "site/llms.txt"\n', encoding="utf-8")
-    build_reproducibly(config, tmp_path / "a", hash_seed="1", workers="0")
-    build_reproducibly(config, tmp_path / "b", hash_seed="2", workers="2")
+    build(config, tmp_path / "a", fresh=IN_ONE_PROCESS)
+    build(config, tmp_path / "b", fresh=IN_WORKERS)
     a, b = tree_digests(tmp_path / "a"), tree_digests(tmp_path / "b")
     assert any(name.endswith("/vectors.bin") for name in a)
     assert a == b

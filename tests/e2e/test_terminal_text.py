@@ -1,5 +1,5 @@
 """Issue 19, item 10: what a site, a release or a bundle says reaches the terminal only through
-``docbundle.server.terminal.printable``: no escape sequence, C0/C1 control or bidi override, and no
+``docbundle.common.terminal.printable``: no escape sequence, C0/C1 control or bidi override, and no
 field longer than its cap. Each command is run as a user runs it: the real CLI in a subprocess."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from clikit import index_cli, server_cli
 from docbundle.bundle.release import INDEX
 from docbundle.bundle.summary import SUMMARY_NAME
-from docbundle.server.terminal import printable
+from docbundle.common.terminal import printable
 from hypothesis import given
 from hypothesis import strategies as st
 from sitesrv import Site

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from buildkit import build_bundle
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.pipeline.safety import scan_text
 from docbundle.indexer.release.audit import audit_bundle, render_audit
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
 from mcp import Client
+from treekit import build
 
 CLEAN = "# Install\n\nRun the installer and follow the prompts. Zero-width joiner in an emoji: 👩\u200d💻.\n"
 PLANTED = {
@@ -48,11 +48,11 @@ def test_findings_are_recorded_in_the_manifest_and_audited(tmp_path: Path) -> No
         f"- [{n}]({n})\n" for n in ["clean.md", *PLANTED, "empty.md"]
     )
     (site / "llms.txt").write_text(listing + "- [Gone](gone.md)\n", encoding="utf-8")
-    bundle = build_bundle(
+    bundle = build(
         tmp_path / "libraries.toml",
         tmp_path / "out",
         '[[library]]\nid = "audit"\nllms_txt = "site/llms.txt"\n',
-    )
+    ).bundle
     manifest = verify_bundle(bundle)
     flagged = {f.path for f in manifest.safety}
     assert flagged == set(PLANTED)

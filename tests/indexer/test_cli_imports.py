@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from buildkit import write_sized_site
 from docbundle.indexer import add, cli
 from docbundle.indexer.pipeline import prepare, semantic
 from docbundle.indexer.release import export
+from treekit import write_sized_site
 
 SCRIPT = Path(sys.executable).with_name("docbundle-index")
 WORKERS = 2

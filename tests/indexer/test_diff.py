@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from buildkit import build_bundle as _build
-from buildkit import write_site as _write
 from clikit import index_cli as _cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import verify_bundle
 from docbundle.indexer.release.diff import IntChange, PageState, diff_bundles, encode_diff, render_diff
+from treekit import build
+from treekit import write_site as _write
 
 
 def _page(title: str, body: str) -> str:
@@ -95,7 +95,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
         encoding="utf-8",
     )
     _write(site, OLD_PAGES, OLD_LLMS)
-    old = _build(config, root / "bundles")
+    old = build(config, root / "bundles").bundle
     (site / "reference" / "tables.md").unlink()
     shutil.rmtree(site / "legacy")
     _write(
@@ -107,7 +107,7 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> Builds:
         },
         NEW_LLMS,
     )
-    new = _build(config, root / "bundles")
+    new = build(config, root / "bundles").bundle
     assert old.parent == new.parent and old != new and old.is_dir()
     return Builds(old, new, new.parent)
 

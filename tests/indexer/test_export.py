@@ -12,7 +12,6 @@ from urllib.parse import unquote
 
 import pytest
 import yaml
-from buildkit import build_bundle
 from clikit import index_cli as _cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
@@ -21,6 +20,7 @@ from docbundle.bundle.store import DocRecord, DocStore
 from docbundle.indexer.errors import ExportError, OutputExistsError
 from docbundle.indexer.release import export
 from docbundle.indexer.release.export import EXPORT_VERSION, export_bundle, markdown_paths
+from treekit import build
 
 GOLDEN = Path(__file__).resolve().parents[1] / "bundle" / "golden" / "v1"
 
@@ -65,11 +65,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (root / "site" / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / "site" / rel).write_text(text, encoding="utf-8")
     (root / "site" / "llms.txt").write_text(LLMS, encoding="utf-8")
-    return build_bundle(
+    return build(
         root / "libraries.toml",
         root / "bundles",
         '[[library]]\nid = "exp"\nname = "Export"\nllms_txt = "site/llms.txt"\n[library.chunking]\nmin_words = 3\n',
-    )
+    ).bundle
 
 
 def _store(bundle: Path) -> list[DocRecord]:

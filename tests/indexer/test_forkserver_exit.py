@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from docbundle.indexer.pipeline import prepare
+from docbundle.indexer.pipeline.prepare import worker as prepare_worker
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forkserver and /proc (Linux)")
 
@@ -80,7 +80,7 @@ def test_the_forkserver_preloading_prepare_exits_without_its_teardown(tmp_path: 
 
 def test_importing_prepare_outside_the_forkserver_registers_no_exit() -> None:
     before = atexit._ncallbacks()
-    prepare._prepare_forkserver()  # what its import runs
+    prepare_worker._prepare_forkserver()  # what its import runs
     assert atexit._ncallbacks() == before
 
 
@@ -88,9 +88,10 @@ PROBE = """\
 def report(conn):
     # What a worker finds built when it starts, before its first page (imported here, in the worker,
     # unless the forkserver preloaded them).
-    from docbundle.indexer.pipeline import nesting, prepare
+    from docbundle.indexer.pipeline import nesting
+    from docbundle.indexer.pipeline.prepare import job
 
-    conn.send((nesting._leaf_or_token.cache_info().currsize, prepare._schema is not None))
+    conn.send((nesting._leaf_or_token.cache_info().currsize, job._schema is not None))
 """
 
 WARM_SCRIPT = """\

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from buildkit import build_bundle
 from docbundle.bundle.reader import open_bundle
 from docbundle.bundle.search import BundleSearcher
 from docbundle.indexer.pipeline.chunk import chunk_markdown
 from docbundle.indexer.pipeline.html import convert_html
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from treekit import build
 
 SPHINX_URL = "https://docs.example.org/3/library/functools.html"
 _LINK_TARGET = re.compile(r"\]\(([^()\s]*(?:\([^()]*\))?[^()\s]*)(?:\s+\"[^\"]*\")?\)")
@@ -234,11 +234,11 @@ def test_a_question_worded_like_a_lead_finds_the_entry_it_introduces(tmp_path: P
     (site / "library").mkdir(parents=True)
     (site / "library" / "collections.html").write_text(_counter_page(2), encoding="utf-8")
     (site / "llms.txt").write_text("# Docs\n\n- [collections](library/collections.html)\n", encoding="utf-8")
-    built = build_bundle(
+    built = build(
         tmp_path / "libraries.toml",
         tmp_path / "bundles",
         '[[library]]\nid = "py"\nllms_txt = "site/llms.txt"\n',
-    )
+    ).bundle
     bundle = open_bundle(built, use_mmap=False)
     try:
         hits = BundleSearcher(bundle).search("count how often each word occurs in a text", per_doc=5).hits

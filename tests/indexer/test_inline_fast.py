@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from docbundle.indexer.pipeline import chunk
 from docbundle.indexer.pipeline.chunk import chunk_markdown
 from docbundle.indexer.pipeline.inline import fast_inline
@@ -117,25 +116,21 @@ def test_common_markup_takes_the_fast_path() -> None:
     assert fast_inline("[a]", True) is None
 
 
-@pytest.fixture
-def _uncut(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Paragraphs are parsed whole before a long one is cut (``longblocks``); these tests read the
-    whole paragraph's plain text, so they keep it in one chunk."""
-    monkeypatch.setattr(chunk, "MAX_CHUNK_CHARS", 10**9)
+# Paragraphs are parsed whole before a long one is cut (``longblocks``); the tests of long paragraphs read
+# the whole paragraph's plain text, so they keep it in one chunk with a bound above any of them.
+UNCUT = 10**9
 
 
-@pytest.mark.usefixtures("_uncut")
 def test_many_unmatched_backtick_runs_take_linear_time() -> None:
     # 1,500 openers that never close (one of each length), then 150,000 code spans they would each
     # scan past: minutes if every opener looked for its closer, as the fast path first did.
     body = "text " + " ".join("`" * length for length in range(2, 1500)) + " " + "`a` " * 150_000 + "\n"
-    (chunk,) = chunk_markdown(body)
+    (chunk,) = chunk_markdown(body, max_chars=UNCUT)
     assert chunk.code.count("a") == 150_000
 
 
-@pytest.mark.usefixtures("_uncut")
 def test_a_long_run_of_spaces_before_a_line_break_takes_linear_time() -> None:
     # A pattern such as " *\n" rescans the run from each of its spaces: minutes for 1,000,000 of them.
     body = "a" + " " * 1_000_000 + "b\nd *c*\n"
-    (chunk,) = chunk_markdown(body)
+    (chunk,) = chunk_markdown(body, max_chars=UNCUT)
     assert chunk.plain == "a" + " " * 1_000_000 + "b\nd c"

@@ -6,24 +6,14 @@ import itertools
 import json
 import random
 import re
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from clikit import index_cli, server_cli
 from docbundle.bundle.store import DocStore
-from docbundle.indexer.pipeline import chunk
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.longblocks import MAX_CHUNK_CHARS, cut_points
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-
-
-@pytest.fixture
-def monkeypatch_bound(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
-    """Set the chunker's ``MAX_CHUNK_CHARS`` for a test (hypothesis draws the value)."""
-    return lambda bound: monkeypatch.setattr(chunk, "MAX_CHUNK_CHARS", bound)
-
 
 # Line ends of every kind, sentence ends, spaces, combining marks and joiners, Han, Latin.
 _ALPHABET = st.sampled_from(
@@ -67,18 +57,14 @@ _BLOCK = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None)
 @given(st.lists(_BLOCK, min_size=1, max_size=12), st.integers(min_value=8, max_value=80), st.booleans())
-def test_chunks_of_a_page_cut_by_a_small_bound_tile_it(
-    monkeypatch_bound: Callable[[int], None], blocks: list[str], bound: int, crlf: bool
-) -> None:
+def test_chunks_of_a_page_cut_by_a_small_bound_tile_it(blocks: list[str], bound: int, crlf: bool) -> None:
     body = "\n".join(blocks) + "\n"
     if crlf:
         body = body.replace("\n", "\r\n")
-    monkeypatch_bound(10**9)
-    whole = chunk_markdown(body, min_words=0)
-    monkeypatch_bound(bound)
-    chunks = chunk_markdown(body, min_words=0)
+    whole = chunk_markdown(body, min_words=0, max_chars=10**9)
+    chunks = chunk_markdown(body, min_words=0, max_chars=bound)
     if not body.strip():
         assert chunks == []
         return

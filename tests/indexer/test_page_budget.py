@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from docbundle.indexer.pipeline import prepare
 from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_page
+from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 
 
 def _job(text: str, *, html: bool = False) -> PageJob:
@@ -40,7 +41,7 @@ def test_a_page_over_its_cpu_budget_fails_and_the_next_pages_are_prepared(
 
 def test_a_worker_that_does_not_answer_is_ended_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCBUNDLE_PAGE_SECONDS", "600")  # the CPU limit would come far too late
-    monkeypatch.setattr(prepare, "page_deadline", lambda budget: 1.0)
+    monkeypatch.setattr(prepare_pool, "page_deadline", lambda budget: 1.0)
     results = list(prepare_all([_slow(), *GOOD[:2]], workers=1))
     assert results[0].failure == "no answer within 1 s (its worker process was ended)"
     assert results[1:] == [prepare_page(j) for j in GOOD[:2]]

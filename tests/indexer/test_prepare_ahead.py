@@ -11,6 +11,8 @@ from collections.abc import Callable
 import pytest
 from docbundle.indexer.pipeline import prepare
 from docbundle.indexer.pipeline.prepare import Ahead, PageJob, prepare_all, prepare_page
+from docbundle.indexer.pipeline.prepare import job as prepare_job
+from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 
 
 def _job(text: str, fallback: str = "x.md", link_title: str = "") -> PageJob:
@@ -26,7 +28,7 @@ def _not_in_this_process(values: dict[str, str]) -> prepare.Analysed:
 
 def test_pages_prepared_ahead_are_taken_when_their_job_is_final(monkeypatch: pytest.MonkeyPatch) -> None:
     expected = [prepare_page(j) for j in PAGES]
-    monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)  # workers only (see test_write)
+    monkeypatch.setattr(prepare_job, "_analyse", _not_in_this_process)  # workers only (see test_write)
     ahead = Ahead()
     for i, job in enumerate(PAGES):
         ahead.offer(f"p{i}", job)
@@ -75,8 +77,8 @@ def test_a_build_that_stops_early_frees_the_workers_for_the_next() -> None:
     for i, job in enumerate(PAGES * 10):
         ahead.offer(f"p{i}", job)
     ahead.close()  # the build kept its current bundle, or failed: nothing offered is wanted
-    assert prepare._shared.lock.acquire(blocking=False)  # the shared pool is free again
-    prepare._shared.lock.release()
+    assert prepare_pool._shared.lock.acquire(blocking=False)  # the shared pool is free again
+    prepare_pool._shared.lock.release()
     assert list(prepare_all(PAGES[:2], workers=1)) == [prepare_page(j) for j in PAGES[:2]]
 
 
@@ -111,7 +113,7 @@ def test_a_page_offered_while_the_workers_are_busy_goes_to_a_free_one_at_once(
     # to wait in a batch until the whole earlier batch was prepared, so behind a long page the other
     # worker idled (html-python: a 10-page batch on one worker while the crawl brought 71 more).
     monkeypatch.setenv("DOCBUNDLE_WORKERS", "2")
-    monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)  # two workers from the first page
+    monkeypatch.setattr(prepare_pool, "PARALLEL_MIN_BYTES", 0)  # two workers from the first page
     slow = _job("[" * 400_000)  # several seconds of markdown-it (test_page_budget.py)
     later = _job("[" * 150_000)  # long enough to be seen in a worker
     ahead = Ahead()
@@ -145,7 +147,7 @@ def test_pages_prepared_ahead_go_longest_first() -> None:
     import threading
 
     jobs = [_job("[" * 100_000), _job("[" * 120_000), _job("[" * 300_000)]  # each takes a while
-    pool = prepare._Pool()
+    pool = prepare_pool._Pool()
     run = pool.run(jobs, 1, 60.0, ahead=sys.maxsize, longest_first=True)
     threading.Thread(target=lambda: next(run, None), daemon=True).start()
     deadline = time.monotonic() + 60

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from buildkit import build_bundle, golden_query, golden_toml
+from buildkit import golden_query, golden_toml
 from docbundle.indexer.errors import ConfigError
 from docbundle.indexer.release.metrics import mrr, ndcg, recall
 from docbundle.indexer.release.regress import load_golden, regress, render_regress
+from treekit import build
 
 PAGES = {
     "install.md": "# Installation\n\nInstall the package with pip and set the API key in the environment.\n",
@@ -42,9 +43,9 @@ def _build(root: Path, pages: dict[str, str], out: Path) -> Path:
         (site / name).write_text(text, encoding="utf-8")
     listing = "# Golden\n\n## Docs\n\n" + "".join(f"- [Page {i}]({n})\n" for i, n in enumerate(pages))
     (site / "llms.txt").write_text(listing, encoding="utf-8")
-    return build_bundle(
+    return build(
         root / "libraries.toml", out, '[[library]]\nid = "golden"\nllms_txt = "site/llms.txt"\n'
-    )
+    ).bundle
 
 
 @pytest.fixture

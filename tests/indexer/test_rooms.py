@@ -2,14 +2,19 @@
 pipeline never imports the release tools or the CLI is a contract in the root ``.importlinter``.)
 
 - every exception class the indexer defines is in errors.py and drawn in its docstring's tree;
-- cli.py's docstring names every registered command.
+- the cli package's docstring names every registered command;
+- every command a module of the cli package declares is in its table, and each module's commands run
+  handlers of that module (its command group), so a command's code is where its row is.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 from pathlib import Path
 
+from docbundle.common.clitable import Command
 from docbundle.indexer import cli, errors
 
 PACKAGE = Path(errors.__file__).resolve().parent
@@ -47,3 +52,17 @@ def test_the_cli_docstring_names_every_command() -> None:
         "nightly",
     ]
     assert [name for name in cli.COMMANDS if f"``{name}``" not in doc] == []
+
+
+def _declared(module: str) -> list[Command]:
+    return [v for v in vars(importlib.import_module(module)).values() if isinstance(v, Command)]
+
+
+def test_every_command_of_the_cli_package_is_in_its_table_beside_its_handler() -> None:
+    modules = [f"{cli.__name__}.{m.name}" for m in pkgutil.iter_modules(cli.__path__)]
+    assert len(modules) >= 5
+    rows = {module: _declared(module) for module in modules}
+    declared = [c for commands in rows.values() for c in commands]
+    assert sorted(c.name for c in declared) == sorted(cli.COMMANDS)
+    assert all(cli.COMMANDS[c.name] is c for c in declared)
+    assert [(c.name, m) for m, commands in rows.items() for c in commands if c.run.__module__ != m] == []

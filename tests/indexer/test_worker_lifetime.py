@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from buildkit import build_config, record_worker_starts, write_site, write_sized_site
+from buildkit import record_worker_starts
 from docbundle.indexer.pipeline import prepare
 from prockit import alive as _alive
 from prockit import descendants as _descendants
 from prockit import stat as _stat
+from treekit import build, write_site, write_sized_site
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 
@@ -119,7 +120,7 @@ def test_one_pool_of_workers_serves_every_build_of_a_process(
         page = f"# {name.title()}\n\nWords about the {name} widget and how it configures things.\n"
         write_site(tmp_path / name, {"a.md": page}, f"# {name}\n\n## Pages\n\n- [A](a.md)\n")
         config += f'[[library]]\nid = "{name}"\nllms_txt = "{name}/llms.txt"\n'
-    outcomes = build_config(tmp_path / "libraries.toml", tmp_path / "out", config)
+    outcomes = build(tmp_path / "libraries.toml", tmp_path / "out", config).outcomes
     assert [o.documents for o in outcomes] == [1, 1]
     assert len(started) == 1 and started[0] != os.getpid()
     (pid,) = started

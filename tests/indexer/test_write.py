@@ -14,16 +14,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from buildkit import build_bundle, record_worker_starts
+from buildkit import record_worker_starts
 from docbundle.bundle import whooshio
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.routing import read_record, record_of_directory
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema
+from docbundle.bundle.whooshio import encoding
 from docbundle.indexer.pipeline import prepare, write
 from docbundle.indexer.pipeline.chunk import chunk_markdown, parse_page
 from docbundle.indexer.pipeline.prepare import PageJob, prepare_all, prepare_page
+from docbundle.indexer.pipeline.prepare import job as prepare_job
+from docbundle.indexer.pipeline.prepare import pool as prepare_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from treekit import build
 from whoosh import formats
 from whoosh.codec.whoosh3 import W3Codec, W3TermInfo
 from whoosh.filedb.filestore import FileStorage
@@ -110,7 +114,7 @@ def _whoosh_reference(slow: Path, jobs: list[PageJob], prepared: list[prepare.Pr
 def test_analysed_writer_is_byte_identical_to_whoosh_add_document(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jobs: Callable[[], list[PageJob]]
 ) -> None:
-    monkeypatch.setattr(whooshio, "PARALLEL_MIN_POSTINGS", 10**12)  # this process alone
+    monkeypatch.setattr(encoding, "PARALLEL_MIN_POSTINGS", 10**12)  # this process alone
     prepared = [prepare_page(j) for j in jobs()]
     fast = tmp_path / "fast"
     fast.mkdir()
@@ -126,10 +130,10 @@ def test_analysed_writer_is_byte_identical_to_whoosh_add_document(
 _FORKED_BUILD = """
 import os, pickle, sys
 from pathlib import Path
-from docbundle.bundle import whooshio
+from docbundle.bundle.whooshio import encoding
 from docbundle.indexer.pipeline import write
 
-whooshio.PARALLEL_MIN_POSTINGS = 1
+encoding.PARALLEL_MIN_POSTINGS = 1
 parent = os.getpid()
 forks = []
 real_fork = os.fork
@@ -144,14 +148,14 @@ def fork():
 
 os.fork = fork
 if sys.argv[3] == "child-fails":
-    real_encode = whooshio._encode_terms
+    real_encode = encoding._encode_terms
 
     def encode(*args):
         if os.getpid() != parent:
             raise RuntimeError("the child fails")
         return real_encode(*args)
 
-    whooshio._encode_terms = encode
+    encoding._encode_terms = encode
 prepared = pickle.loads(Path(sys.argv[1]).read_bytes())
 w = write.IndexWriter(Path(sys.argv[2]), seed="s")
 for docnum, p in enumerate(p for p in prepared if p.chunks):
@@ -214,7 +218,7 @@ def test_block_encoding_equals_whoosh_postings_writer(term: tuple[Any, list[Any]
     for docnum, weight, value, length in postings:
         writer.add_posting(docnum, weight, value, length)
     terminfo = writer.finish_postings()
-    block, [(start, length, info)] = whooshio._encode_terms([(fmt.fixed_value_size(), postings)], 128, 3)
+    block, [(start, length, info)] = encoding._encode_terms([(fmt.fixed_value_size(), postings)], 128, 3)
     assert block == stream.getvalue()
     assert (start, length) == terminfo.extent() == (0, len(block))
     assert info + pack_long(start) + pack_int(length) == terminfo.to_bytes()
@@ -229,12 +233,12 @@ def _not_in_this_process(values: dict[str, str]) -> prepare.Analysed:
 
 def test_workers_give_the_same_result_as_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
     jobs = _jobs() * 6
-    monkeypatch.setattr(prepare, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(prepare_pool, "PARALLEL_MIN_BYTES", 0)
     serial = list(prepare_all(jobs, workers=0))
     pids = record_worker_starts(monkeypatch)
     # Workers import the module afresh (forkserver/spawn), so this patch binds only here: a page
     # prepared in this process fails, one prepared in a worker does not.
-    monkeypatch.setattr(prepare, "_analyse", _not_in_this_process)
+    monkeypatch.setattr(prepare_job, "_analyse", _not_in_this_process)
     parallel = list(prepare_all(jobs, workers=2))
     assert 1 <= len(pids) <= 2 and os.getpid() not in pids
     assert parallel == serial
@@ -259,7 +263,7 @@ def test_fast_analysis_equals_whoosh_field_index(text: str, field: str) -> None:
     schema = make_schema()
     items = list(schema[field].index(text))
     length = sum(f for _, f, _, _ in items) if schema[field].scorable else 0
-    assert prepare._analyse({field: text})[field] == (items, length)
+    assert prepare_job._analyse({field: text})[field] == (items, length)
 
 
 def test_routing_record_from_memory_equals_the_one_read_from_the_index(tmp_path: Path) -> None:
@@ -275,9 +279,9 @@ def test_routing_record_from_memory_equals_the_one_read_from_the_index(tmp_path:
         (site / f"p{i}.md").write_text(text, encoding="utf-8")
     listing = "".join(f"- [Page {i}](p{i}.md)\n" for i in range(len(pages)))
     (site / "llms.txt").write_text(f"# Site\n\n## Docs\n\n{listing}", encoding="utf-8")
-    bundle = build_bundle(
+    bundle = build(
         tmp_path / "libraries.toml", tmp_path / "out", '[[library]]\nid = "r"\nllms_txt = "site/llms.txt"\n'
-    )
+    ).bundle
     manifest = verify_bundle(bundle)
     written = read_record(bundle, manifest)
     assert written is not None and written.terms
@@ -313,7 +317,7 @@ def test_only_the_last_builds_index_writer_is_kept(tmp_path: Path) -> None:
     import gc
     import weakref
 
-    from docbundle.indexer.pipeline import build
+    from docbundle.indexer.pipeline import build as pipeline
 
     site = tmp_path / "site"
     site.mkdir()
@@ -322,10 +326,10 @@ def test_only_the_last_builds_index_writer_is_kept(tmp_path: Path) -> None:
     listing = "".join(f"- [Page {i}](p{i}.md)\n" for i in range(3))
     (site / "llms.txt").write_text(f"# Site\n\n## Docs\n\n{listing}", encoding="utf-8")
     config = '[[library]]\nid = "{}"\nllms_txt = "site/llms.txt"\n'
-    build_bundle(tmp_path / "one.toml", tmp_path / "out", config.format("one"))
-    assert len(build._retired) == 1
-    first = weakref.ref(build._retired[0])
-    build_bundle(tmp_path / "two.toml", tmp_path / "out", config.format("two"))
+    build(tmp_path / "one.toml", tmp_path / "out", config.format("one"))
+    assert len(pipeline._retired) == 1
+    first = weakref.ref(pipeline._retired[0])
+    build(tmp_path / "two.toml", tmp_path / "out", config.format("two"))
     gc.collect()
     assert first() is None  # freed when the second build began
-    assert len(build._retired) == 1 and build._retired[0] is not None
+    assert len(pipeline._retired) == 1 and pipeline._retired[0] is not None

@@ -1,24 +1,23 @@
 """``HttpApp`` in process, for HTTP tests where the subprocess is not itself under test: the ASGI app with
-its lifespan running (the SDK's session manager), reached through ``httpx2.ASGITransport`` as a chosen
-client address (no socket), and a clock the test moves by hand for the rate limit and key budgets.
+its lifespan running (the SDK's session manager), reached with ``httpkit.client(app)`` as a chosen client
+address (no socket), and a clock the test moves by hand for the rate limit and key budgets.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx2
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.app import MCP_PATH, HttpApp
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.keys import KeyStore
 from docbundle.server.mcp.server import create_server
+from httpkit import APP_BASE_URL
 
-BASE_URL = "http://127.0.0.1:8000"
-URL = BASE_URL + MCP_PATH
+URL = APP_BASE_URL + MCP_PATH
 LIFESPAN_WAIT = 30  # seconds the app may take to start or stop
 
 
@@ -56,12 +55,3 @@ async def serving(
             with anyio.fail_after(LIFESPAN_WAIT):
                 await to_app.send({"type": "lifespan.shutdown"})
                 assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
-
-
-def client(
-    app: HttpApp, address: str = "127.0.0.1", headers: Mapping[str, str] | None = None, **kwargs: Any
-) -> httpx2.AsyncClient:
-    """An HTTP client whose requests reach ``app`` in process, from ``address`` (as uvicorn reports the
-    peer; behind a ``--trusted-proxy`` that is the forwarded address)."""
-    transport = httpx2.ASGITransport(app=app, client=(address, 50_000))
-    return httpx2.AsyncClient(transport=transport, base_url=BASE_URL, headers=headers, **kwargs)

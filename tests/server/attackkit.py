@@ -2,7 +2,7 @@
 test_server_stdio.py): a bundle where the heaviest accepted query is as slow as it gets, a damaged
 bundle that still verifies, and helpers to run ``docbundle serve`` with a longer search time budget.
 
-``build_repeat_tree`` builds library ``repeat``: pages made of one two-word pattern ("ping pong")
+``REPEAT_TREE`` is library ``repeat`` (built by ``treekit.build``): pages made of one two-word pattern ("ping pong")
 repeated thousands of times, so a quoted phrase of that pattern matches at every position and each
 phrase step keeps thousands of candidate positions alive: the worst case of phrase matching.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from buildkit import build_config
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
 from serverkit import install_golden
+from treekit import Site, Tree
 
 REPEAT_PAGES = 20
 REPEAT_WORDS = 12_000  # words per page
@@ -35,6 +35,19 @@ llms_txt = "repeat/llms.txt"
 [library.chunking]
 max_words = 5000
 """
+
+_REPEATED = " ".join([PATTERN] * (REPEAT_WORDS // 2))
+# Library ``repeat`` (see the module docstring); its config goes in ``repeat.toml``.
+REPEAT_TREE = Tree(
+    REPEAT_CONFIG,
+    {
+        "repeat": Site(
+            {f"p{i}.md": f"# Page {i}\n\n{_REPEATED}\n" for i in range(REPEAT_PAGES)},
+            "# Repeat\n\n> Repeated text.\n\n## Pages\n\n"
+            + "".join(f"- [Page {i}](p{i}.md)\n" for i in range(REPEAT_PAGES)),
+        )
+    },
+)
 
 # The environment variable naming the file a server run by ``cli_script`` creates as a search starts.
 SEARCH_STARTED = "DOCBUNDLE_TEST_SEARCH_STARTED"
@@ -89,20 +102,6 @@ def phrase_query(chars: int) -> str:
     repeats = (each - len(" pong pong")) // (len(PATTERN) + 1)
     phrase = " ".join([PATTERN] * repeats) + " pong pong"
     return " ".join(f'"{phrase}"' for _ in range(4))
-
-
-def build_repeat_tree(root: Path, work: Path) -> Path:
-    """Library ``repeat`` (see the module docstring) under ``root``; returns ``root``."""
-    site = work / "repeat"
-    site.mkdir(parents=True, exist_ok=True)
-    links = []
-    for i in range(REPEAT_PAGES):
-        body = " ".join([PATTERN] * (REPEAT_WORDS // 2))
-        (site / f"p{i}.md").write_text(f"# Page {i}\n\n{body}\n", encoding="utf-8")
-        links.append(f"- [Page {i}](p{i}.md)\n")
-    (site / "llms.txt").write_text("# Repeat\n\n> Repeated text.\n\n## Pages\n\n" + "".join(links), "utf-8")
-    build_config(work / "repeat.toml", root, REPEAT_CONFIG)
-    return root
 
 
 def install_damaged_store(root: Path, library_id: str) -> Path:

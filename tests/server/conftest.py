@@ -7,14 +7,17 @@ from pathlib import Path
 
 import pytest
 from docbundle.server.catalog import Catalog
-from serverkit import GOLDEN_BUILD, build_tree, flip_byte, install_golden, set_format_version
+from serverkit import GOLDEN_BUILD, SERVER_TREE, flip_byte, install_golden, set_format_version
+from treekit import build
 
 
 @pytest.fixture(scope="session")
 def bundles_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """golden, demo (2.x latest, 1.x deprecated) and cjk, built once; tests must not modify it."""
     base = tmp_path_factory.mktemp("server-bundles")
-    return build_tree(base / "bundles", base / "site")
+    root = build(base / "site" / "libraries.toml", base / "bundles", SERVER_TREE).root
+    install_golden(root)
+    return root
 
 
 @pytest.fixture

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 from typing import Any
 
+from httpkit import MCP_HEADERS, request
 from prometheus_client.parser import text_string_to_metric_families
 
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+# A slow worker answers a scrape in seconds; a hung one fails the test after this long.
+METRICS_TIMEOUT = 60
+
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -40,22 +42,13 @@ def label_values(samples: Samples, label: str) -> set[str]:
 
 def post(port: int, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """POST ``body`` to /mcp on a new connection (so the kernel spreads them over the workers)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request("POST", "/mcp", body=body, headers={**HEADERS, **(headers or {})})
-        response = conn.getresponse()
-        data = response.read()
-        return response.status, json.loads(data) if data else {}
-    finally:
-        conn.close()
+    r = request(
+        "POST", port, content=body, headers={**MCP_HEADERS, **(headers or {})}, timeout=METRICS_TIMEOUT
+    )
+    return r.status_code, json.loads(r.content) if r.content else {}
 
 
 def get(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
     """GET ``path``: status, content type and body."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, response.getheader("content-type", ""), response.read().decode()
-    finally:
-        conn.close()
+    r = request("GET", port, path=path, headers=headers, timeout=METRICS_TIMEOUT)
+    return r.status_code, r.headers.get("content-type", ""), r.text

@@ -6,9 +6,7 @@ question made of shared words routes nowhere in particular and a subject's words
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from buildkit import build_config, write_site
+from treekit import Site, Tree
 
 SHARED = "This guide explains the configuration, the settings and the usage of the tool in production."
 
@@ -38,18 +36,17 @@ def subject_pages(words: list[str]) -> dict[str, str]:
     return pages
 
 
-def build_subjects(root: Path, work: Path, subjects: dict[str, list[str]] | None = None) -> Path:
-    """Build one library per subject into ``root`` with the indexer (each with its routing record)."""
+def subjects_tree(subjects: dict[str, list[str]] | None = None, *, route_index: bool = False) -> Tree:
+    """One library per subject (default ``SUBJECTS``), each with its routing record; ``route_index``:
+    with the route index the indexer's CLI leaves after a build."""
     subjects = subjects or SUBJECTS
-    config = []
+    config, sites = [], {}
     for lib_id, words in subjects.items():
-        site = work / lib_id
         pages = subject_pages(words)
         links = "".join(f"- [{name}]({name})\n" for name in pages)
-        write_site(site, pages, f"# {lib_id}\n\n> About {', '.join(words[:2])}.\n\n## Docs\n\n{links}")
+        sites[lib_id] = Site(pages, f"# {lib_id}\n\n> About {', '.join(words[:2])}.\n\n## Docs\n\n{links}")
         config.append(
-            f'[[library]]\nid = "{lib_id}"\nname = "{lib_id}"\nllms_txt = "{site}/llms.txt"\n'
+            f'[[library]]\nid = "{lib_id}"\nname = "{lib_id}"\nllms_txt = "{lib_id}/llms.txt"\n'
             "[library.chunking]\nmin_words = 5\n"
         )
-    build_config(work / "libraries.toml", root, "\n".join(config))
-    return root
+    return Tree("\n".join(config), sites, route_index=route_index)

@@ -1,6 +1,6 @@
 """Fixture bundles for the server tests: a generated site built with the indexer, and broken copies.
 
-The tree ``build_tree`` makes::
+The tree ``SERVER_TREE`` (built by ``treekit.build``), with ``install_golden`` beside it, makes::
 
     <root>/golden/latest/<build>/   the committed early golden bundle (tests/bundle/golden/v1-early)
     <root>/demo/2.x/<build>/        demo site, version 2.x (latest): identifiers, a long handbook page,
@@ -25,13 +25,13 @@ from typing import Any, Literal
 
 import anyio
 import msgspec
-from buildkit import build_config
-from buildkit import write_site as _write_site
 from clikit import serve_http_argv
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
+from httpkit import request
 from mcp import Client
+from treekit import Site, Tree
 
 HERE = Path(__file__).resolve().parent
 # A v1 bundle built before optional manifest fields (routing, converter, obtained) existed, so every server
@@ -181,6 +181,16 @@ llms_txt = "cjk/llms.txt"
 min_words = 3
 """
 
+# The fixture tree the module docstring draws (the golden copy aside): its config and the sites it reads.
+SERVER_TREE = Tree(
+    CONFIG,
+    {
+        "demo-v2": Site(DEMO_V2, DEMO_V2_LLMS),
+        "demo-v1": Site(DEMO_V1, DEMO_V1_LLMS),
+        "cjk": Site(CJK, CJK_LLMS),
+    },
+)
+
 
 def initialize(client: str) -> dict[str, Any]:
     """An MCP ``initialize`` request (id 1) from the client named ``client``, as a raw JSON-RPC message."""
@@ -225,16 +235,6 @@ def install_golden(root: Path, library_id: str = "golden", **library: str) -> Pa
         m = msgspec.structs.replace(m, library=msgspec.structs.replace(m.library, id=library_id, **library))
         (bundle / MANIFEST_NAME).write_bytes(encode_manifest(m))
     return bundle
-
-
-def build_tree(root: Path, work: Path) -> Path:
-    """Build the fixture tree described in the module docstring into ``root``; returns ``root``."""
-    _write_site(work / "demo-v2", DEMO_V2, DEMO_V2_LLMS)
-    _write_site(work / "demo-v1", DEMO_V1, DEMO_V1_LLMS)
-    _write_site(work / "cjk", CJK, CJK_LLMS)
-    build_config(work / "libraries.toml", root, CONFIG)
-    install_golden(root)
-    return root
 
 
 def private_copy(tree: Path, tmp_path: Path) -> Path:
@@ -354,13 +354,5 @@ class HttpServerProcess:
 
 def readyz(port: int) -> tuple[int, dict[str, Any]]:
     """``GET /readyz`` on a server at 127.0.0.1:``port``: the status and the JSON body."""
-    import http.client
-    import json
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", "/readyz")
-        r = conn.getresponse()
-        return r.status, json.loads(r.read())
-    finally:
-        conn.close()
+    r = request("GET", port, path="/readyz", timeout=10)
+    return r.status_code, r.json()

@@ -25,8 +25,8 @@ from docbundle.bundle.summary import SUMMARY_NAME, read_summary, write_summary
 from docbundle.server.catalog import entries as entries_module
 from docbundle.server.catalog import Catalog
 from mcp import Client, StdioServerParameters
-from onepage import build_one_page
 from serverkit import install_golden
+from treekit import build, one_page
 
 pytestmark = pytest.mark.anyio
 
@@ -87,10 +87,10 @@ def test_a_start_from_the_summary_reads_no_current_and_takes_no_lease(
 def test_a_library_first_used_after_its_current_moved_is_served_from_the_new_build(tmp_path: Path) -> None:
     """Started, not used; a new build publishes (no reload runs): the first use gets the new build."""
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "lanterns")
+    build(work / "alpha.toml", root, one_page("alpha", "lanterns"))
     catalog = Catalog.load(root)
     try:
-        new = build_one_page(root, work, "alpha", "compasses")
+        new = build(work / "alpha.toml", root, one_page("alpha", "compasses")).build_id
         assert catalog.resolve("alpha").build_id == new
         opened = catalog.open("alpha")
         assert [opened.bundle.store.get(h.doc).title for h in opened.searcher.search("compasses").hits] == [
@@ -106,9 +106,15 @@ async def test_a_served_current_moved_by_hand_after_the_summary_was_written_is_w
     """The summary names build B; an operator moved CURRENT back to A by hand (no writer, so the summary
     still says B): ``docbundle serve`` lists and searches A, and the summary is corrected."""
     root, work = tmp_path / "bundles", tmp_path / "work"
-    old = await anyio.to_thread.run_sync(build_one_page, root, work, "alpha", "lanterns")
-    new = await anyio.to_thread.run_sync(build_one_page, root, work, "alpha", "compasses")
-    await anyio.to_thread.run_sync(build_one_page, root, work, "beta", "kettles")
+    old = await anyio.to_thread.run_sync(
+        lambda: build(work / "alpha.toml", root, one_page("alpha", "lanterns")).build_id
+    )
+    new = await anyio.to_thread.run_sync(
+        lambda: build(work / "alpha.toml", root, one_page("alpha", "compasses")).build_id
+    )
+    await anyio.to_thread.run_sync(
+        lambda: build(work / "beta.toml", root, one_page("beta", "kettles")).build_id
+    )
     write_current(root / "alpha" / "latest", old)
     assert {e.key: e.build_id for e in read_summary(root) or []}[("alpha", "latest")] == new
     params = StdioServerParameters(
@@ -171,7 +177,7 @@ def test_the_watcher_sees_a_new_library_without_reading_every_current(
         assert reads == [], f"an unchanged folder cost reads of {reads}"
         stop = catalog.watch(0.02, lambda change: seen.set())
         try:
-            build_one_page(root, work, "gamma", "gophers")
+            build(work / "gamma.toml", root, one_page("gamma", "gophers"))
             assert seen.wait(30), "the watcher never saw gamma"
         finally:
             stop()

@@ -4,7 +4,7 @@ Behaviour: a reload swaps the snapshot whole (its views made again, the old one 
 filter and ``list_libraries`` match by one rule; a build time reads the same everywhere. Structure, read
 from the source (nothing runs): settings are given at load and never set after; no consumer keeps a
 catalogue generation; one reload loop and one start of the query encoder for stdio and HTTP; the
-collector frozen in one function that both transports call.
+collector frozen by both transports.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from docbundle.server import catalog as catalog_package
 from docbundle.server.catalog import Catalog, CatalogSettings, Snapshot
 from docbundle.server.http.page import library_rows
 from docbundle.server.libraries import library_list
-from onepage import build_one_page
+from treekit import build, one_page
 
 SERVER = Path(catalog_package.__file__).resolve().parents[1]
 SETTINGS = {f.name for f in dataclasses.fields(CatalogSettings)} | {"evict_after"}
@@ -53,7 +53,7 @@ def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
 
 def test_a_reload_swaps_the_snapshot_and_its_views_whole(tmp_path: Path) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
+    build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
     catalog = Catalog.load(root)
     made: list[Snapshot] = []
 
@@ -65,7 +65,7 @@ def test_a_reload_swaps_the_snapshot_and_its_views_whole(tmp_path: Path) -> None
         before = catalog.snapshot()
         assert before.view("ids", view) == ["alpha"] and before.view("ids", view) == ["alpha"]
         assert made == [before]  # made once per snapshot
-        build_one_page(root, work, "beta", "beetles")
+        build(work / "beta.toml", root, one_page("beta", "beetles"))
         assert catalog.refresh().added == ("beta",)
         after = catalog.snapshot()
         assert after is not before
@@ -153,19 +153,11 @@ def test_one_reload_loop_and_one_start_of_the_encoder_for_both_transports() -> N
     )  # beside its session
 
 
-def test_the_collector_is_frozen_in_one_function_that_both_transports_call() -> None:
-    """The lines move to the process-state module at the merge (issue 33, item 2); until then, here."""
-    trees = _trees()
-    freezes = [
-        path
-        for path, tree in trees.items()
-        for call in _calls(tree, "freeze")
-        if isinstance(call.func, ast.Attribute) and getattr(call.func.value, "id", None) == "gc"
-    ]
-    assert freezes == ["cli/serve.py"]
+def test_both_transports_freeze_the_collector_after_loading_the_catalogue() -> None:
+    """The collector's settings are the same over stdio and HTTP (``docbundle.common.process`` holds
+    them; its own test keeps every gc call there)."""
     functions = {
-        node.name: node for node in ast.walk(trees["cli/serve.py"]) if isinstance(node, ast.FunctionDef)
+        node.name: node for node in ast.walk(_trees()["cli/serve.py"]) if isinstance(node, ast.FunctionDef)
     }
-    assert _calls(functions["_freeze_collector"], "freeze")
-    assert _calls(functions["_serve_stdio"], "_freeze_collector")
-    assert _calls(functions["_serve_http"], "_freeze_collector")
+    assert _calls(functions["_serve_stdio"], "freeze_collector")
+    assert _calls(functions["_serve_http"], "freeze_collector")

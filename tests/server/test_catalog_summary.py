@@ -20,8 +20,8 @@ from docbundle.bundle.summary import SUMMARY_NAME, entry_from_manifest, read_sum
 from docbundle.indexer.pipeline.write import prune
 from docbundle.server.catalog import Catalog
 from mcp import Client, StdioServerParameters
-from onepage import build_one_page, builds
 from serverkit import call, connect, install_golden
+from treekit import build, builds, one_page
 
 pytestmark = pytest.mark.anyio
 
@@ -35,13 +35,13 @@ def _summary(root: Path) -> dict[tuple[str, str], str]:
 
 def test_a_build_writes_the_summary_and_each_rebuild_updates_it(tmp_path: Path) -> None:
     root = tmp_path / "bundles"
-    first = build_one_page(root, tmp_path / "work", "alpha", "lanterns")
-    build_one_page(root, tmp_path / "work", "beta", "kettles")
+    first = build(tmp_path / "work" / "alpha.toml", root, one_page("alpha", "lanterns")).build_id
+    build(tmp_path / "work" / "beta.toml", root, one_page("beta", "kettles"))
     assert _summary(root) == {
         ("alpha", "latest"): first,
         ("beta", "latest"): read_current(root / "beta" / "latest"),
     }
-    second = build_one_page(root, tmp_path / "work", "alpha", "compasses")
+    second = build(tmp_path / "work" / "alpha.toml", root, one_page("alpha", "compasses")).build_id
     assert second != first
     assert _summary(root)[("alpha", "latest")] == second
 
@@ -58,8 +58,8 @@ def test_install_writes_the_summary(tmp_path: Path) -> None:
 
 def test_a_prune_writes_the_summary(tmp_path: Path) -> None:
     root = tmp_path / "bundles"
-    build_one_page(root, tmp_path / "work", "alpha", "lanterns")
-    current = build_one_page(root, tmp_path / "work", "alpha", "compasses")
+    build(tmp_path / "work" / "alpha.toml", root, one_page("alpha", "lanterns"))
+    current = build(tmp_path / "work" / "alpha.toml", root, one_page("alpha", "compasses")).build_id
     (root / SUMMARY_NAME).unlink()
     vdir = root / "alpha" / "latest"
     assert prune(vdir, keep=1), "nothing was pruned"
@@ -101,8 +101,12 @@ async def test_a_summary_that_names_another_build_than_current_is_not_served(tmp
     """The summary says build A (still on disk, with its manifest); CURRENT names B: B is served."""
     root = tmp_path / "bundles"
     # build_target runs its own event loop: in a thread, out of this test's.
-    old = await anyio.to_thread.run_sync(build_one_page, root, tmp_path / "work", "alpha", "lanterns")
-    new = await anyio.to_thread.run_sync(build_one_page, root, tmp_path / "work", "alpha", "compasses")
+    old = await anyio.to_thread.run_sync(
+        lambda: build(tmp_path / "work" / "alpha.toml", root, one_page("alpha", "lanterns")).build_id
+    )
+    new = await anyio.to_thread.run_sync(
+        lambda: build(tmp_path / "work" / "alpha.toml", root, one_page("alpha", "compasses")).build_id
+    )
     vdir = root / "alpha" / "latest"
     assert old in builds(vdir)
     data = (vdir / old / MANIFEST_NAME).read_bytes()

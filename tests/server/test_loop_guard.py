@@ -29,18 +29,19 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from asgikit import client, serving
+from asgikit import serving
 from docbundle.bundle import summary as summary_module
 from docbundle.bundle.manifest import Counts, LibraryInfo, VersionInfo
 from docbundle.bundle.summary import SummaryEntry, read_summary, write_summary
 from docbundle.server.catalog import Catalog, LibraryEntry, VersionEntry
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.mcp.server import create_server
+from httpkit import MCP_HEADERS, client
 from loopguard import loop_guard
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
-from metricskit import HEADERS, parse, tool_call
+from metricskit import parse, tool_call
 from serverkit import GOLDEN_BUILD, call, connect, install_golden
 
 pytestmark = pytest.mark.anyio
@@ -172,7 +173,7 @@ async def test_a_summary_stale_for_many_libraries_is_rewritten_once_off_the_loop
         # pydantic in the same loop step as the server, and that is the client's work, not the server's.
         async with serving(catalog, OPTIONS) as app, client(app) as http, loop_guard():
             reply = await http.post(
-                "/mcp", content=tool_call(1, "list_libraries", maxTokens=50_000), headers=HEADERS
+                "/mcp", content=tool_call(1, "list_libraries", maxTokens=50_000), headers=MCP_HEADERS
             )
         listed = reply.json()["result"]["structuredContent"]
         shown = listed["libraries"]
@@ -271,7 +272,7 @@ async def test_ui_libraries_and_metrics_show_no_unchecked_claims_and_bounded_lab
             assert len(scraped.text) < 20_000, len(scraped.text)
             assert "20991231-ffffffffffff" not in scraped.text and "123456" not in scraped.text
             # Once a library is used (checked: its CURRENT names another build), its true build shows.
-            reply = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=HEADERS)
+            reply = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=MCP_HEADERS)
             assert reply.status_code == 200
             rows = (await http.get("/ui/libraries")).json()["libraries"]
             assert {row["buildId"] for row in rows} == {GOLDEN_BUILD}
@@ -290,11 +291,11 @@ async def test_ui_libraries_and_metrics_show_no_unchecked_claims_and_bounded_lab
 async def test_list_libraries_and_the_operator_page_over_1500_libraries_hold_no_loop(big: Catalog) -> None:
     async with serving(big, OPTIONS) as app, client(app) as http, loop_guard():
         listed = await http.post(
-            "/mcp", content=tool_call(1, "list_libraries", maxTokens=50_000), headers=HEADERS
+            "/mcp", content=tool_call(1, "list_libraries", maxTokens=50_000), headers=MCP_HEADERS
         )
         page = await http.get("/ui/libraries")
         resolved = await http.post(
-            "/mcp", content=tool_call(2, "resolve_library", name=hostile_query()), headers=HEADERS
+            "/mcp", content=tool_call(2, "resolve_library", name=hostile_query()), headers=MCP_HEADERS
         )
         scraped = await http.get("/metrics")
     assert listed.json()["result"]["structuredContent"]["total"] == LIBRARIES

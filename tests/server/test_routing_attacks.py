@@ -20,7 +20,6 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from buildkit import write_site
 from clikit import index_cli
 from docbundle.bundle.layout import current_bundle
 from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_manifest
@@ -31,8 +30,9 @@ from docbundle.server.catalog import Catalog, CatalogSettings
 from docbundle.server.lockfile import LOCK_FILE_NAME
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
-from routekit import SUBJECTS, build_subjects, subject_pages
+from routekit import SUBJECTS, subject_pages, subjects_tree
 from serverkit import private_copy, search_text
+from treekit import build, write_site
 
 pytestmark = pytest.mark.anyio
 
@@ -50,17 +50,16 @@ K = 3  # --route-libraries: fewer than the eight libraries, so searches route
 
 @pytest.fixture(scope="module")
 def subjects_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Eight libraries, each about its own words, built with routing records (``routekit``)."""
+    """Eight libraries, each about its own words, built with routing records (``routekit``), and the
+    route index the indexer leaves."""
     base = tmp_path_factory.mktemp("subjects")
-    return build_subjects(base / "bundles", base / "sites")
+    return build(base / "sites" / "libraries.toml", base / "bundles", subjects_tree(route_index=True)).root
 
 
 @pytest.fixture
 def root(subjects_root: Path, tmp_path: Path) -> Path:
     """A private copy, with the routing index the indexer left."""
-    root = private_copy(subjects_root, tmp_path)
-    update_index(root)
-    return root
+    return private_copy(subjects_root, tmp_path)
 
 
 def _bundle(root: Path, library_id: str) -> Path:

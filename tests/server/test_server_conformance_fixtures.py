@@ -14,11 +14,12 @@ import json
 import sys
 from pathlib import Path
 
-import httpx2
+import httpkit
 import pytest
 from conformance_server import FIXTURE_TOOLS, create_fixture_server
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
+from httpkit import MCP_HEADERS
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from serverkit import HttpServerProcess
@@ -27,7 +28,6 @@ pytestmark = pytest.mark.anyio
 FIXTURES = set(FIXTURE_TOOLS)
 ENTRY = Path(__file__).resolve().parents[1] / "conformance_server.py"
 PACKAGE = Path(__file__).resolve().parents[2] / "server" / "src" / "docbundle"
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 async def test_a_normal_server_has_no_fixture_tools(
@@ -65,10 +65,14 @@ def test_the_conformance_entry_point_serves_them_over_http(bundles_root: Path) -
     server.cmd = [sys.executable, str(ENTRY), *server.cmd[3:]]  # the same CLI, through the entry point
     with server:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-        listed = httpx2.post(server.url, content=json.dumps(body), headers=HEADERS, timeout=30).json()
+        listed = httpkit.request(
+            "POST", server.url, content=json.dumps(body), headers=MCP_HEADERS, timeout=30
+        ).json()
         assert {t["name"] for t in listed["result"]["tools"]} >= FIXTURES
         params = {"name": "test_simple_text", "arguments": {}}
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
-        answer = httpx2.post(server.url, content=json.dumps(call), headers=HEADERS, timeout=30).json()
+        answer = httpkit.request(
+            "POST", server.url, content=json.dumps(call), headers=MCP_HEADERS, timeout=30
+        ).json()
         assert answer["result"]["content"][0]["text"].startswith("This is a simple text")
     assert server.returncode == 0

@@ -18,11 +18,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import httpkit
 import httpx2
 import pytest
-from attackkit import LONG_BUDGET, SEARCH_STARTED, build_repeat_tree, phrase_query, wait_for_search
+from attackkit import LONG_BUDGET, REPEAT_TREE, SEARCH_STARTED, phrase_query, wait_for_search
 from serverkit import HttpServerProcess, install_golden
 from test_server_stdio import EXIT_GUARD, INIT, QUERY_CHARS, receive, send
+from treekit import build
 
 SLOW = 1.0  # seconds the slow search runs (it would run ~3 s); the drain (stdio.DRAIN_SECONDS) is 3 s
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -33,7 +35,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``repeat`` library (slow searches) beside the golden one (fast ones)."""
     base = tmp_path_factory.mktemp("drain")
     install_golden(base / "bundles")
-    return build_repeat_tree(base / "bundles", base / "site")
+    return build(base / "site" / "repeat.toml", base / "bundles", REPEAT_TREE).root
 
 
 def call(request_id: int, library: str) -> dict[str, Any]:
@@ -111,7 +113,8 @@ def test_sigterm_answers_the_running_call_then_exits_over_http(
     def slow_call() -> None:
         try:
             result.append(
-                httpx2.post(
+                httpkit.request(
+                    "POST",
                     server.url,
                     content=json.dumps(call(2, "repeat")),
                     headers={

@@ -22,8 +22,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import httpx2
+import httpkit
 import pytest
+from httpkit import MCP_HEADERS
 from serverkit import HttpServerProcess, init_params
 
 # A value with no run of 81 characters in common with anything but itself: period 37, so checking the
@@ -33,7 +34,6 @@ BIG = (_UNIT * (900_000 // len(_UNIT) + 1))[:900_000]
 QUOTE_LIMIT = 80
 REPLY_LIMIT = 20_000  # bytes: tools/list is the largest honest answer (about 12 KB)
 WAIT = 60  # seconds any one answer may take (a 900 KB line is read, parsed and refused)
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 INIT_PARAMS = init_params("echo-test")
 
 
@@ -262,7 +262,7 @@ def test_http_replies_quote_at_most_80_characters(
     body = request(index, ATTACKS[index][1])
     if body["method"].startswith("notifications/"):
         body.pop("id")
-    r = httpx2.post(http_server.url, content=json.dumps(body), headers=HEADERS, timeout=WAIT)
+    r = httpkit.request("POST", http_server.url, content=json.dumps(body), headers=MCP_HEADERS, timeout=WAIT)
     check_reply(position, r.content)
     for name, value in r.headers.items():
         assert not quotes_big(value), (position, name, value[:300])
@@ -270,10 +270,10 @@ def test_http_replies_quote_at_most_80_characters(
 
 def test_http_a_900_kb_request_id_is_not_echoed(http_server: HttpServerProcess) -> None:
     body = {"jsonrpc": "2.0", "id": BIG, "method": "ping"}
-    r = httpx2.post(http_server.url, content=json.dumps(body), headers=HEADERS, timeout=WAIT)
+    r = httpkit.request("POST", http_server.url, content=json.dumps(body), headers=MCP_HEADERS, timeout=WAIT)
     check_reply("request id", r.content)
     digits = b'{"jsonrpc": "2.0", "id": ' + b"7" * 900_000 + b', "method": "ping"}'
-    r = httpx2.post(http_server.url, content=digits, headers=HEADERS, timeout=WAIT)
+    r = httpkit.request("POST", http_server.url, content=digits, headers=MCP_HEADERS, timeout=WAIT)
     check_reply("integer request id", r.content)
     assert b"7" * (QUOTE_LIMIT + 1) not in r.content
 
@@ -303,6 +303,8 @@ def test_stdio_a_first_modern_request_with_a_900_kb_version_is_not_echoed(bundle
 def test_http_a_modern_request_with_a_long_version_is_not_echoed(http_server: HttpServerProcess) -> None:
     # The version must match the MCP-Protocol-Version header, and headers are bounded (h11): 8 KB.
     version = BIG[:8000]
-    headers = {**HEADERS, "MCP-Protocol-Version": version, "Mcp-Method": "tools/list"}
-    r = httpx2.post(http_server.url, content=json.dumps(modern(version)), headers=headers, timeout=WAIT)
+    headers = {**MCP_HEADERS, "MCP-Protocol-Version": version, "Mcp-Method": "tools/list"}
+    r = httpkit.request(
+        "POST", http_server.url, content=json.dumps(modern(version)), headers=headers, timeout=WAIT
+    )
     assert not quotes_big(r.text), r.text[:300]

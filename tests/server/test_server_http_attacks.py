@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpkit
 import httpx2
 import pytest
 from docbundle.server.cli import main
@@ -84,7 +85,7 @@ async def flood(url: str, requests: list[dict[str, str]]) -> tuple[list[httpx2.R
     """Send every request (its headers) at once; the responses in order, and the seconds it took."""
     out: list[httpx2.Response | None] = [None] * len(requests)
     limits = httpx2.Limits(max_connections=len(requests))
-    async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
+    async with httpkit.client(timeout=60, limits=limits) as http:
 
         async def one(i: int) -> None:
             out[i] = await post(http, url, requests[i])
@@ -100,7 +101,7 @@ async def flood(url: str, requests: list[dict[str, str]]) -> tuple[list[httpx2.R
 
 async def pings(url: str, requests: list[dict[str, str]]) -> list[int]:
     """Send a ping with each request's headers, one after another; the statuses in order."""
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpkit.client(timeout=30) as http:
         with anyio.fail_after(60):
             return [(await post(http, url, headers, PING)).status_code for headers in requests]
 
@@ -121,7 +122,7 @@ async def test_eleven_wrong_secrets_do_not_lock_out_the_real_key(
         for name in ("a", "old-a"):
             real = keys[name]
             statuses = []
-            async with httpx2.AsyncClient(timeout=30) as http:
+            async with httpkit.client(timeout=30) as http:
                 with anyio.fail_after(60):
                     for n in range(11):
                         r = await post(http, server.url, {"X-API-Key": f"{key_id(real)}.{wrong_secret(n)}"})
@@ -154,7 +155,7 @@ async def test_a_guess_flood_from_one_client_is_throttled_and_the_keys_still_wor
         throttled = next(r for r in answers if r.status_code == 429)
         assert throttled.json()["error"]["message"].startswith("too many failed API key attempts")
         assert 1 <= int(throttled.headers["retry-after"]) <= 60
-        async with httpx2.AsyncClient(timeout=30) as http:
+        async with httpkit.client(timeout=30) as http:
             with anyio.fail_after(60):
                 # The real keys work, first used from the guesser's own address and from another one.
                 same = await post(http, server.url, {**guesser, "X-API-Key": keys["old-a"]})
@@ -199,7 +200,7 @@ async def test_a_distributed_guess_flood_meets_the_global_ceiling_and_crowds_out
         real: list[httpx2.Response] = []
         started = anyio.current_time()
         limits = httpx2.Limits(max_connections=2 * n + 1)
-        async with httpx2.AsyncClient(timeout=60, limits=limits) as http:
+        async with httpkit.client(timeout=60, limits=limits) as http:
             spent = anyio.Event()  # the global budget for unchecked keys is spent: a legacy guess got 429
 
             async def guess(kind: str, headers: dict[str, str]) -> None:
@@ -364,7 +365,7 @@ async def test_deep_nesting_and_invalid_utf8_get_json_rpc_errors(bundles_root: P
     bad_utf8 = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\xff\xfe"}}'
     truncated = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_li'
     with HttpServerProcess(bundles_root, "--no-auth", "--rate", "off") as server:
-        async with httpx2.AsyncClient(timeout=30) as http:
+        async with httpkit.client(timeout=30) as http:
             with anyio.fail_after(60):
                 answers = {
                     name: await post(http, server.url, {"X-Request-Id": f"bad-{name}"}, body)

@@ -8,7 +8,6 @@ and headers of every HTTP exchange. The server's stderr is kept to check its JSO
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -17,6 +16,7 @@ from datetime import date
 from pathlib import Path
 
 import anyio
+import httpkit
 import httpx2
 import pytest
 from docbundle.server.cli import _parser, main
@@ -118,13 +118,8 @@ def get(
     port: int, path: str, headers: dict[str, str] | None = None, method: str = "GET"
 ) -> tuple[int, bytes]:
     """A plain HTTP request to the server (no MCP)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+    r = httpkit.request(method, port, path=path, headers=headers, timeout=10)
+    return r.status_code, r.content
 
 
 # -- keys -------------------------------------------------------------------------------------------
@@ -266,18 +261,11 @@ async def test_a_five_mib_body_is_refused_with_413(
             yield b"x" * 65536
         yield b'"}}'
 
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:  # no Content-Length: the streamed bytes are counted
-        conn.request(
-            "POST",
-            "/mcp",
-            body=chunks(),
-            encode_chunked=True,
-            headers={"Content-Type": "application/json", "X-API-Key": keyset[1]["app"]},
-        )
-        assert conn.getresponse().status == 413
-    finally:
-        conn.close()
+    # An iterator body goes chunked, without Content-Length: the streamed bytes are counted.
+    headers = {"Content-Type": "application/json", "X-API-Key": keyset[1]["app"]}
+    assert (
+        httpkit.request("POST", server.port, content=chunks(), headers=headers, timeout=10).status_code == 413
+    )
 
 
 # -- logs -------------------------------------------------------------------------------------------

@@ -8,11 +8,11 @@ with the MCP headers and an API key.
 
 from __future__ import annotations
 
-import http.client
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpkit
 import pytest
 from docbundle.server.keys import create_key
 from serverkit import HttpServerProcess, initialize
@@ -45,13 +45,8 @@ def request(
     port: int, method: str, headers: dict[str, str], body: bytes | None = None
 ) -> tuple[int, dict[str, str], bytes]:
     """One request to /mcp; the status, the headers (lowercase names) and the body."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(method, "/mcp", body=body, headers=headers)
-        r = conn.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        conn.close()
+    r = httpkit.request(method, port, content=body, headers=headers)
+    return r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.content
 
 
 def preflight(port: int, origin: str) -> tuple[int, dict[str, str], bytes]:

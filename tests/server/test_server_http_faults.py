@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpkit
 import httpx2
 import pytest
 from mcp import Client
@@ -147,14 +148,14 @@ async def test_faults_leave_others_served_and_are_logged_once(server: HttpServer
             codes: Counter[int] = Counter()
             headers = {"Accept": "application/json, text/event-stream"}
             async with (
-                httpx2.AsyncClient(headers=headers, timeout=10) as http,
+                httpkit.client(headers=headers, timeout=10) as http,
                 anyio.create_task_group() as bad,
             ):
                 for worker in range(8):
                     bad.start_soon(malformed, http, worker * 125, 125, codes)
             assert codes == {400: 1000}
             stop.set()
-        async with httpx2.AsyncClient(timeout=10) as http:  # a fence: once logged, everything before is
+        async with httpkit.client(timeout=10) as http:  # a fence: once logged, everything before is
             r = await http.post(
                 server.url,
                 content=SEARCH,

@@ -18,14 +18,15 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from asgikit import FakeClock, client, serving
+from asgikit import FakeClock, serving
 from docbundle.server import docs
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.metrics import OUTCOMES
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.keys import KeyStore, create_key, revoke_key
 from docbundle.server.mcp.tools import TOOLS
-from metricskit import HEADERS, Samples, label_values, parse, tool_call, value
+from httpkit import MCP_HEADERS, client
+from metricskit import Samples, label_values, parse, tool_call, value
 from serverkit import flip_byte, install_golden
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +47,7 @@ def golden_catalog(golden_root: Path) -> Iterator[Catalog]:
 async def rpc(
     http: httpx2.AsyncClient, body: bytes, headers: dict[str, str] | None = None
 ) -> httpx2.Response:
-    return await http.post("/mcp", content=body, headers={**HEADERS, **(headers or {})})
+    return await http.post("/mcp", content=body, headers={**MCP_HEADERS, **(headers or {})})
 
 
 async def scrape(http: httpx2.AsyncClient, headers: dict[str, str] | None = None) -> Samples:

@@ -10,7 +10,6 @@ They must still hold a client that floods a shared server, per key and per clien
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 from collections.abc import Iterator
@@ -19,11 +18,12 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from asgikit import URL, FakeClock, client, serving
+from asgikit import URL, FakeClock, serving
 from docbundle.server.catalog import Catalog
 from docbundle.server.http import app as http_app
 from docbundle.server.http.options import DEFAULT_BURST, DEFAULT_RATE, HttpOptions
 from docbundle.server.keys import KeyStore, create_key
+from httpkit import MCP_HEADERS, client, session, url
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -36,7 +36,6 @@ CONNECTIONS = 40
 # burst per address for unproven secrets (AUTH_CLIENT_BURST, 10).
 MANY_KEYS = 24
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 DEFAULTS = HttpOptions(host="127.0.0.1")  # what `docbundle serve --transport http` runs without flags
 
 
@@ -95,7 +94,7 @@ async def burst_of_connections(app: http_app.HttpApp, headers: list[dict[str, st
 
 async def pings(http: httpx2.AsyncClient, count: int) -> list[httpx2.Response]:
     """``count`` pings, one after the other (a refusal does not stop them)."""
-    return [await http.post("/mcp", content=PING, headers=HEADERS) for _ in range(count)]
+    return [await http.post("/mcp", content=PING, headers=MCP_HEADERS) for _ in range(count)]
 
 
 @pytest.mark.anyio
@@ -203,20 +202,18 @@ def ping_until_refused(port: int, forwarded_for: str, limit: int) -> tuple[int, 
 
     Returns how many were answered 200 before the first refusal, and the refusal's status (200 if none).
     """
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
+    with session() as http:
         for n in range(limit):
-            conn.request("POST", "/mcp", body=PING, headers={**HEADERS, "X-Forwarded-For": forwarded_for})
-            response = conn.getresponse()
-            body = response.read()
-            if response.status != 200:
-                assert response.status == 429, (response.status, body[:200])
+            response = http.post(
+                url(port), content=PING, headers={**MCP_HEADERS, "X-Forwarded-For": forwarded_for}
+            )
+            body = response.content
+            if response.status_code != 200:
+                assert response.status_code == 429, (response.status_code, body[:200])
                 assert json.loads(body)["error"]["message"] == "rate limit exceeded; retry later"
-                assert int(response.getheader("Retry-After") or "0") >= 1
-                return n, response.status
+                assert int(response.headers.get("Retry-After") or "0") >= 1
+                return n, response.status_code
         return limit, 200
-    finally:
-        conn.close()
 
 
 def test_an_explicit_rate_applies_to_loopback_too(bundles_root: Path) -> None:

@@ -8,7 +8,6 @@ log says which worker answered each, and the tests check that both did.
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from collections import Counter
@@ -16,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from docbundle.server.keys import create_key, revoke_key
+from httpkit import MCP_HEADERS, request
 from serverkit import HttpServerProcess
 
 PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 BURST = 10
 REQUESTS = 60
 
@@ -33,16 +32,8 @@ def keyed(tmp_path: Path) -> tuple[Path, str, str]:
 
 def ping(port: int, key: str, request_id: str) -> int:
     """One request on a new connection; its status."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(
-            "POST", "/mcp", body=PING, headers={**HEADERS, "X-API-Key": key, "X-Request-Id": request_id}
-        )
-        response = conn.getresponse()
-        response.read()
-        return response.status
-    finally:
-        conn.close()
+    headers = {**MCP_HEADERS, "X-API-Key": key, "X-Request-Id": request_id}
+    return request("POST", port, content=PING, headers=headers).status_code
 
 
 def workers_by_request(server: HttpServerProcess, prefix: str) -> dict[str, int]:

@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx2
+import httpkit
 import pytest
+from httpkit import MCP_HEADERS
 from serverkit import HttpServerProcess
 from test_server_stdio import INIT, finish, receive, send
 
 SHORT = 120  # characters: one short line, not a dump
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 # (what is sent, the error code, the id the answer carries)
 EDGES: list[tuple[str, bytes, int, Any]] = [
@@ -90,14 +90,16 @@ def http_server(bundles_root: Path) -> Any:
 def test_http_answers_every_edge_with_one_short_error(
     http_server: HttpServerProcess, name: str, body: bytes, code: int, rid: Any
 ) -> None:
-    r = httpx2.post(http_server.url, content=body, headers=HEADERS, timeout=30)
+    r = httpkit.request("POST", http_server.url, content=body, headers=MCP_HEADERS, timeout=30)
     assert r.status_code == 400, (name, r.status_code, r.text[:300])
     assert r.headers["content-type"].startswith("application/json")
     check(name, r.json(), code, rid)
 
 
 def test_http_unknown_tool_is_a_protocol_error(http_server: HttpServerProcess) -> None:
-    r = httpx2.post(http_server.url, content=json.dumps(UNKNOWN_TOOL), headers=HEADERS, timeout=30)
+    r = httpkit.request(
+        "POST", http_server.url, content=json.dumps(UNKNOWN_TOOL), headers=MCP_HEADERS, timeout=30
+    )
     assert r.status_code == 200, r.text[:300]
     check("unknown tool", r.json(), -32602, 9, short=300)
 
@@ -106,20 +108,25 @@ def test_http_unknown_tool_is_a_protocol_error(http_server: HttpServerProcess) -
 def test_http_wrong_content_type_gets_415_with_a_json_rpc_body(
     http_server: HttpServerProcess, content_type: str | None
 ) -> None:
-    headers = {"Accept": HEADERS["Accept"]}
+    headers = {"Accept": MCP_HEADERS["Accept"]}
     if content_type is not None:
         headers["Content-Type"] = content_type
-    r = httpx2.post(
-        http_server.url, content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', headers=headers, timeout=30
+    r = httpkit.request(
+        "POST",
+        http_server.url,
+        content=b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}',
+        headers=headers,
+        timeout=30,
     )
     assert r.status_code == 415, (r.status_code, r.text[:300])
     assert r.headers["content-type"].startswith("application/json")
     check("content type", r.json(), -32600, None)
     # With a charset parameter it is still JSON, and served.
-    ok = httpx2.post(
+    ok = httpkit.request(
+        "POST",
         http_server.url,
         content=b'{"jsonrpc": "2.0", "id": 2, "method": "ping"}',
-        headers={**HEADERS, "Content-Type": "application/json; charset=utf-8"},
+        headers={**MCP_HEADERS, "Content-Type": "application/json; charset=utf-8"},
         timeout=30,
     )
     assert ok.status_code == 200 and ok.json() == {"jsonrpc": "2.0", "id": 2, "result": {}}

@@ -5,6 +5,12 @@ Who may import whom is drawn here and checked by the root ``.importlinter`` (tes
     words <- errors <- lockfile <- catalog/ <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
                                           libraries <- docs    jsonrpc <- http/, stdio <- cli
                                catalog <- routing <- hits, docs
+                               catalog <- resolve <- libraries, docs, mcp/
+                               catalog <- install <- pull <- cli          catalog <- reload <- cli
+                      errors <- keys <- http/, cli                errors <- offers <- cli
+
+Every module of the package is in a room (tests/test_layers.py); those that import nothing of it (words,
+bounds, observe, budget, comments, lookups, logs) are at the bottom.
 
 The operations (docs and the modules it calls, models, render, words) never import a transport or the
 MCP SDK; the MCP server never imports a transport; the transports never import the MCP server's modules
@@ -57,3 +63,17 @@ def test_every_server_exception_is_in_the_drawn_tree() -> None:
             )
         ]
         assert own == [], f"{path.relative_to(PACKAGE)} defines {own}: put it in errors.py's tree"
+
+
+def test_search_records_are_built_by_keyword() -> None:
+    # A hit before fitting and one library's ranking carry several numbers and lists of the same type:
+    # built by position, two swapped fields still type-check and give wrong answers (issue 33, item 10).
+    from dataclasses import fields, is_dataclass
+
+    from docbundle.server.hits import RawHit
+    from docbundle.server.semantic import Ranking
+
+    for record in (RawHit, Ranking):
+        assert is_dataclass(record), record
+        assert record.__dataclass_params__.frozen, record  # type: ignore[attr-defined]
+        assert all(f.kw_only for f in fields(record)), record

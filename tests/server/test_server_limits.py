@@ -25,8 +25,8 @@ import anyio.to_thread
 import pytest
 from attackkit import (
     LONG_BUDGET,
+    REPEAT_TREE,
     SEARCH_STARTED,
-    build_repeat_tree,
     install_damaged_store,
     phrase_query,
     wait_for_search,
@@ -39,6 +39,7 @@ from docbundle.server.mcp.server import create_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from serverkit import HttpServerProcess, install_golden
+from treekit import build
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +65,7 @@ def made_up_words(n: int, seed: int = 7) -> list[str]:
 def repeat_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Library ``repeat``: the worst case of phrase matching (see attackkit)."""
     base = tmp_path_factory.mktemp("repeat")
-    return build_repeat_tree(base / "bundles", base / "site")
+    return build(base / "site" / "repeat.toml", base / "bundles", REPEAT_TREE).root
 
 
 @asynccontextmanager

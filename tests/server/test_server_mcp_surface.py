@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-import httpx2
+import httpkit
 import jsonschema
 import pytest
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.schemas import TOOLS_LIST_BUDGET
 from docbundle.server.mcp.server import create_server
+from httpkit import MCP_HEADERS
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import LoggingMessageNotificationParams, PromptReference, ResourceTemplateReference
@@ -31,7 +32,6 @@ from serverkit import HttpServerProcess
 
 pytestmark = pytest.mark.anyio
 
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 REQUIRED = {
     "resolve_library": ["name"],
     "list_libraries": [],
@@ -171,7 +171,7 @@ async def test_documented_aliases_still_work_unpublished(catalog: Catalog) -> No
 def test_tools_list_fits_its_budget_on_the_wire(http_server: HttpServerProcess) -> None:
     """The documented size budget of a tools/list answer (docs/server.md), as bytes over real HTTP."""
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-    r = httpx2.post(http_server.url, json=body, headers=HEADERS, timeout=30)
+    r = httpkit.request("POST", http_server.url, json=body, headers=MCP_HEADERS, timeout=30)
     assert r.status_code == 200, r.text[:300]
     assert len(r.json()["result"]["tools"]) == len(REQUIRED)
     assert len(r.content) <= TOOLS_LIST_BUDGET, len(r.content)

@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgikit import client, serving
+from asgikit import serving
 from browserkit import browser_fixture, page_fixture  # noqa: F401  (the browser and page fixtures)
-from buildkit import build_bundle
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.http.page import CONTENT_SECURITY_POLICY, MAX_LIBRARY_ROWS
 from docbundle.server.keys import KeyStore, create_key, revoke_key
+from httpkit import client
 from serverkit import HttpServerProcess
+from treekit import build
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +53,7 @@ def page_root(bundles_root: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     )
     (site / "llms.txt").write_text("# hostile\n\n## Docs\n\n- [Escaping guide](page.md)\n", encoding="utf-8")
     config = '[[library]]\nid = "hostile"\nllms_txt = "hostile/llms.txt"\n[library.chunking]\nmin_words = 3\n'
-    build_bundle(work / "hostile.toml", root, config)
+    build(work / "hostile.toml", root, config)
     return root
 
 

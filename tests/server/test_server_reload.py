@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from docbundle.server.catalog import Catalog, CatalogChange, CatalogSettings
 from docbundle.server.errors import UnknownLibraryError
-from onepage import build_one_page, builds
+from treekit import build, builds, one_page
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Served:
 @pytest.fixture
 def alpha(tmp_path: Path) -> Iterator[Served]:
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
+    build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
     catalog = Catalog.load(root)
     try:
         yield Served(catalog, root, work)
@@ -46,16 +46,15 @@ def _titles(catalog: Catalog, library: str, query: str) -> list[str]:
 
 def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requests(tmp_path: Path) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
-    first = build_one_page(root, work, "demo", "aardvarks", keep=1)
+    first = build(work / "demo.toml", root, one_page("demo", "aardvarks", keep=1)).build_id
     catalog = Catalog.load(root, settings=CatalogSettings(retire_after=3600))
     try:
         assert _titles(catalog, "demo", "aardvarks") == ["Guide to aardvarks"]
         in_flight = catalog.open("demo")  # a request that resolved the old build before the reload
         assert not catalog.changed()
 
-        second = build_one_page(
-            root, work, "demo", "zebras", keep=1
-        )  # keep = 1: the prune wants `first` gone
+        # keep = 1: the prune wants `first` gone
+        second = build(work / "demo.toml", root, one_page("demo", "zebras", keep=1)).build_id
         assert catalog.changed()
         change = catalog.reload()
         assert change.updated == (("demo", "latest"),) and not change.added and not change.removed
@@ -69,7 +68,7 @@ def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requ
 
         # After the grace time the old build is closed and its lease released: the next prune deletes it.
         assert catalog.expire(now=float("inf")) == 2  # the opened bundle and the lease
-        build_one_page(root, work, "demo", "yaks", keep=1)
+        build(work / "demo.toml", root, one_page("demo", "yaks", keep=1))
         assert first not in builds(root / "demo" / "latest")
         assert catalog.reload().updated == (("demo", "latest"),)
         assert _titles(catalog, "demo", "yaks") == ["Guide to yaks"]
@@ -80,7 +79,7 @@ def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requ
 def test_libraries_that_appear_or_go_are_listed_after_a_reload(alpha: Served) -> None:
     catalog, root, work = alpha.catalog, alpha.root, alpha.work
     assert catalog.library_ids() == ["alpha"]
-    build_one_page(root, work, "beta", "beetles")
+    build(work / "beta.toml", root, one_page("beta", "beetles"))
     change = catalog.reload()
     assert change.added == ("beta",) and not change.updated
     assert catalog.library_ids() == ["alpha", "beta"]
@@ -113,7 +112,7 @@ def test_the_watcher_reloads_on_its_own_and_reports_the_change(tmp_path: Path) -
     import threading
 
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
+    build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
     catalog = Catalog.load(root)
     seen: list[object] = []
     got = threading.Event()
@@ -124,7 +123,7 @@ def test_the_watcher_reloads_on_its_own_and_reports_the_change(tmp_path: Path) -
 
     stop = catalog.watch(0.05, on_change)
     try:
-        build_one_page(root, work, "beta", "beetles")
+        build(work / "beta.toml", root, one_page("beta", "beetles"))
         assert got.wait(30), "the watcher never reloaded"
         assert catalog.library_ids() == ["alpha", "beta"]
         assert getattr(seen[0], "added", ()) == ("beta",)
@@ -137,7 +136,7 @@ def test_a_server_catalog_warms_each_bundle_it_opens_in_the_background(tmp_path:
     import time
 
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
+    build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
     plain, server = Catalog.load(root), Catalog.load(root, settings=CatalogSettings(warm_terms=1000))
     try:
         assert len(plain.open("alpha").searcher._cache) == 0  # one-shot commands read on demand
@@ -162,7 +161,7 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
     from docbundle.server.catalog.watch import watch_bundles
 
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
+    build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
     catalog = Catalog.load(root)
     looked = threading.Event()
 
@@ -174,7 +173,7 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
     caplog.set_level("ERROR", logger="docbundle.server.catalog")
     failed = "reloading the bundles folder failed; still serving the previous catalogue"
     try:
-        build_one_page(root, work, "beta", "beetles")
+        build(work / "beta.toml", root, one_page("beta", "beetles"))
         stop = catalog.watch(0.01)  # the HTTP server's loop (a thread)
         try:
             assert looked.wait(30), "the watcher never looked"
@@ -251,7 +250,7 @@ def test_a_library_being_built_is_listed_only_once_published(
         seen[step] = (catalog.refresh(), catalog.library_ids())
 
     _publish_steps(monkeypatch, look)
-    build_one_page(root, work, "beta", "beetles")
+    build(work / "beta.toml", root, one_page("beta", "beetles"))
     assert list(seen) == [
         "locked",
         "temp folder",
@@ -271,7 +270,7 @@ def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
-    first = build_one_page(root, work, "alpha", "aardvarks", keep=1)
+    first = build(work / "alpha.toml", root, one_page("alpha", "aardvarks", keep=1)).build_id
     catalog = Catalog.load(root)
     seen: dict[str, tuple[CatalogChange, str | None, list[str]]] = {}
 
@@ -281,10 +280,10 @@ def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(
 
     try:
         _publish_steps(monkeypatch, look)
-        second = build_one_page(root, work, "alpha", "zebras", keep=1)
+        second = build(work / "alpha.toml", root, one_page("alpha", "zebras", keep=1)).build_id
         assert len(seen) == 4
-        for step, (change, build, titles) in seen.items():
-            assert not change and build == first and titles == ["Guide to aardvarks"], step
+        for step, (change, served, titles) in seen.items():
+            assert not change and served == first and titles == ["Guide to aardvarks"], step
         assert catalog.refresh().updated == (("alpha", "latest"),)
         assert catalog.resolve("alpha").build_id == second
         assert _titles(catalog, "alpha", "zebras") == ["Guide to zebras"]
@@ -301,15 +300,15 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
     from docbundle.server.catalog import entries as entries_module
 
     root, work = tmp_path / "bundles", tmp_path / "work"
-    build_one_page(root, work, "alpha", "aardvarks")
+    build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
     catalog = Catalog.load(root)
-    first = build_one_page(root, work, "beta", "beetles", keep=1)
+    first = build(work / "beta.toml", root, one_page("beta", "beetles", keep=1)).build_id
     take_lease = entries_module.take_lease
     raced: list[str] = []
 
     def lease_after_a_publish(bundle: Path) -> int | None:
         if bundle.name == first and not raced:
-            raced.append(build_one_page(root, work, "beta", "bees", keep=1))
+            raced.append(build(work / "beta.toml", root, one_page("beta", "bees", keep=1)).build_id)
             assert not bundle.exists(), "the prune kept the build the race needs gone"
         return take_lease(bundle)
 

@@ -15,7 +15,6 @@ import anyio
 import anyio.to_thread
 import msgspec
 import pytest
-from buildkit import build_config, write_site
 from docbundle.bundle.layout import current_bundle
 from docbundle.bundle.routeindex import ROUTING_INDEX, RouteIndex, load_index, update_index
 from docbundle.bundle.routing import ROUTING_FILE, read_record
@@ -24,8 +23,9 @@ from docbundle.server import routing as routing_module
 from docbundle.server.catalog import Catalog, CatalogSettings
 from docbundle.server.mcp.server import create_server
 from mcp import Client
-from routekit import SUBJECTS, build_subjects, subject_pages
+from routekit import SUBJECTS, subject_pages, subjects_tree
 from serverkit import install_golden, private_copy, search_text
+from treekit import build, write_site
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,7 @@ def many_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Eight libraries built with routing records, plus two copies of the golden bundle (built before
     routing records existed)."""
     base = tmp_path_factory.mktemp("many")
-    root = build_subjects(base / "bundles", base / "sites")
+    root = build(base / "sites" / "libraries.toml", base / "bundles", subjects_tree()).root
     install_golden(root, "golden")
     install_golden(root, "oldgolden")
     return root
@@ -137,7 +137,7 @@ def _rebuild_library(root: Path, work: Path, lib_id: str, extra: str) -> None:
     config = (
         f'[[library]]\nid = "{lib_id}"\nllms_txt = "{site}/llms.txt"\n[library.chunking]\nmin_words = 5\n'
     )
-    build_config(work / f"{lib_id}.toml", root, config)
+    build(work / f"{lib_id}.toml", root, config)
 
 
 async def test_while_a_stale_index_is_rebuilt_the_search_routes_by_its_unchanged_entries(
@@ -197,7 +197,7 @@ async def test_a_new_build_makes_the_index_stale_and_the_server_follows_it(
         f'[[library]]\nid = "geotiles"\nllms_txt = "{site}/llms.txt"\n[library.chunking]\nmin_words = 5\n'
     )
     # The indexer runs its own event loop: in a worker thread.
-    await anyio.to_thread.run_sync(lambda: build_config(tmp_path / "geo.toml", root, config))
+    await anyio.to_thread.run_sync(lambda: build(tmp_path / "geo.toml", root, config))
     async with serve(root) as (client, _):
         data, _ = await search(client, query="zanzibar")
         assert data["routing"]["chosen"] == ["geotiles"]

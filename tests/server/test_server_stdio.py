@@ -21,13 +21,14 @@ from typing import IO, Any
 import pytest
 from attackkit import (
     LONG_BUDGET,
+    REPEAT_TREE,
     SEARCH_STARTED,
-    build_repeat_tree,
     cli_script,
     phrase_query,
     wait_for_search,
 )
 from serverkit import initialize
+from treekit import build
 
 # The longest query the server accepts (service.MAX_QUERY_CHARS), spelled out so that the attack
 # is the same against code without the bound.
@@ -39,7 +40,7 @@ INIT = initialize("t")
 @pytest.fixture(scope="module")
 def repeat_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("repeat-stdio")
-    return build_repeat_tree(base / "bundles", base / "site")
+    return build(base / "site" / "repeat.toml", base / "bundles", REPEAT_TREE).root
 
 
 def heavy_call(request_id: int) -> dict[str, Any]:
@@ -195,3 +196,47 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+MIDDLE = """\
+import subprocess, sys
+stdin, stdout = int(sys.argv[1]), int(sys.argv[2])
+server = subprocess.Popen(sys.argv[3:], stdin=stdin, stdout=stdout, pass_fds=(stdin, stdout))
+print(server.pid, flush=True)
+server.wait()
+"""
+
+
+def test_a_server_whose_parent_died_exits_though_its_stdin_stays_open(repeat_root: Path) -> None:
+    # Its stdin is a pipe this test holds open, so no end of file tells it: only its parent's death
+    # (``process.watch_parent``) does.
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    serve = [sys.executable, "-c", "import sys; from docbundle.server.cli import main; sys.exit(main())"]
+    fds = [str(stdin_r), str(stdout_w)]
+    middle = subprocess.Popen(
+        [sys.executable, "-c", MIDDLE, *fds, *serve, "serve", "--bundles", str(repeat_root)],
+        stdout=subprocess.PIPE,
+        pass_fds=(stdin_r, stdout_w),
+    )
+    os.close(stdin_r)
+    os.close(stdout_w)
+    try:
+        assert middle.stdout is not None
+        server_pid = int(middle.stdout.readline())
+        os.write(stdin_w, json.dumps(INIT).encode() + b"\n")
+        ready, _, _ = select.select([stdout_r], [], [], EXIT_GUARD)
+        assert ready and b'"result"' in os.read(stdout_r, 65536)  # it serves: its parent is watched
+        middle.kill()
+        middle.wait(timeout=10)
+        deadline = time.monotonic() + EXIT_GUARD
+        while time.monotonic() < deadline and _alive(server_pid):
+            time.sleep(0.2)
+        if _alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+            raise AssertionError(f"the stdio server outlived its parent by {EXIT_GUARD} s")
+    finally:
+        os.close(stdin_w)
+        os.close(stdout_r)
+        if middle.stdout is not None:
+            middle.stdout.close()

@@ -7,7 +7,6 @@ or resolves a name while a client drives every tool, resource and prompt.
 
 from __future__ import annotations
 
-import http.client
 import json
 import queue
 import signal
@@ -26,6 +25,7 @@ from docbundle.server.http.app import HttpApp
 from docbundle.server.http.options import HttpOptions
 from docbundle.server.http.serve import bind_socket, http_server
 from docbundle.server.mcp.server import create_server
+from httpkit import MCP_HEADERS, request
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -188,23 +188,8 @@ async def test_streamable_http_serves_everything(http_url: str, mode: Literal["a
 
 
 def _post(url: str, headers: dict[str, str]) -> int:
-    host, port = url.split("/")[2].split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
-    try:
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
-        conn.request(
-            "POST",
-            "/mcp",
-            body=body,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json, text/event-stream",
-                **headers,
-            },
-        )
-        return conn.getresponse().status
-    finally:
-        conn.close()
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    return request("POST", url, content=body, headers={**MCP_HEADERS, **headers}, timeout=10).status_code
 
 
 def test_http_refuses_foreign_hosts_and_origins(http_url: str) -> None:

@@ -18,12 +18,13 @@ from pathlib import Path
 import httpx2
 import msgspec
 import pytest
-from asgikit import client, serving
+from asgikit import serving
 from docbundle.bundle.manifest import MANIFEST_NAME, Counts, decode_manifest
 from docbundle.bundle.summary import read_summary, write_summary
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.options import HttpOptions
-from metricskit import HEADERS, parse, tool_call
+from httpkit import MCP_HEADERS, client
+from metricskit import parse, tool_call
 from serverkit import GOLDEN_BUILD, call, connect, install_golden
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +70,7 @@ def _assert_nothing_forged(text: str) -> None:
 
 async def _shown(http: httpx2.AsyncClient) -> tuple[str, list[dict[str, object]], str]:
     """What an HTTP client sees: the list_libraries answer, the page's rows and the scrape."""
-    listed = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=HEADERS)
+    listed = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=MCP_HEADERS)
     assert listed.status_code == 200
     rows = (await http.get("/ui/libraries")).json()["libraries"]
     scraped = (await http.get("/metrics")).text

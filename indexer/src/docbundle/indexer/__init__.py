@@ -3,7 +3,7 @@
 The rooms (imports run down this list: ``release`` may import ``pipeline``, never the reverse, and
 nothing here imports ``docbundle.server``)::
 
-    cli.py        docbundle-index: the subcommand registry (build, export, diff, regress, audit, package, nightly)
+    cli/          docbundle-index: the command table, one module per command group (build, check, release, nightly)
     config.py     libraries.toml: the catalogue, its validation, and the build targets it names
     errors.py     the one exception tree
     pipeline/     from a library's llms.txt to a published bundle
@@ -23,7 +23,7 @@ nothing here imports ``docbundle.server``)::
         fetched.py    fetch results and options; body, type and local-file rules
         scope.py      what a crawl may touch (addresses, hosts, local folders)
         cache.py      the on-disk crawl cache (ETag / Last-Modified)
-        prepare.py    chunking and analysis in worker processes (forkserver entry points)
+        prepare/      chunking and analysis in worker processes: one page, the worker, the pool, ahead
         write.py      the whoosh index writer, the manifest's file list, pruning old builds
         safety.py     the content-safety scan recorded in the manifest
         progress.py   progress bars and lines
@@ -36,12 +36,8 @@ nothing here imports ``docbundle.server``)::
         nightly.py    the nightly job: build, check, package what changed
 """
 
-import sys
+from docbundle.common.process import skip_httpx_cli
 
-# httpx imports its command-line client (httpx._main) whenever click, rich and pygments are installed
-# (uvicorn brings click; developer tools bring rich): 45 ms of every indexer process's start, for a
-# client the indexer never runs. A None entry makes that import fail at once, and httpx then defines
-# the stub ``main`` it has for an install without the ``httpx[cli]`` extra. Set before anything here
-# imports httpx; a process that imported httpx already is left as it is.
-if "httpx" not in sys.modules:
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+# httpx's command-line client (click, rich, pygments: 45 ms of every indexer process's start) is never
+# run by the indexer: kept from loading, before anything here imports httpx (``skip_httpx_cli`` says how).
+skip_httpx_cli()

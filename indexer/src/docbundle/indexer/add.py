@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import tomlkit
 from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE
-from docbundle.server.terminal import printable
+from docbundle.common.terminal import printable
 
 from .config import Catalogue, LibraryConfig, load_config
 from .errors import ConfigError, FetchError

@@ -10,6 +10,8 @@ The hierarchy::
     │   ├── AddressRefused   a connection to an address the policy refuses (raised inside the guarded transport)
     │   └── LocalRefused     a local path the crawl may not read
     ├── AttemptFailed        one fetch attempt failed (raised and caught inside pipeline/session.py: retried or recorded)
+    ├── EmbeddingDeferred    embedding stopped at the run's deadline (raised in pipeline/semantic.py, caught by
+    │                        pipeline/build.py: the keyword-only bundle is published; not a failure)
     └── ExportError          an export could not be written (exit 1)
         └── ExportUsageError the export was asked for something it refuses; nothing was written (exit 2)
             └── OutputExistsError  --out exists and may not be replaced
@@ -88,3 +90,15 @@ class ExportUsageError(ExportError):
 
 class OutputExistsError(ExportUsageError):
     """The output path exists and may not be replaced (no ``--force``, or not a file we wrote)."""
+
+
+class EmbeddingDeferred(IndexerError):
+    """Embedding stopped at its deadline (``semantic.make_vectors``'s ``deadline``: the nightly shard's
+    budget), the rows embedded so far saved in the checkpoint for the next run. Not a failure: the build
+    publishes the keyword-only bundle of its content (``pipeline/build.py``)."""
+
+    def __init__(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        super().__init__(
+            f"embedding deferred at the run's budget: {done} of {total} rows embedded and kept for the next run"
+        )

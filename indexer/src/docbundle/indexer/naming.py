@@ -3,7 +3,7 @@ catalogue: the id users type, the docs version the title names, and a descriptio
 talk about itself.
 
 Pure functions over strings: no I/O, no config. The caller passes the site's text already made
-printable (``docbundle.server.terminal.printable``); the results are checked against the catalogue's
+printable (``docbundle.common.terminal.printable``); the results are checked against the catalogue's
 own rules (``LIBRARY_ID_RE``, ``VERSION_RE``) before they are returned, so a result is always valid.
 """
 

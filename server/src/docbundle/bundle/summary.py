@@ -8,7 +8,7 @@ cache, never the truth: a reader checks each entry against its version's ``CURRE
 manifest of any version whose entry is missing or names another build, and a summary that is missing,
 unreadable, of another format or over ``MAX_SUMMARY_BYTES`` is rebuilt from the manifests.
 
-Writers: whoever moves a ``CURRENT`` (``layout.publish`` for builds and installs, a nightly rollback)
+Writers: whoever moves a ``CURRENT`` (``publish.publish`` for builds and installs, a nightly rollback)
 or prunes calls ``update_summary``; it takes ``catalog.lock`` (flock, waits at most
 ``LOCK_WAIT_SECONDS``, then leaves the summary stale for readers to rebuild), rewrites the one entry,
 and replaces the file atomically (temporary file, fsync, rename, fsync of the folder). Text fields are

@@ -57,9 +57,17 @@ log = logging.getLogger(__name__)
 PER_DOC = 2  # hits per document, at most
 WORKERS = 4  # libraries a search across libraries searches at once
 
-# A hit before fitting: (score, library, document number, chunk number, the document's record, its place
-# in its library's ranking).
-RawHit = tuple[float, OpenedLibrary, int, int, DocRecord, int]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawHit:
+    """A hit before fitting, built by keyword (``kw_only``): three of its five fields are numbers."""
+
+    score: float
+    lib: OpenedLibrary
+    chunk: int  # the chunk number within ``doc``
+    doc: DocRecord
+    seq: int  # its place in its library's ranking: the last tie-break, so merging is stable
+
 
 # Errors that mean an opened bundle's data is damaged (not a bug, not a bad request).
 _DAMAGE = (BundleError, OSError, EOFError, struct.error, zlib.error, pickle.UnpicklingError)
@@ -215,9 +223,10 @@ def _merge(got: _Gathered) -> None:
     for lib, ranking, records in got.rankings:
         hits = rescale(ranking) if mixed else ranking.hits
         got.raw.extend(
-            (score, lib, doc, chunk, records[doc], seq) for seq, (score, doc, chunk) in enumerate(hits)
+            RawHit(score=score, lib=lib, chunk=chunk, doc=records[doc], seq=seq)
+            for seq, (score, doc, chunk) in enumerate(hits)
         )
-    got.raw.sort(key=lambda r: (-r[0], r[1].entry.library_id, r[5]))
+    got.raw.sort(key=lambda r: (-r.score, r.lib.entry.library_id, r.seq))
 
 
 def _search_entry(
@@ -434,7 +443,8 @@ def _mode_of(got: _Gathered, requested: SearchMode | None) -> tuple[RanMode, str
 def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
     """The hits with their texts fitted into ``available`` tokens, and how many were left out."""
     full: list[SearchHit] = []
-    for place, (score, lib, _doc_no, chunk_no, doc, _) in enumerate(raw, start=1):
+    for place, r in enumerate(raw, start=1):
+        lib, doc, chunk_no = r.lib, r.doc, r.chunk
         chunk = doc.chunks[chunk_no]
         full.append(
             SearchHit(
@@ -449,7 +459,7 @@ def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
                 section=doc.section,
                 url=doc.url,
                 uri=doc_uri(lib.entry.library_id, lib.entry.version, doc.id),
-                score=round(score, 4),
+                score=round(r.score, 4),
                 text=without_html_comments(chunk.text),
                 truncated=False,
             )

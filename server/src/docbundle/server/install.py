@@ -38,6 +38,7 @@ from docbundle.bundle import layout
 from docbundle.bundle.errors import BundleError, BundleFormatError, VersionLockedError
 from docbundle.bundle.layout import BUILD_ID_RE, LIBRARY_ID_RE, VERSION_RE
 from docbundle.bundle.manifest import MANIFEST_NAME, MAX_MANIFEST_BYTES, FileEntry, Manifest, decode_manifest
+from docbundle.bundle.publish import publish
 from docbundle.bundle.reader import check_bundle, verify_bundle
 from docbundle.bundle.release import SUMS, read_sums, scan_tar_headers
 from docbundle.bundle.routeindex import refresh_index
@@ -324,7 +325,7 @@ def _unpack(
         check_bundle(tmp)  # files again, then the index's pickles (restricted)
         if (vdir / build_id).exists():
             verify_bundle(vdir / build_id)  # the same build id: keep the copy there if it is intact
-        return layout.publish(vdir, tmp, build_id)
+        return publish(vdir, tmp, build_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 
 from docbundle.bundle.releaseindex import PackagedBundle
 from docbundle.bundle.status import CatalogueStatus, LibraryStatus
+from docbundle.common.terminal import printable
 
 from .errors import PullError
-from .terminal import printable
 
 DESCRIPTION_CHARS = 80  # of a library's description on its pull --list line
 NAME_CHARS = 30  # of a library's name in its column

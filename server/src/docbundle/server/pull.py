@@ -22,7 +22,7 @@ nightly job publishes as GitHub release assets): ``index.json`` (the catalogue o
 
 Only http and https are fetched, redirects included (a redirect from https to http is refused). Every
 connection, the first and every redirect hop, goes through the address policy the crawler uses
-(``docbundle.server.netpolicy``): the host is resolved once, every address it resolves to is checked,
+(``docbundle.common.netpolicy``): the host is resolved once, every address it resolves to is checked,
 and the connection is made to a checked address. Loopback, private, link-local (169.254.169.254
 included), multicast, unspecified, reserved addresses and their IPv6 forms are refused, except the
 release's own origin (scheme, host and port of ``--from`` or ``$DOCBUNDLE_RELEASES``, for the addresses
@@ -57,10 +57,10 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, 
 from docbundle.bundle.release import SUMS, read_sums
 from docbundle.bundle.releaseindex import INDEX, MAX_INDEX_BYTES, PackagedBundle, decode_index
 from docbundle.bundle.status import MAX_STATUS_BYTES, STATUS, CatalogueStatus, decode_status
+from docbundle.common.netpolicy import address_problem, host_key, parse_ip, shown_host
 
 from .errors import PullError
 from .install import Installed, install
-from .netpolicy import address_problem, host_key, parse_ip, shown_host
 
 if TYPE_CHECKING:
     from urllib.request import OpenerDirector

@@ -39,6 +39,8 @@ from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, Wor
 from .encoder import Encoded, EncoderBusy, QueryEncoder, describe
 
 if TYPE_CHECKING:
+    from docbundle.bundle.search import SearchOutcome
+
     from .catalog import OpenedLibrary
 
 # Sections scored for the semantic mode's hits before at most per_doc per page are kept: as the keyword
@@ -59,9 +61,12 @@ class Choice:
     problem: str | None = None  # why hybrid could not run here (the vectors, the extra, the encoder)
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Ranking:
-    """One library's hits, best first: (score, store record, chunk), and how the scores compare."""
+    """One library's hits, best first: (score, store record, chunk), and how the scores compare.
+
+    Built by keyword only (``kw_only``): eight fields, four of them lists, are too many to keep apart by
+    position."""
 
     hits: list[tuple[float, int, int]]
     terms: list[str] = field(default_factory=list)
@@ -181,8 +186,7 @@ def rank(
         out = searcher.search(
             query, keywords=keywords, mode=ran, limit=limit, per_doc=per_doc, deadline=deadline
         )
-        found = [(h.score, h.doc, h.chunk) for h in out.hits]
-        return Ranking(found, out.terms, out.dropped, out.stopped, "keyword", out.word_match, out.informative)
+        return _keyword_side([(h.score, h.doc, h.chunk) for h in out.hits], out, "keyword")
     if ran == "semantic":
         try:
             scores = lib.bundle.vector_file().scores(vector(deadline))
@@ -190,8 +194,8 @@ def rank(
             ranking = rank(lib, "balanced", query, keywords, limit, per_doc, deadline, vector)
             return replace(ranking, fallback=str(busy))
         except OutOfTime:
-            return Ranking([], stopped=True, scale="cosine")
-        return Ranking(_best_sections(scores, searcher, limit, per_doc), scale="cosine")
+            return Ranking(hits=[], stopped=True, scale="cosine")
+        return Ranking(hits=_best_sections(scores, searcher, limit, per_doc), scale="cosine")
     depth = max(hybrid.DEPTH, limit)  # pages per side; the default limit (5) and up to 10: as tuned
     kw = searcher.search(
         query, keywords=keywords, mode="balanced", limit=depth * per_doc, per_doc=per_doc, deadline=deadline
@@ -204,14 +208,11 @@ def rank(
         scores = lib.bundle.vector_file().scores(vector(deadline))
     except OutOfTime as exc:
         refused = isinstance(exc, EncoderBusy)  # searched by keywords, and said so; else out of time
-        return Ranking(
+        return _keyword_side(
             [(h.score, h.doc, h.chunk) for h in kw.hits[:limit]],
-            kw.terms,
-            kw.dropped,
-            kw.stopped if refused else True,
+            kw,
             "keyword",
-            kw.word_match,
-            kw.informative,
+            stopped=kw.stopped if refused else True,
             fallback=str(exc) if refused else None,
         )
     from docbundle.bundle.vectors import rank_documents
@@ -225,8 +226,30 @@ def rank(
         for chunk in chunks:
             hits.append((round(fused, 6), page, chunk))
             if len(hits) >= limit:
-                return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused", kw.word_match, kw.informative)
-    return Ranking(hits, kw.terms, kw.dropped, kw.stopped, "fused", kw.word_match, kw.informative)
+                return _keyword_side(hits, kw, "fused")
+    return _keyword_side(hits, kw, "fused")
+
+
+def _keyword_side(
+    hits: list[tuple[float, int, int]],
+    kw: SearchOutcome,
+    scale: Scale,
+    *,
+    stopped: bool | None = None,
+    fallback: str | None = None,
+) -> Ranking:
+    """A ranking of ``hits`` that reports what its keyword search ``kw`` saw (terms, dropped and
+    informative words, the word match); ``stopped`` (None: ``kw``'s) says whether scoring ran out of time."""
+    return Ranking(
+        hits=hits,
+        terms=kw.terms,
+        dropped=kw.dropped,
+        stopped=kw.stopped if stopped is None else stopped,
+        scale=scale,
+        word_match=kw.word_match,
+        informative=kw.informative,
+        fallback=fallback,
+    )
 
 
 def _page_sections(scores: Any, starts: list[int], total: int, page: int, per_doc: int) -> list[int]:

@@ -10,7 +10,7 @@ It replaces the MCP SDK's ``stdio_server`` for three reasons:
   error (-32600, one short line, with the request's ``id`` when it has one). The server then reads
   the next line. (The SDK's transport answered none of these.)
 - **The server exits when its client does, after answering what it read.** When stdin reaches end of
-  file, the parent process dies (checked every ``PARENT_POLL_SECONDS``) or SIGTERM arrives, the
+  file, the parent process dies (``process.watch_parent``) or SIGTERM arrives, the
   requests already read get ``DRAIN_SECONDS`` to be answered (so ``printf '<init>\\n<initialized>\\n
   <call>\\n' | docbundle serve`` answers the call: the SDK's loop cancels running requests when its
   input ends, so that input is closed only once nothing runs); the rest are then cancelled (which
@@ -42,6 +42,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from docbundle.common.process import exit_now, watch_parent
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE_BYTES = 4 * 1024 * 1024  # longest request line; longer ones are refused (-32600)
 DRAIN_SECONDS = 3.0  # after the client leaves, how long running requests (then threads) may finish
-PARENT_POLL_SECONDS = 1.0  # how often the server checks that the process that started it is alive
+PARENT_POLL_SECONDS = 1.0  # how often the server checks that the process that started it is alive (no pidfd)
 _READ_CHUNK = 64 * 1024
 
 
@@ -199,10 +200,25 @@ class _Session:
         reader = threading.Thread(
             target=self.read_stdin, args=(send_from_thread,), name="docbundle stdin", daemon=True
         )
+        parent = os.getppid()
+
+        def parent_gone() -> None:
+            log.warning("the process that started the server (pid %d) is gone: shutting down", parent)
+            with contextlib.suppress(RuntimeError):  # the event loop has ended: nothing to tell
+                anyio.from_thread.run_sync(self.client_gone.set, token=token)
+
+        # The client is gone when the process that started the server is.
+        stop_watching = watch_parent(parent_gone, poll_seconds=PARENT_POLL_SECONDS)
+        try:
+            await self.serve_until_gone(reader)
+        finally:
+            stop_watching()
+
+    async def serve_until_gone(self, reader: threading.Thread) -> None:
+        """``run``'s task group: serve, then drain once the client is gone."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.serve)
             tg.start_soon(self.pump_out)
-            tg.start_soon(self.watch_parent, os.getppid())
             if threading.current_thread() is threading.main_thread():
                 tg.start_soon(self.watch_sigterm)
             if self.background is not None:
@@ -350,13 +366,6 @@ class _Session:
                 self.client_gone.set()
                 return
 
-    async def watch_parent(self, parent: int) -> None:
-        """The client is gone when the process that started the server is."""
-        while os.getppid() == parent:
-            await anyio.sleep(PARENT_POLL_SECONDS)
-        log.warning("the process that started the server (pid %d) is gone: shutting down", parent)
-        self.client_gone.set()
-
 
 async def _cancel_when(event: anyio.Event, scope: anyio.CancelScope) -> None:
     await event.wait()
@@ -378,7 +387,4 @@ def exit_when_threads_linger(code: int) -> None:
             log.warning(
                 "a worker thread is still busy %.1f s after the client left: exiting now", DRAIN_SECONDS
             )
-            for stream in (sys.stderr, sys.stdout):
-                with contextlib.suppress(OSError, ValueError):
-                    stream.flush()
-            os._exit(code)
+            exit_now(code)

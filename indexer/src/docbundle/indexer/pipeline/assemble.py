@@ -35,7 +35,7 @@ from docbundle.bundle.manifest import (
 )
 from docbundle.bundle.schema import SCHEMA_ID
 from docbundle.bundle.store import DocRecord
-from docbundle.server.terminal import printable
+from docbundle.common.terminal import printable
 
 from ..config import Target
 from ..naming import MAX_DESCRIPTION, description_from

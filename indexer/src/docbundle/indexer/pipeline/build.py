@@ -44,10 +44,11 @@ from docbundle.bundle.contenthash import content_hash
 from docbundle.bundle.errors import VersionLockedError
 from docbundle.bundle.layout import make_build_id, version_dir
 from docbundle.bundle.manifest import Manifest, VectorsInfo, obtained_mix
+from docbundle.bundle.publish import publish
 from docbundle.bundle.store import write_store
 
 from ..config import Target
-from ..errors import BuildError, FetchError, IndexerError
+from ..errors import BuildError, EmbeddingDeferred, FetchError, IndexerError
 from . import write
 from .addresses import doc_path, is_url, page_key
 from .assemble import (
@@ -125,6 +126,7 @@ class Outcome(msgspec.Struct, kw_only=True):
     resumed: int = 0  # of the rows to embed, those kept by an interrupted build (embedded = the others)
     keyword_build: str | None = None  # the keyword-only build published before the vectors (keyword first)
     keyword_seconds: float = 0.0  # from the build's start to that publication
+    embed_deferred: str = ""  # why the vectors wait for the next run (``embed_deadline``), when they do
     vectors_note: str = ""  # why the bundle has no vectors ("" when it has them)
     # Why a failed build failed, as data (the nightly's status.json classifies it): the fetch error's
     # kind (``fetched.ERROR_KINDS``, or ``empty``), its HTTP status, or ``build`` when nothing was fetched
@@ -142,6 +144,7 @@ def build_target(
     embed: bool | None = None,
     keyword_first: bool = False,
     announce: Announce | None = None,
+    embed_deadline: float | None = None,
 ) -> Outcome:
     """Build one library version into ``out_dir``; never raises for a library-level failure.
 
@@ -149,10 +152,17 @@ def build_target(
     ``keyword_first`` publishes the keyword-only bundle before embedding new content, so a server over
     ``out_dir`` answers keyword searches while the vectors are made (``docbundle-index build`` and ``add
     --build`` do; the nightly job does not: it packages the finished bundle only). ``announce`` prints
-    a line for the person watching (the embedding's estimate)."""
+    a line for the person watching (the embedding's estimate).
+
+    ``embed_deadline`` (a ``time.monotonic()`` instant, the nightly shard's budget) defers a first
+    embedding, one whose current bundle has no vectors of this embedder, that has not finished by then:
+    the keyword-only bundle of the content is published (or kept, when it is current already) and the
+    rows embedded so far wait in the checkpoint for the next run (``errors.EmbeddingDeferred``). A
+    rebuild of a bundle that has vectors embeds its changed rows whatever the deadline: it reuses the
+    others, and published without vectors it would lose them."""
     _retired.clear()  # the previous build's index writer is freed now, before this one allocates
     run = BuildRun(target, out_dir, cache=cache, progress=progress, embed=embed)
-    run.keyword_first, run.announce = keyword_first, announce
+    run.keyword_first, run.announce, run.embed_deadline = keyword_first, announce, embed_deadline
     return run.run()
 
 
@@ -192,6 +202,7 @@ class BuildRun:
         self._source: Source | None = None
         self.keyword_first = False  # publish the keyword-only bundle before embedding (``build_target``)
         self.announce: Announce | None = None
+        self.embed_deadline: float | None = None  # defers a first embedding (``build_target``)
         self.checkpoint = checkpoint_path(out_dir, lib.id, version.name)
         self._t0 = time.perf_counter()
 
@@ -291,6 +302,8 @@ class BuildRun:
             outcome.message += f", {outcome.pages_followed} page(s) followed"
         if outcome.pages_failed:
             outcome.message += f", {outcome.pages_failed} page(s) failed"
+        if outcome.embed_deferred:
+            outcome.message += f"; {outcome.embed_deferred}"
 
     # -- the crawl: one event loop, one session -------------------------------------------------------
 
@@ -457,6 +470,13 @@ class BuildRun:
                     return None
                 first = self._keyword_first(plan, current, chash)
                 vectors = None if first else self._vectors(tmp, asm, current, plan)
+            except EmbeddingDeferred as deferred:
+                # Only a first embedding is deferred, and one not published first is of the content the
+                # current keyword-only bundle holds (``_keyword_first``): that bundle stays.
+                index.cancel()
+                shutil.rmtree(tmp)
+                outcome.vectors_note = outcome.embed_deferred = str(deferred)
+                return None
             except BaseException:
                 index.cancel()
                 raise
@@ -485,11 +505,17 @@ class BuildRun:
                     build_id = finish(tmp, plan.key, ihash, vectors)
                 bar.advance(note="manifest, files hashed")
             if first:
-                vectors = self._vectors(tmp, asm, current, plan)
+                try:
+                    vectors = self._vectors(tmp, asm, current, plan)
+                except EmbeddingDeferred as deferred:  # the keyword-only bundle published above stays
+                    shutil.rmtree(tmp)
+                    outcome.vectors_note = outcome.embed_deferred = str(deferred)
+                    assert outcome.keyword_build is not None
+                    return outcome.keyword_build, self.vdir / outcome.keyword_build, asm
                 with self._display(1, self.label, verb="wrote", unit="parts") as bar:
                     build_id = finish(tmp, plan.key, ihash, vectors)
                     bar.advance(note="manifest, files hashed")
-            final, _ = layout.publish(self.vdir, tmp, build_id)
+            final, _ = publish(self.vdir, tmp, build_id)
             _retired.append(index)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -521,7 +547,7 @@ class BuildRun:
         try:
             write.link_tree(tmp, ktmp)
             build_id = finish(ktmp)
-            layout.publish(self.vdir, ktmp, build_id)
+            publish(self.vdir, ktmp, build_id)
         except BaseException:
             shutil.rmtree(ktmp, ignore_errors=True)
             raise
@@ -574,15 +600,24 @@ class BuildRun:
             outcome.vectors_note = plan.reason
             return None
         previous = self.vdir / current.build.build_id if current is not None else None
-        made = make_vectors(
-            tmp,
-            asm.docs,
-            plan.embedder,
-            previous,
-            lambda total, verb: self._display(total, self.label, verb=verb, unit="chunks"),
-            checkpoint=self.checkpoint,
-            announce=self.announce,
-        )
+        # The deadline defers only a first embedding, and only when the keyword-only bundle may be
+        # published in its place (``keyword_first``; ``build_target``).
+        deferrable = self.keyword_first and (current is None or key_of(current) != plan.key)
+        started = time.perf_counter()
+        try:
+            made = make_vectors(
+                tmp,
+                asm.docs,
+                plan.embedder,
+                previous,
+                lambda total, verb: self._display(total, self.label, verb=verb, unit="chunks"),
+                checkpoint=self.checkpoint,
+                announce=self.announce,
+                deadline=self.embed_deadline if deferrable else None,
+            )
+        except EmbeddingDeferred:
+            outcome.embed_seconds = round(time.perf_counter() - started, 3)  # the time it did take
+            raise
         outcome.embedded, outcome.reused, outcome.resumed = made.fresh, made.info.reused, made.resumed
         outcome.embed_seconds = made.seconds
         return made.info
@@ -591,7 +626,7 @@ class BuildRun:
         """Record that the current bundle is kept: nothing changed since it was built."""
         outcome = self.outcome
         if current.vectors is None:
-            outcome.vectors_note = plan.reason or "built without vectors"
+            outcome.vectors_note = outcome.vectors_note or plan.reason or "built without vectors"
         outcome.obtained = obtained_mix(current.documents)
         outcome.status = "unchanged"
         outcome.build_id = current.build.build_id
@@ -600,6 +635,8 @@ class BuildRun:
         outcome.documents = current.counts.documents
         outcome.chunks = current.counts.chunks
         outcome.message = "content unchanged; kept the current bundle"
+        if outcome.embed_deferred:
+            outcome.message += f"; {outcome.embed_deferred}"
         outcome.build_seconds = round(time.perf_counter() - t1, 3)
 
 

@@ -660,9 +660,18 @@ def _merge_small(units: list[_Unit], min_words: int) -> list[_Unit]:
 
 
 def chunk_markdown(
-    body: str, *, max_depth: int = 3, min_words: int = 60, max_words: int = 500, mdx: bool = False
+    body: str,
+    *,
+    max_depth: int = 3,
+    min_words: int = 60,
+    max_words: int = 500,
+    mdx: bool = False,
+    max_chars: int = MAX_CHUNK_CHARS,
 ) -> list[Chunk]:
-    """Split a markdown body into heading-delimited chunks that are exact, contiguous slices of it."""
+    """Split a markdown body into heading-delimited chunks that are exact, contiguous slices of it.
+
+    A chunk over ``max_chars`` characters whose block (other than a code block) is over it too is cut
+    by ``longblocks`` (the indexer always uses ``MAX_CHUNK_CHARS``; tests pass other bounds)."""
     if not body.strip():
         return []
     analysis = _analyse(body, mdx)
@@ -707,21 +716,26 @@ def chunk_markdown(
             end_line=ends[k],
             words=unit.words,
         )
-        if len(chunk.text) <= MAX_CHUNK_CHARS:
+        if len(chunk.text) <= max_chars:
             chunks.append(chunk)
             continue
         cuts = [offsets[starts[k]], *(offsets[b.start] for b in part[1:]), offsets[ends[k]]]
         spans = list(pairwise(cuts))
-        chunks.extend(_bounded(chunk, part, spans, offsets[starts[k]], _MDX if mdx else _MD))
+        chunks.extend(_bounded(chunk, part, spans, offsets[starts[k]], _MDX if mdx else _MD, max_chars))
     return chunks
 
 
 def _bounded(
-    chunk: Chunk, part: tuple[_Block, ...], spans: list[tuple[int, int]], base: int, md: MarkdownIt
+    chunk: Chunk,
+    part: tuple[_Block, ...],
+    spans: list[tuple[int, int]],
+    base: int,
+    md: MarkdownIt,
+    max_chars: int,
 ) -> list[Chunk]:
     """``chunk`` cut by ``longblocks`` when one of its blocks (``part``, at body offsets ``spans``) other
-    than a code block is longer than ``MAX_CHUNK_CHARS``; else ``[chunk]`` as it is."""
-    if not any(hi - lo > MAX_CHUNK_CHARS and not b.verbatim for b, (lo, hi) in zip(part, spans, strict=True)):
+    than a code block is longer than ``max_chars``; else ``[chunk]`` as it is."""
+    if not any(hi - lo > max_chars and not b.verbatim for b, (lo, hi) in zip(part, spans, strict=True)):
         return [chunk]
     keep = [(lo - base, hi - base) for b, (lo, hi) in zip(part, spans, strict=True) if b.verbatim]
 
@@ -736,7 +750,7 @@ def _bounded(
 
     return [
         Chunk(p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words)
-        for p in split_chunk(chunk.text, chunk.start_line, keep, describe, MAX_CHUNK_CHARS)
+        for p in split_chunk(chunk.text, chunk.start_line, keep, describe, max_chars)
     ]
 
 

@@ -13,7 +13,7 @@ An llms.txt is input from whoever publishes it, so its links are untrusted (issu
   service 169.254.169.254 among them), multicast, unspecified, shared (CGNAT) and reserved addresses,
   and IPv4-mapped, 6to4 and NAT64 forms of those, are refused, except for the llms.txt's own origin
   (scheme, host, port) and the hosts the library's ``allow_hosts`` names. Which addresses are refused is
-  decided in ``docbundle.server.netpolicy``, the one policy ``docbundle pull`` uses too.
+  decided in ``docbundle.common.netpolicy``, the one policy ``docbundle pull`` uses too.
 
 The origin's exemption covers the addresses its name resolved to the first time (when the llms.txt
 was fetched): a name that later resolves to another internal address is refused.
@@ -40,7 +40,7 @@ from urllib.request import url2pathname
 import anyio
 import httpcore
 import httpx
-from docbundle.server.netpolicy import IPAddress, address_problem, host_key, parse_ip, shown_host
+from docbundle.common.netpolicy import IPAddress, address_problem, host_key, parse_ip, shown_host
 
 from ..errors import AddressRefused, LocalRefused
 

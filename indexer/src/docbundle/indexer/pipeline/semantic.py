@@ -60,7 +60,7 @@ from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, DocRecord, DocStore
 from docbundle.bundle.vectors import VECTORS_FILE, Dtype, Quantized, VectorFile, encode_quantized, quantize
 
-from ..errors import BuildError
+from ..errors import BuildError, EmbeddingDeferred
 from .checkpoint import Checkpoint
 from .progress import Progress, QuietProgress, duration
 
@@ -382,10 +382,15 @@ def make_vectors(
     *,
     checkpoint: Path | None = None,
     announce: Announce | None = None,
+    deadline: float | None = None,
 ) -> Vectors:
     """Write ``vectors.bin`` into ``directory`` for ``docs``, reusing what ``previous`` holds and the rows
     the ``checkpoint`` kept from an interrupted build (``checkpoint.py``); the rows embedded now are
     added to that checkpoint as they come (the caller removes it once the bundle is published).
+
+    ``deadline`` (a ``time.monotonic()`` instant): no batch starts after it; when rows are still to
+    embed then, ``EmbeddingDeferred`` is raised with those embedded so far in the checkpoint, and no
+    ``vectors.bin`` is written.
 
     The bytes depend only on the passages and the embedder: a reused, resumed or freshly embedded row is
     the same row (a row is quantized on its own), and the manifest counts resumed rows as embedded, so an
@@ -441,6 +446,7 @@ def make_vectors(
                 display,
                 announce,
                 resumed,
+                deadline,
             )
     (directory / VECTORS_FILE).write_bytes(encode_quantized(Quantized(values, scales), key))
     info = VectorsInfo(
@@ -467,11 +473,13 @@ def _embed(
     display: Display,
     announce: Announce | None,
     resumed: int,
+    deadline: float | None,
 ) -> None:
     """Embed ``texts`` into rows ``at`` of ``values``/``scales`` in ``EMBED_BATCH``es (``_sample_first``),
     recording each batch in the checkpoint ``ck``; after the first batch, ``announce`` how long the rest
-    will take when it is long. However this ends (an interrupt, a failure), the rows embedded so far are
-    written to the checkpoint first."""
+    will take when it is long. No batch starts after ``deadline`` (``EmbeddingDeferred``). However this
+    ends (an interrupt, a failure, the deadline), the rows embedded so far are written to the checkpoint
+    first."""
     import numpy as np
 
     total = len(texts)
@@ -481,6 +489,8 @@ def _embed(
         with display(total, "embedded") as bar:
             started = time.perf_counter()
             for first in range(0, total, size):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise EmbeddingDeferred(resumed + first, resumed + total)
                 part = order[first : first + size]
                 fresh = embedder.passages([texts[j] for j in part])
                 rows = np.array([at[j] for j in part], dtype=np.int64)

@@ -16,11 +16,9 @@ import collections
 import contextlib
 import functools
 import hashlib
-import importlib.util
 import logging
 import random
 import ssl
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import msgspec
+from docbundle.common.process import remember_missing_module
 from docbundle.indexer.errors import AddressRefused, AttemptFailed, FetchError
 from docbundle.indexer.pipeline import html
 from docbundle.indexer.pipeline.cache import CacheEntry, CrawlCache
@@ -57,12 +56,10 @@ __all__ = ["CrawlSession", "Slots", "parse_retry_after"]
 
 log = logging.getLogger(__name__)
 
-# httpcore runs `import sniffio` on every request to detect the async library. Recent anyio no
-# longer installs sniffio, and then every one of those imports fails only after rescanning sys.path,
-# which measured ~25% of the client CPU per page. A None entry caches the miss: the import still
-# raises ModuleNotFoundError, now from a dict lookup. (A dependency on sniffio makes this a no-op.)
-if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-    sys.modules["sniffio"] = None  # type: ignore[assignment]
+# httpcore runs `import sniffio` on every request; without sniffio installed (recent anyio no longer
+# brings it) each of those failed imports rescanned sys.path, ~25% of the client CPU per page: the miss
+# is remembered (``remember_missing_module`` says how; a dependency on sniffio makes this a no-op).
+remember_missing_module("sniffio")
 
 _TIMEOUT_PHASES = {
     httpx.ConnectTimeout: "connect",

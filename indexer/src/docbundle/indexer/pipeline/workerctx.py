@@ -1,5 +1,5 @@
 """How the page workers are started: the multiprocessing context, what their forkserver preloads, and how
-many there are. Light on purpose (standard library only), so ``build`` can start the forkserver before it
+many there are. Light on purpose (standard library and ``docbundle.common.process`` only), so ``build`` can start the forkserver before it
 imports the pipeline: the forkserver's imports (the workers' modules, about 0.25 s) then overlap with the
 indexer's own instead of following them.
 """
@@ -7,13 +7,14 @@ indexer's own instead of following them.
 from __future__ import annotations
 
 import contextlib
-import gc
 import multiprocessing
 import multiprocessing.context
 import os
 import sys
 from collections.abc import Iterator
-from types import ModuleType
+
+from docbundle.common.process import fewer_collections as process_fewer_collections
+from docbundle.common.process import main_script_modules
 
 __all__ = [
     "GC_THRESHOLDS",
@@ -29,7 +30,7 @@ GC_THRESHOLDS = (100_000, 50, 1_000)
 millions of objects that live to the end of a page or a build, and make little cyclic garbage."""
 
 PREPARE_MODULE = "docbundle.indexer.pipeline.prepare"
-"""The workers' module: what the forkserver imports for them (``prepare._serve`` runs in each)."""
+"""The workers' package: what the forkserver imports for them (``prepare.worker._serve`` runs in each)."""
 
 
 def worker_count() -> int:
@@ -58,18 +59,11 @@ def preload() -> list[str]:
     the main script again (as ``__mp_main__``) before its target when the program was started from a
     script (a console script such as ``docbundle-index``, whose module has no ``__spec__``), and that
     imported the whole CLI in every worker, about a second each. With those modules already loaded in
-    the forkserver, the re-run finds them in ``sys.modules`` and costs next to nothing. The CLI module
-    itself imports little (each command imports its modules when it runs), so preloading it costs the
-    forkserver a few milliseconds, not the whole indexer's imports.
+    the forkserver (``process.main_script_modules`` names them), the re-run finds them imported and
+    costs next to nothing. The CLI module itself imports little (each command imports its modules when
+    it runs), so preloading it costs the forkserver a few milliseconds, not the whole indexer's imports.
     """
-    names = {PREPARE_MODULE}
-    main = sys.modules.get("__main__")
-    if main is not None and getattr(main, "__spec__", None) is None and getattr(main, "__file__", None):
-        for value in list(vars(main).values()):
-            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
-            if isinstance(name, str) and name not in ("__main__", "builtins") and name in sys.modules:
-                names.add(name)
-    return sorted(names)
+    return sorted({PREPARE_MODULE, *main_script_modules()})
 
 
 def start_forkserver() -> None:
@@ -96,11 +90,5 @@ def fewer_collections() -> Iterator[None]:
     while the prepared pages (millions of small tuples, all alive to the end) came back from the
     workers.
     """
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    try:
+    with process_fewer_collections(GC_THRESHOLDS):
         yield
-    finally:
-        gc.set_threshold(*old)
-        gc.unfreeze()

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, note_current_moved, read_current
+from docbundle.bundle.layout import BUILD_ID_RE, fsync_dir, lock_for_removal, read_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, Manifest, RoutingInfo, encode_manifest
+from docbundle.bundle.publish import note_current_moved
 from docbundle.bundle.reader import read_manifest
 from docbundle.bundle.routing import ROUTING_FIELDS, ROUTING_FILE, RoutingRecord, make_record, write_record
 from docbundle.bundle.schema import INDEX_DIR, INDEX_NAME, make_schema

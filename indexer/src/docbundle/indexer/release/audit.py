@@ -15,7 +15,7 @@ from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import manifest_header
 from docbundle.bundle.store import DocStore
 from docbundle.bundle.times import parse_time
-from docbundle.server.terminal import printable
+from docbundle.common.terminal import printable
 
 TINY_CHUNK_CHARS = 40
 GIANT_CHUNK_CHARS = 20_000

@@ -5,13 +5,23 @@
 For each library version: remember the bundle ``CURRENT`` named before (the last published one, when
 the bundles directory was restored from the previous run), build, and when a new bundle was built, run
 the library's golden queries (``bundles/golden/<id>.toml`` if present) against it with the previous
-bundle as baseline. A bundle whose checks pass is packed into ``--dist`` (archive, ``SHA256SUMS``,
-``index.json``); unchanged libraries are skipped; a library that fails to build or fails its checks is
+bundle as baseline. A bundle whose checks pass is packed into ``--dist`` at once (archive, ``SHA256SUMS``,
+``index.json``, rewritten after every library, so a job cut at its time limit keeps what it finished); unchanged libraries are skipped; a library that fails to build or fails its checks is
 left out and makes the exit status 1, while the others are still packaged.
 
 Each run also writes ``timings.json`` into ``--dist``: the seconds each library took and the shard it ran
 in, which the next night's plan reads (``plan.py``); and ``nightly.json``, what happened to each library
 version (its state, failure class and counts), which ``--merge`` carries to ``--roll`` (``status.py``).
+
+``--embed-budget MINUTES`` bounds the first embeddings of a shard: once that many minutes have passed
+since the shard's start, a library version embedding for the first time (no vectors of this embedder in
+its current bundle) stops at the next batch and publishes its keyword-only bundle, its rows kept in the
+embedding checkpoint (``pipeline/checkpoint.py``, inside ``--out``, which the workflow caches) for the
+next night to resume; the libraries after it build keyword-only until their vectors come on a later
+night. So a first night, which embeds the whole catalogue (docs/releases.md, "Cost on paper"), ends
+inside the job's time limit and publishes every library, and the catalogue's vectors arrive over the
+next nights. ``timings.json`` records a library's seconds without its embedding (and the embedding
+apart), so the plan, sized by crawl and index time, keeps its shards from one night to the next.
 
 ``--plan`` prints the CI matrices from the config and last night's timings and index (``plan.py``) and
 exits; ``--plan-file FILE --shard K`` builds the libraries of shard K of that plan; ``--merge DIR ...
@@ -19,7 +29,7 @@ exits; ``--plan-file FILE --shard K`` builds the libraries of shard K of that pl
 naming TAG (``docbundle.bundle.release.merge``); ``--roll DIR ... --previous FILE`` writes the catalogue
 index of ``bundles-latest`` (``docbundle.bundle.release.roll``), the merged timings, the catalogue's health
 ``status.json`` (``status.py``) and the catalogue page ``catalogue.html`` (``page.py``) into ``--dist``.
-The command's arguments and output are in ``cli.py``.
+The command's arguments and output are in ``cli/nightly.py``.
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ import time
 from pathlib import Path
 
 from docbundle.bundle.errors import BundleError
-from docbundle.bundle.layout import CURRENT, current_bundle, note_current_moved, version_dir, write_current
-from docbundle.bundle.release import package
+from docbundle.bundle.layout import CURRENT, current_bundle, version_dir, write_current
+from docbundle.bundle.publish import note_current_moved
+from docbundle.bundle.release import PackagedBundle, pack_bundle, write_release_files
 
 from ..config import load_config
 from ..pipeline.build import build_target
@@ -48,17 +59,22 @@ def run(
     golden_dir: Path,
     progress: ProgressFactory | None = None,
     shard: int | None = None,
+    embed_budget: float | None = None,
 ) -> list[NightlyEntry]:
     """Build, check and package the given libraries (all when empty), showing each build's phases with
-    ``progress`` when given; ``timings.json`` records each library's seconds (and ``shard``)."""
+    ``progress`` when given; ``timings.json`` records each library's seconds (and ``shard``). First
+    embeddings stop ``embed_budget`` seconds after the start (module docstring)."""
+    deadline = None if embed_budget is None else time.monotonic() + embed_budget
     catalogue = load_config(config)
     chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
     cache = CrawlCache(out / CACHE_DIR)
     entries: list[NightlyEntry] = []
-    to_pack: list[Path] = []
+    packed: list[PackagedBundle] = []
     timings = Timings()
+    dist.mkdir(parents=True, exist_ok=True)
     for lib in chosen:
         started = time.monotonic()
+        embedding = 0.0
         golden_file = golden_dir / f"{lib.id}.toml"
         for target in catalogue.targets(lib):
             vdir = version_dir(out, lib.id, target.version.name)
@@ -66,7 +82,15 @@ def run(
                 previous: Path | None = current_bundle(vdir)
             except BundleError:
                 previous = None
-            outcome = build_target(target, out, cache=cache, progress=progress)
+            outcome = build_target(
+                target,
+                out,
+                cache=cache,
+                progress=progress,
+                keyword_first=deadline is not None,
+                embed_deadline=deadline,
+            )
+            embedding += outcome.embed_seconds
             entry = NightlyEntry(
                 library=lib.id,
                 version=target.version.name,
@@ -97,11 +121,23 @@ def run(
                             (vdir / CURRENT).unlink(missing_ok=True)
                         note_current_moved(vdir)
                 if entry.status == "built":
-                    to_pack.append(bundle)
+                    packed.append(pack_bundle(bundle, dist))
             entries.append(entry)
-        timings.libraries[lib.id] = LibraryTiming(seconds=round(time.monotonic() - started, 3), shard=shard)
-    dist.mkdir(parents=True, exist_ok=True)
-    write_timings(timings, dist / TIMINGS)
-    package(to_pack, dist)
-    write_outcomes(entries, dist)
+        timings.libraries[lib.id] = LibraryTiming(
+            seconds=round(max(0.0, time.monotonic() - started - embedding), 3),
+            embed_seconds=round(embedding, 3),
+            shard=shard,
+        )
+        _record(dist, packed, timings, entries)
+    _record(dist, packed, timings, entries)  # also when there was nothing to build
     return entries
+
+
+def _record(dist: Path, packed: list[PackagedBundle], timings: Timings, entries: list[NightlyEntry]) -> None:
+    """Bring ``dist`` up to date after a library: its archives are packed already; ``SHA256SUMS``,
+    ``index.json``, ``timings.json`` and ``nightly.json`` are replaced atomically. A shard cut at the job's
+    time limit then leaves every library it finished published by the workflow's ``if: always()`` upload,
+    and those it never reached reported by their absence (``no-report``, ``status.py``)."""
+    write_release_files(dist, packed)
+    write_timings(timings, dist / TIMINGS)
+    write_outcomes(entries, dist)

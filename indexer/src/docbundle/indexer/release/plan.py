@@ -15,7 +15,9 @@ from the catalogue index times the seconds per document measured over the librar
 costs ``SECONDS_PER_LIBRARY`` at least.
 
 Shards: their number is the expected total over ``target_seconds``, at most ``MAX_SHARDS`` and at most
-one per library. A library stays in the shard it ran in last night (the shard's Actions cache holds
+one per library, and never fewer than last night's (``last_shard_count``): a library that moves shard
+loses its shard's cache, its previous bundle (whose vectors a rebuild reuses) and its embedding checkpoint,
+so fewer shards would embed the moved libraries again from nothing. A library stays in the shard it ran in last night (the shard's Actions cache holds
 its previous bundle and crawl cache) unless that shard is over ``STICKY_SLACK`` times the mean; the
 libraries that move, and the new ones, go heaviest first to the lightest shard that has room (LPT).
 The heaviest shard is then at most ``STICKY_SLACK`` times the mean plus the longest single library
@@ -34,6 +36,7 @@ from typing import Annotated
 
 import msgspec
 from docbundle.bundle.errors import BundleFormatError
+from docbundle.bundle.layout import write_atomically
 from docbundle.bundle.releaseindex import (
     MAX_ARCHIVES_PER_RELEASE,
     MAX_INDEX_BYTES,
@@ -61,9 +64,12 @@ MAX_PLAN_BYTES = 16 * 1024 * 1024
 
 
 class LibraryTiming(msgspec.Struct, kw_only=True, frozen=True):
-    """What one library cost last night, and in which shard it ran."""
+    """What one library cost last night, and in which shard it ran: ``seconds`` without embedding (what
+    the plan balances: a first embedding is bounded by the shard's ``--embed-budget`` and spread over
+    nights, a later one embeds only changed chunks), ``embed_seconds`` the embedding apart."""
 
     seconds: Annotated[float, msgspec.Meta(ge=0, le=7 * 24 * 3600)]
+    embed_seconds: Annotated[float, msgspec.Meta(ge=0, le=7 * 24 * 3600)] = 0.0
     shard: Annotated[int, msgspec.Meta(ge=0, lt=MAX_SHARDS)] | None = None
 
 
@@ -175,7 +181,7 @@ def read_documents(path: Path | None) -> dict[str, int]:
 def write_timings(timings: Timings, path: Path) -> None:
     """Write ``timings`` as ``timings.json`` (libraries sorted by id)."""
     ordered = Timings(libraries=dict(sorted(timings.libraries.items())))
-    path.write_bytes(msgspec.json.encode(ordered) + b"\n")
+    write_atomically(path, msgspec.json.encode(ordered) + b"\n")
 
 
 def merge_timings(previous: Timings, tonight: list[Timings], keep: set[str] | None = None) -> Timings:
@@ -221,6 +227,11 @@ def shard_count(total_seconds: float, libraries: int, target_seconds: float, max
     return max(1, min(wanted, max_shards, libraries))
 
 
+def last_shard_count(timings: Timings) -> int:
+    """How many shards last night's timings name (0 when they name none)."""
+    return max((t.shard + 1 for t in timings.libraries.values() if t.shard is not None), default=0)
+
+
 def make_plan(
     catalogue: Catalogue,
     timings: Timings,
@@ -246,6 +257,7 @@ def make_plan(
         )
     total = sum(s for s, _ in cost.values())
     n = shard_count(total, len(cost), target_seconds, max_shards)
+    n = max(n, min(last_shard_count(timings), max_shards, len(cost)))
     while total_archives > n * MAX_ARCHIVES_PER_RELEASE:
         n += 1
     members: list[list[str]] = [[] for _ in range(n)]

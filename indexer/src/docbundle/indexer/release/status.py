@@ -22,6 +22,7 @@ from pathlib import Path
 
 import msgspec
 from docbundle.bundle.errors import BundleFormatError
+from docbundle.bundle.layout import write_atomically
 from docbundle.bundle.releaseindex import MAX_TEXT_CHARS, PackagedBundle
 from docbundle.bundle.status import (
     MAX_CATEGORY_CHARS,
@@ -106,7 +107,7 @@ def reason_of(status: str, kind: str, http_status: int | None) -> str:
 def write_outcomes(entries: list[NightlyEntry], folder: Path) -> None:
     """``nightly.json`` in ``folder``: the entries, readable by people and by ``read_outcomes``."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / OUTCOMES).write_bytes(msgspec.json.format(msgspec.json.encode(entries), indent=2) + b"\n")
+    write_atomically(folder / OUTCOMES, msgspec.json.format(msgspec.json.encode(entries), indent=2) + b"\n")
 
 
 def read_outcomes(folder: Path) -> list[NightlyEntry]:

@@ -27,7 +27,6 @@ and each only with the content hash (and manifest bytes) it names.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 
 from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, VERSION_RULE
 from docbundle.bundle.summary import SUMMARY_NAME, update_summary_versions, write_summary_locked
+from docbundle.common.process import collector_paused as _collector_paused
 
 from ..encoder import QueryEncoder
 from ..errors import (
@@ -448,20 +448,6 @@ class Catalog:
         from .watch import watch
 
         return watch(self, interval, on_change)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off meanwhile: reading a summary of 10,000 libraries makes
-    ~120,000 objects, none of them garbage, and the collections they would set off (each walking every
-    object of the process) took longer than the reading itself."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _write_back(reading: Reading) -> None:

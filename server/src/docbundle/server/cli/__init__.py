@@ -2,7 +2,7 @@
 
 Commands: ``serve`` (stdio or streamable HTTP), ``search``, ``info``, ``verify``, ``install``, ``pull``,
 ``keys`` (API keys for the HTTP transport: ``create``, ``list``, ``revoke``). Each is one row of
-``COMMANDS`` (a ``docbundle.server.clitable.Command``: name, help, handler and arguments), declared in
+``COMMANDS`` (a ``docbundle.common.clitable.Command``: name, help, handler and arguments), declared in
 its module: ``serve``; ``search`` (search, info); ``verify``; ``install`` (install, pull); ``keys``.
 ``common`` holds what they share.
 
@@ -28,7 +28,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from ..clitable import EXIT_PIPE, arg, parser, run, table
+from docbundle.common.clitable import EXIT_PIPE, arg, parser, run, table
+
 from ..errors import LibraryUnavailableError, ServerError, UnknownLibraryError
 from ..words import SHELL
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, err, where_to_get

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from docbundle.bundle.userdirs import ENV_BUNDLES, bundles_origin, default_bundles
+from docbundle.common.clitable import Arg, arg
+from docbundle.common.terminal import printable
 
 from ..catalog import Catalog, CatalogSettings
-from ..clitable import Arg, arg
 from ..lockfile import find_lock
-from ..terminal import printable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 LOCK_HELP = "lock file pinning content hashes (default: DIR/bundles.lock when it exists)"

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from docbundle.bundle.status import STATES
 from docbundle.bundle.userdirs import default_bundles
+from docbundle.common.clitable import Command, arg
 
-from ..clitable import Command, arg
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, bundle_args, err
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
+from docbundle.common.clitable import Arg, Command, arg
 
-from ..clitable import Arg, Command, arg
 from .common import EXIT_OK
 
 

@@ -11,12 +11,12 @@ import re
 import sys
 
 from docbundle.bundle.query import SEARCH_MODES
+from docbundle.common.clitable import Command, arg
+from docbundle.common.terminal import printable
 
 from ..bounds import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, MAX_LIMIT, MAX_MAX_TOKENS, MIN_MAX_TOKENS
 from ..catalog import Catalog, VersionEntry
-from ..clitable import Command, arg
 from ..errors import LibraryUnavailableError, LockFileError
-from ..terminal import printable
 from ..words import SHELL, plural
 from .common import EXIT_OK, bundle_args, catalog_quiet, load, root, where, where_to_get
 

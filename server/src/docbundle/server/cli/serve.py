@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import logging
 import math
 import os
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.userdirs import ENV_KEYS, default_keys
+from docbundle.common.clitable import Command, Group, arg
+from docbundle.common.process import freeze_collector
 
 from ..catalog import (
     DEFAULT_MAX_OPEN,
@@ -30,7 +31,6 @@ from ..catalog import (
     Catalog,
     CatalogSettings,
 )
-from ..clitable import Command, Group, arg
 from ..http.options import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_BURST,
@@ -299,15 +299,6 @@ def _serving_settings(args: argparse.Namespace) -> CatalogSettings:
     )
 
 
-def _freeze_collector() -> None:
-    """The collector's settings of a serving process, the same over stdio and HTTP (issue 33: the one
-    place a server changes them; the process-state module takes these lines over at the merge)."""
-    # What exists now (modules, the catalogue) lives as long as the server: out of the collector's
-    # sight, so the imports and opens that follow (whoosh at the first search, the query encoder) do
-    # not walk a big catalogue at each pass. Objects frozen are still freed when nothing refers to them.
-    gc.freeze()
-
-
 def _serve_stdio(args: argparse.Namespace) -> int:
     _raise_file_limit()
     # The SDK first, then the catalogue: importing it creates many objects, and the cyclic collector
@@ -319,7 +310,8 @@ def _serve_stdio(args: argparse.Namespace) -> int:
     from ..stdio import exit_when_threads_linger, serve_stdio
 
     catalog = load(args, _serving_settings(args))
-    _freeze_collector()
+    # What exists now (modules, the catalogue) lives as long as the server: out of the collector's sight.
+    freeze_collector()
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
@@ -372,7 +364,7 @@ def _serve_http(args: argparse.Namespace) -> int:
     handler = logs.configure(args.log_level or "info")
     _raise_file_limit()
     catalog = load(args, _serving_settings(args))
-    _freeze_collector()
+    freeze_collector()  # as over stdio (and before ``--workers`` forks: see ``freeze_collector``)
     try:
         return _run_http(args, catalog, keys, handler)
     except KeyboardInterrupt:

@@ -13,9 +13,9 @@ from typing import Any
 from docbundle.bundle.errors import BundleError, BundleNotFoundError
 from docbundle.bundle.layout import CURRENT, resolve_bundle
 from docbundle.bundle.userdirs import bundles_origin, default_bundles
+from docbundle.common.clitable import Command, arg
 
 from ..catalog import Catalog
-from ..clitable import Command, arg
 from ..errors import LibraryUnavailableError, LockFileError
 from ..lockfile import find_lock
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, catalog_quiet, err, ways

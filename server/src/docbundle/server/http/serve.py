@@ -1,26 +1,44 @@
 """Serving ``HttpApp``: the listening socket, bound before uvicorn starts, the uvicorn server, and worker
-processes sharing that socket (``docbundle serve --workers N``)."""
+processes sharing that socket (``docbundle serve --workers N``).
+
+The app is handed in (``ServedApp``: what serving needs of ``app.HttpApp``), never imported: the app
+imports ``metrics``, which reads this module's ``MULTIPROC_ENV``, so an import of ``app`` here would close
+a circle (issue 33).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import logging
 import os
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 from collections.abc import Iterator
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from docbundle.common.process import die_with_parent, exit_now
 
 if TYPE_CHECKING:
     import uvicorn
 
-    from .app import HttpApp
+    from .exchange import Receive, Scope, Send
+    from .options import HttpOptions
+
+
+class ServedApp(Protocol):
+    """What serving needs of the app (``app.HttpApp``): its options, the hook a forked worker calls
+    first, and the ASGI call."""
+
+    @property
+    def options(self) -> HttpOptions: ...
+
+    def after_fork(self, worker: int) -> None: ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
 # How long requests in flight may run after SIGTERM or SIGINT before the server exits anyway.
@@ -153,7 +171,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def http_server(app: HttpApp, *, log_level: str = "info") -> uvicorn.Server:
+def http_server(app: ServedApp, *, log_level: str = "info") -> uvicorn.Server:
     """A uvicorn server for ``app``; run it with ``.run(sockets=[bind_socket(...)])``.
 
     On SIGTERM or SIGINT it stops accepting connections, lets the requests in flight finish (up to
@@ -192,7 +210,7 @@ def http_server(app: HttpApp, *, log_level: str = "info") -> uvicorn.Server:
     return Server(config)
 
 
-def run_http(app: HttpApp, sock: socket.socket, *, log_level: str = "info") -> int:
+def run_http(app: ServedApp, sock: socket.socket, *, log_level: str = "info") -> int:
     """Serve ``app`` on ``sock`` until SIGTERM or SIGINT; the exit code (0, or 1 if a worker failed).
 
     With ``app.options.workers`` above 1, that many processes are forked after start-up, each running
@@ -215,14 +233,14 @@ def run_http(app: HttpApp, sock: socket.socket, *, log_level: str = "info") -> i
     return _supervise(children)
 
 
-def _worker(app: HttpApp, sock: socket.socket, n: int, log_level: str) -> None:
+def _worker(app: ServedApp, sock: socket.socket, n: int, log_level: str) -> None:
     """A forked worker: serve until told to stop, then end the process (never return into the CLI)."""
     code = 1
     try:
         # Its own process group: a Ctrl-C in the terminal reaches the supervisor only, which passes
-        # it on once (twice would cut the drain short). It dies with the supervisor.
+        # it on once (twice would cut the drain short). It dies with the supervisor (SIGTERM: it drains).
         os.setpgid(0, 0)
-        _die_with_parent()
+        die_with_parent(signal.SIGTERM)
         worker_holds_metrics_folder()
         app.after_fork(n)
         http_server(app, log_level=log_level).run(sockets=[sock])
@@ -234,20 +252,7 @@ def _worker(app: HttpApp, sock: socket.socket, n: int, log_level: str) -> None:
     finally:
         with contextlib.suppress(OSError):
             worker_leaves_metrics_folder()
-        for stream in (sys.stderr, sys.stdout):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(code)
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to send this process SIGTERM when its parent dies (elsewhere: nothing to do)."""
-    parent = os.getppid()
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os.kill(os.getpid(), signal.SIGTERM)
+        exit_now(code)
 
 
 def _supervise(children: dict[int, int]) -> int:

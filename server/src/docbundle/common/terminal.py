@@ -7,7 +7,7 @@ line above or hide text; a bidi override can make a line read differently from w
 unbounded field can flood a log. Every command that prints such text (``docbundle pull``, ``info``,
 ``search``, and the indexer's ``add`` and ``audit``) passes it through ``printable`` first.
 
-Pure standard library; the indexer imports it too.
+Pure standard library; the server and the indexer import it (the ``common`` contract in ``.importlinter``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ a command with ``actions`` has sub-commands of its own, as ``docbundle keys crea
 the ``argparse`` parser from the table, ``run`` calls the handler the parsed arguments name. The
 program itself keeps what is its own: its top-level options, logging and how its errors read.
 
-Pure standard library; the indexer imports it too (the ``shared-leaves`` contract in ``.importlinter``).
+Pure standard library; the server and the indexer import it (the ``common`` contract in ``.importlinter``).
 """
 
 from __future__ import annotations
