@@ -19,13 +19,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from . import DEFAULT_RELOAD_SECONDS, Catalog, CatalogChange
+from .entries import CatalogChange
+from .settings import DEFAULT_RELOAD_SECONDS
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,17 @@ STOP_WAIT_SECONDS = 5.0  # how long stopping waits for a look in progress (a rel
 
 Notify = Callable[[str], Awaitable[None]]
 __all__ = ["DEFAULT_RELOAD_SECONDS", "LIST_CHANGED", "serving", "watch", "watch_bundles"]
+
+
+class Catalog(Protocol):
+    """What the loop needs of a catalogue (``docbundle.server.catalog.Catalog``; a protocol, as the facade
+    imports this module: no import circle)."""
+
+    def refresh(self) -> CatalogChange:
+        """One look at the bundles folder (reload on a change); never raises."""
+
+    def start_encoder(self) -> bool:
+        """Load the query encoder in the background when a library has vectors."""
 
 
 def watch(
