@@ -179,14 +179,15 @@ def measure(bundles: Path, sets: list[str], k: int, retire_after: float | None =
     """
     from docbundle.bundle.routeindex import ROUTING_INDEX, build_index
     from docbundle.bundle.search import query_words
-    from docbundle.server.catalog import Catalog
+    from docbundle.server.catalog import Catalog, CatalogSettings
     from docbundle.server.docs import Docs
     from docbundle.server.routing import MAX_ROUTE_WORDS, ROUTE_INDEX_WAIT_SECONDS
 
     catalog = (
-        Catalog.load(bundles) if retire_after is None else Catalog.load(bundles, retire_after=retire_after)
+        Catalog.load(bundles, settings=CatalogSettings(route_libraries=k))
+        if retire_after is None
+        else Catalog.load(bundles, settings=CatalogSettings(route_libraries=k, retire_after=retire_after))
     )
-    catalog.route_libraries = k
     idle_fds = _open_files()
     docs = Docs(catalog)
     n = len(catalog.library_ids())

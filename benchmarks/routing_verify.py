@@ -29,7 +29,7 @@ from docbundle.bundle.layout import write_current
 from docbundle.bundle.manifest import MANIFEST_NAME, FileEntry, RoutingInfo, decode_manifest, encode_manifest
 from docbundle.bundle.routeindex import build_index, read_index, update_index
 from docbundle.bundle.routing import ROUTING_FILE, encode_record, make_record
-from docbundle.server.catalog import Catalog
+from docbundle.server.catalog import Catalog, CatalogSettings
 from docbundle.server.routing import Router
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "bundle" / "golden" / "v1-early"
@@ -82,8 +82,7 @@ def main() -> None:
         index, _ = read_index(root)
         loaded = time.perf_counter() - t0
         assert index is not None
-        catalog = Catalog.load(root)
-        catalog.route_libraries = 10
+        catalog = Catalog.load(root, settings=CatalogSettings(route_libraries=10))
         router = Router(catalog)
         t0 = time.perf_counter()
         built, why = router.index(3600.0)

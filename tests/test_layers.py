@@ -34,7 +34,7 @@ BREAKS = {
     "parts": ("server/src/docbundle/server/docs.py", "import docbundle.indexer.config"),
     "pipeline": ("indexer/src/docbundle/indexer/pipeline/chunk.py", "import docbundle.indexer.release"),
     "no-http-client": ("server/src/docbundle/bundle/store.py", "import httpx2"),
-    "server-rooms": ("server/src/docbundle/server/catalog.py", "from . import render"),
+    "server-rooms": ("server/src/docbundle/server/catalog/__init__.py", "from .. import render"),
     "server-roots": ("server/src/docbundle/server/jsonrpc.py", "from . import keys"),
     "mcp-free": ("server/src/docbundle/server/models.py", "import starlette.responses"),
     "llmstxt-rooms": ("indexer/src/docbundle/indexer/pipeline/llmstxt/model.py", "from . import links"),

@@ -22,7 +22,7 @@ import msgspec
 import pytest
 from docbundle.bundle.layout import read_current, write_current
 from docbundle.bundle.summary import SUMMARY_NAME, read_summary, write_summary
-from docbundle.server import entries as entries_module
+from docbundle.server.catalog import entries as entries_module
 from docbundle.server.catalog import Catalog
 from mcp import Client, StdioServerParameters
 from serverkit import install_golden

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from clikit import server_cli
 from docbundle.server.budget import estimate_tokens
-from docbundle.server.catalog import EVICT_AFTER_SECONDS, RETIRE_AFTER_SECONDS, Catalog
+from docbundle.server.catalog import EVICT_AFTER_SECONDS, RETIRE_AFTER_SECONDS, Catalog, CatalogSettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 from serverkit import call, connect, install_golden
@@ -151,8 +151,7 @@ def test_docbundle_info_lists_every_library(many_root: Path) -> None:
 
 
 async def test_past_max_open_the_least_recently_used_bundle_is_closed(many_root: Path) -> None:
-    catalog = Catalog.load(many_root, retire_after=0)
-    catalog.max_open = 2
+    catalog = Catalog.load(many_root, settings=CatalogSettings(max_open=2, retire_after=0))
     try:
         async with connect(catalog) as c:
             for lib in ("lib-000", "lib-001", "lib-002", "lib-000", "lib-003"):
@@ -172,8 +171,7 @@ async def test_past_max_open_the_least_recently_used_bundle_is_closed(many_root:
 async def test_a_bundle_past_max_open_is_closed_within_seconds_not_a_minute(many_root: Path) -> None:
     """A search across a big catalogue opens many bundles: one closed past --max-open must not hold its
     files for the minute a build replaced by a reload is given (thousands of descriptors at scale)."""
-    catalog = Catalog.load(many_root)  # the server's grace times
-    catalog.max_open = 2
+    catalog = Catalog.load(many_root, settings=CatalogSettings(max_open=2))  # the server's grace times
     try:
         async with connect(catalog) as c:
             for lib in ("lib-000", "lib-001", "lib-002"):
@@ -194,8 +192,8 @@ def test_max_open_must_be_at_least_one(many_root: Path) -> None:
 async def test_the_open_bundles_share_one_search_cache_budget(
     many_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("docbundle.server.catalog.CACHE_BUDGET_BYTES", 6000)
-    monkeypatch.setattr("docbundle.server.catalog.CACHE_FLOOR_BYTES", 1000)
+    monkeypatch.setattr("docbundle.server.catalog.pool.CACHE_BUDGET_BYTES", 6000)
+    monkeypatch.setattr("docbundle.server.catalog.pool.CACHE_FLOOR_BYTES", 1000)
     catalog = Catalog.load(many_root)
     try:
         async with connect(catalog) as c:

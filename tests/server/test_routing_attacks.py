@@ -26,7 +26,7 @@ from docbundle.bundle.manifest import MANIFEST_NAME, decode_manifest, encode_man
 from docbundle.bundle.routeindex import ROUTING_INDEX, RouteIndex, load_index, update_index
 from docbundle.bundle.routing import ROUTING_FILE
 from docbundle.bundle.summary import SUMMARY_NAME
-from docbundle.server.catalog import Catalog
+from docbundle.server.catalog import Catalog, CatalogSettings
 from docbundle.server.lockfile import LOCK_FILE_NAME
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
@@ -91,8 +91,7 @@ async def _stdio(root: Path) -> AsyncIterator[Client]:
 
 @asynccontextmanager
 async def _in_memory(root: Path, lock: Path | None = None) -> AsyncIterator[tuple[Client, Catalog]]:
-    catalog = Catalog.load(root, lock=lock)
-    catalog.route_libraries = K
+    catalog = Catalog.load(root, lock=lock, settings=CatalogSettings(route_libraries=K))
     try:
         with anyio.fail_after(HANG_GUARD_SECONDS):
             async with Client(create_server(catalog)) as client:

@@ -2,7 +2,7 @@
 
 Who may import whom is drawn here and checked by the root ``.importlinter`` (tests/test_layers.py):
 
-    words <- errors <- lockfile <- entries <- catalog <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
+    words <- errors <- lockfile <- catalog/ <- models <- render <- documents <- hits <- docs <- mcp/ <- cli
                                           libraries <- docs    jsonrpc <- http/, stdio <- cli
                                catalog <- routing <- hits, docs
                                catalog <- resolve <- libraries, docs, mcp/

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from docbundle.server.catalog import Catalog, CatalogChange
+from docbundle.server.catalog import Catalog, CatalogChange, CatalogSettings
 from docbundle.server.errors import UnknownLibraryError
 from treekit import build, builds, one_page
 
@@ -47,7 +47,7 @@ def _titles(catalog: Catalog, library: str, query: str) -> list[str]:
 def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requests(tmp_path: Path) -> None:
     root, work = tmp_path / "bundles", tmp_path / "work"
     first = build(work / "demo.toml", root, one_page("demo", "aardvarks", keep=1)).build_id
-    catalog = Catalog.load(root, retire_after=3600)
+    catalog = Catalog.load(root, settings=CatalogSettings(retire_after=3600))
     try:
         assert _titles(catalog, "demo", "aardvarks") == ["Guide to aardvarks"]
         in_flight = catalog.open("demo")  # a request that resolved the old build before the reload
@@ -137,8 +137,7 @@ def test_a_server_catalog_warms_each_bundle_it_opens_in_the_background(tmp_path:
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
-    plain, server = Catalog.load(root), Catalog.load(root)
-    server.warm_terms = 1000
+    plain, server = Catalog.load(root), Catalog.load(root, settings=CatalogSettings(warm_terms=1000))
     try:
         assert len(plain.open("alpha").searcher._cache) == 0  # one-shot commands read on demand
         searcher = server.open("alpha").searcher
@@ -159,7 +158,7 @@ def test_both_reload_loops_share_one_step_that_logs_a_failure_and_keeps_serving(
 
     import anyio
     from docbundle.server import catalog as catalog_module
-    from docbundle.server.reload import watch_bundles
+    from docbundle.server.catalog.watch import watch_bundles
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
@@ -298,7 +297,7 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
     """The catalogue reads beta's CURRENT (build X) on beta's first use; before it takes its lease on X,
     a second build of beta publishes Y and its prune (keep = 1) deletes X. That reading describes the
     race, not beta."""
-    from docbundle.server import entries as entries_module
+    from docbundle.server.catalog import entries as entries_module
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))

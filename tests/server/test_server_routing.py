@@ -20,7 +20,7 @@ from docbundle.bundle.routeindex import ROUTING_INDEX, RouteIndex, load_index, u
 from docbundle.bundle.routing import ROUTING_FILE, read_record
 from docbundle.server import docs as docs_module
 from docbundle.server import routing as routing_module
-from docbundle.server.catalog import Catalog
+from docbundle.server.catalog import Catalog, CatalogSettings
 from docbundle.server.mcp.server import create_server
 from mcp import Client
 from routekit import SUBJECTS, subject_pages, subjects_tree
@@ -50,8 +50,7 @@ def root(many_root: Path, tmp_path: Path) -> Path:
 @asynccontextmanager
 async def serve(root: Path, k: int = 3) -> AsyncIterator[tuple[Client, Catalog]]:
     """An in-memory client on a server over ``root`` routing to ``k`` libraries; time-boxed."""
-    catalog = Catalog.load(root)
-    catalog.route_libraries = k
+    catalog = Catalog.load(root, settings=CatalogSettings(route_libraries=k))
     try:
         with anyio.fail_after(60):
             async with Client(create_server(catalog)) as client:

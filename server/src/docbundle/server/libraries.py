@@ -16,6 +16,7 @@ from docbundle.bundle.manifest import in_obtained_order
 
 from .budget import estimate_tokens
 from .catalog import Catalog, LibraryEntry, VersionEntry
+from .catalog.projection import holds, words
 from .encoder import describe
 from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, MAX_LIBRARY_ID_CHARS, BadCursorError, clip, echo
 from .models import (
@@ -27,7 +28,7 @@ from .models import (
     VersionSummary,
 )
 from .render import library_lines, render_libraries
-from .resolve import MAX_RESOLVE_WORDS, Resolver, library_languages, scored_words, words
+from .resolve import MAX_RESOLVE_WORDS, Resolver, library_languages, scored_words
 from .semantic import vector_problem
 from .words import NextStep
 
@@ -42,8 +43,8 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
     (the library checked first, so the build shown is the one its CURRENT names)."""
     lib = catalog.check(lib)
     entry = lib.default
-    state, reason = catalog.state(entry)
-    m = entry.meta
+    view = catalog.version_view(entry)
+    m = entry.meta if entry.checked else None
     return LibrarySummary(
         id=lib.id,
         name=lib.name,
@@ -51,12 +52,12 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         category=lib.category,
         versions=list(lib.versions),
         default_version=lib.default_version,
-        documents=m.counts.documents if m else None,
-        built_at=m.built_at if m else None,
-        build_id=m.build_id if m else None,
-        content_hash=m.content_hash if m else None,
-        status=state,
-        reason=reason,
+        documents=view.documents,
+        built_at=view.built_at,
+        build_id=view.build_id,
+        content_hash=view.content_hash,
+        status=view.state,
+        reason=view.reason,
         safety_findings=m.safety_findings if m else 0,
         safety_kinds=list(m.safety_kinds) if m else [],
         obtained=in_obtained_order(m.obtained) if m else {},
@@ -100,7 +101,7 @@ def library_list(
     chosen = [
         lib
         for lib in libs
-        if (wanted is None or lib.category.lower() == wanted) and (not terms or _holds(lib, terms))
+        if (wanted is None or lib.category.lower() == wanted) and (not terms or holds(lib, terms))
     ]
     start = 0 if after is None else bisect.bisect_right([lib.id for lib in chosen], after)
     page: list[LibrarySummary] = []
@@ -145,12 +146,6 @@ def library_list(
     )
 
 
-def _holds(lib: LibraryEntry, terms: list[str]) -> bool:
-    """Whether every term is in the library's id, name, category or description (ignoring case)."""
-    text = f"{lib.id} {lib.name} {lib.category} {lib.description}".lower()
-    return all(t in text for t in terms)
-
-
 def _filters(category: str | None, terms: list[str]) -> str:
     """What a cursor is tied to: the filters of the listing it continues."""
     return hashlib.sha256(json.dumps([category, terms]).encode("utf-8")).hexdigest()[:12]
@@ -189,13 +184,14 @@ def library_matches(catalog: Catalog, resolver: Resolver, name: str, limit: int)
     # The matches are ranked by the words of the summary's entries (checking all 10,000 to rank would
     # read as many manifests), but what an answer shows of each (at most MAX_LIMIT) is its checked entry:
     # the manifest's name and description, never what the summary claims (issue 31, item 10). When
-    # checking them corrected an entry (the generation moved), they are ranked again by the checked words.
+    # checking them corrected an entry (the catalogue then serves a new snapshot), they are ranked again
+    # by the checked words.
     with catalog.summary_batch():
         for _ in range(RANKINGS):
-            generation = catalog.generation
+            ranked_in = catalog.snapshot()
             found, total, exact = resolver.resolve(name, limit)
             checked = [(m, catalog.check(m.library)) for m in found]
-            if catalog.generation == generation:
+            if catalog.snapshot() is ranked_in:
                 break
     matches = [
         LibraryMatch(

@@ -46,9 +46,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import re
-import threading
-import unicodedata
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -57,7 +54,8 @@ from itertools import chain
 
 from docbundle.bundle.summary import title_languages
 
-from .catalog import Catalog, LibraryEntry
+from .catalog import Catalog, LibraryEntry, Snapshot
+from .catalog.projection import words
 
 # Words that say nothing about which library is meant.
 FILLER = frozenset(
@@ -122,7 +120,6 @@ MAX_TYPO_LETTERS = 32
 # The query's words joined ("sap ui5" -> "sapui5") are compared with ids and names up to this length
 # (library ids are at most 100 characters and, typed, a few words).
 MAX_JOINED_CHARS = 100
-_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -133,11 +130,6 @@ class Match:
     score: float
     why: str
     languages: tuple[str, ...]
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words of ``text`` (Unicode-normalized; ``_`` and ``-`` separate words)."""
-    return [w for w in _WORD.findall(unicodedata.normalize("NFKC", text).lower().replace("_", " ")) if w]
 
 
 def _compact(text: str) -> str:
@@ -419,21 +411,20 @@ class Resolver:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self._index: tuple[int, _Index] | None = None
-        self._lock = threading.Lock()
 
     def index(self) -> _Index:
-        """The word index of the catalogue as it is now (built again after a reload changed it)."""
-        with self._lock:
-            generation = self.catalog.generation
-            if self._index is None or self._index[0] != generation:
-                self._index = (generation, _Index(self.catalog.libraries()))
-            return self._index[1]
+        """The word index of the catalogue as it is now: a view of its snapshot, made once per snapshot
+        (a reload, or a check that corrected an entry, serves a new one)."""
+        return self.catalog.snapshot().view("resolve.words", _word_index)
 
     def resolve(self, query: str, limit: int | None = None) -> tuple[list[Match], int, bool]:
         """The libraries matching ``query``, best first (ties by id), at most ``limit`` (None: all), how
         many match in all, and whether that count is exact (else it is a lower bound)."""
         return self.index().matches(scored_words(query)[0], limit)
+
+
+def _word_index(snapshot: Snapshot) -> _Index:
+    return _Index(snapshot.libraries())
 
 
 def scored_words(query: str) -> tuple[list[str], bool]:

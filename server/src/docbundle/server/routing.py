@@ -1,7 +1,7 @@
 """Which libraries a search across libraries searches: the K the catalogue's routing index ranks best.
 
 A search without ``libraryId`` asks ``Router.route``. With at most K libraries in the catalogue (K is
-``Catalog.route_libraries``, ``--route-libraries``, 10 by default) every one is searched, as before.
+``CatalogSettings.route_libraries``, ``--route-libraries``, 10 by default) every one is searched, as before.
 With more, the query's words (analysed as the search analyses them, ``bundle.search.query_words``;
 never whoosh's query parser) are looked up in the routing index (``bundle.routeindex``), and the K
 libraries it scores best are searched; a library holding none of the words is not.
@@ -56,7 +56,7 @@ from docbundle.bundle.routeindex import (
     read_manifest_checked,
 )
 
-from .catalog import Catalog, VersionEntry
+from .catalog import Catalog, Snapshot, VersionEntry
 from .errors import CancelledError
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,9 @@ class Router:
         self._lock = threading.Lock()
         # Made by this process from verified records (``_rebuild``); None until the first build ends.
         self._index: RouteIndex | None = None
-        self._generation = -1  # the catalogue generation ``_index`` was checked against
+        # The catalogue snapshot ``_index`` was found fresh for (None: not checked yet); a reload or a
+        # corrected entry serves a new snapshot, which the index is checked against again.
+        self._fresh_for: Snapshot | None = None
         # Library versions whose record could not be had: (build id, why), left out of the index until
         # their build changes, so they neither make it stale nor get logged at every search.
         self._unindexable: dict[tuple[str, str], tuple[str, str]] = {}
@@ -112,8 +114,6 @@ class Router:
         self._started = 0.0
         self._failed: tuple[float, str] | None = None
         self.in_memory = False  # the last rebuild could not be written (a read-only folder)
-        self._defaults_cache: tuple[int, list[VersionEntry]] | None = None
-        self._choosable_cache: tuple[tuple[int, int], dict[int, VersionEntry], int] | None = None
 
     # -- the index ------------------------------------------------------------------------------------
 
@@ -146,12 +146,12 @@ class Router:
         """The routing index and, when it is not a fresh one, why: None (no index yet: a build was
         started, or failed), or this process's previous one while it is rebuilt (its entries whose
         build changed are not chosen: ``_choosable``)."""
-        generation = self.catalog.generation
+        snapshot = self.catalog.snapshot()
         with self._lock:
-            if self._index is not None and self._generation == generation:
+            if self._index is not None and self._fresh_for is snapshot:
                 return self._index, ""
             if self._index is not None and not self._index.stale(self._wanted()):
-                self._generation = generation
+                self._fresh_for = snapshot
                 return self._index, ""
             if self._failed is not None and time.monotonic() - self._failed[0] < RETRY_SECONDS:
                 return self._index, f"the routing index could not be built ({self._failed[1]})"
@@ -172,7 +172,7 @@ class Router:
         """Start building the index in the background when searches across libraries route (a server
         calls this once it serves: the build reads every record, seconds at 10,000 libraries, which the
         first such search would otherwise wait for, past ``ROUTE_INDEX_WAIT_SECONDS``)."""
-        if 0 < self.catalog.route_libraries < len(self._defaults()):
+        if 0 < self.catalog.settings.route_libraries < len(self._defaults()):
             self.index(0.0)
 
     def _start_rebuild(self) -> None:
@@ -216,7 +216,7 @@ class Router:
                 before = self._unindexable
                 self._unindexable = {key: (builds[key], why) for key, why in left_out.items()}
                 self._index, self._written, self._failed = index, written, None
-                self._generation = -1  # checked against the catalogue at the next search
+                self._fresh_for = None  # checked against the catalogue at the next search
             for key, (build, why) in self._unindexable.items():
                 if before.get(key, ("",))[0] != build:
                     log.warning("left out of the routing index: %s/%s: %s", key[0], key[1], why)
@@ -240,7 +240,7 @@ class Router:
         """The libraries (default versions) a search across libraries searches for these query words."""
         defaults = self._defaults()
         total = len(defaults)
-        k = self.catalog.route_libraries
+        k = self.catalog.settings.route_libraries
         if k <= 0:
             return Route(defaults, "unrouted", total, "routing is off (--route-libraries 0)")
         if total <= k:
@@ -271,20 +271,18 @@ class Router:
         return Route(chosen, "routed", total, reason)
 
     def _defaults(self) -> list[VersionEntry]:
-        """Every library's default version, in catalogue order (cached per catalogue generation)."""
-        generation = self.catalog.generation
-        if self._defaults_cache is None or self._defaults_cache[0] != generation:
-            self._defaults_cache = (generation, [lib.default for lib in self.catalog.libraries()])
-        return self._defaults_cache[1]
+        """Every library's default version, in catalogue order (a view of the catalogue's snapshot)."""
+        return self.catalog.snapshot().view("routing.defaults", _defaults)
 
     def _choosable(
         self, index: RouteIndex, defaults: list[VersionEntry]
     ) -> tuple[dict[int, VersionEntry], int]:
-        """The default versions by their number in ``index``, and how many are not in it (cached per
-        index and catalogue generation)."""
-        key = (id(index), self.catalog.generation)
-        cached = self._choosable_cache
-        if cached is not None and cached[0] == key:
+        """The default versions by their number in ``index``, and how many are not in it (kept in the
+        catalogue snapshot's view for the last index asked about)."""
+        cache: dict[str, tuple[RouteIndex, dict[int, VersionEntry], int]]
+        cache = self.catalog.snapshot().view("routing.choosable", _last_choice)
+        cached = cache.get("last")
+        if cached is not None and cached[0] is index:
             return cached[1], cached[2]
         choosable: dict[int, VersionEntry] = {}
         missing = 0
@@ -294,5 +292,13 @@ class Router:
                 choosable[n] = e
             elif e.meta is not None and not e.problem:
                 missing += 1
-        self._choosable_cache = (key, choosable, missing)
+        cache["last"] = (index, choosable, missing)
         return choosable, missing
+
+
+def _defaults(snapshot: Snapshot) -> list[VersionEntry]:
+    return [lib.default for lib in snapshot.libraries()]
+
+
+def _last_choice(snapshot: Snapshot) -> dict[str, tuple[RouteIndex, dict[int, VersionEntry], int]]:
+    return {}

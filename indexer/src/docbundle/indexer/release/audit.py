@@ -14,6 +14,7 @@ from docbundle.bundle.manifest import Manifest, SafetyFinding
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import manifest_header
 from docbundle.bundle.store import DocStore
+from docbundle.bundle.times import parse_time
 from docbundle.common.terminal import printable
 
 TINY_CHUNK_CHARS = 40
@@ -42,11 +43,12 @@ class AuditReport(msgspec.Struct, kw_only=True):
 
 
 def _age_days(built_at: str, now: datetime) -> float:
+    """Days since the build (the one reading of a build time, ``bundle.times``); -1 when unreadable."""
+    built = parse_time(built_at)
     try:
-        built = datetime.strptime(built_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
+        return -1.0 if built is None else round((now - built).total_seconds() / 86400, 2)
+    except OverflowError:  # a zone that moves the time out of datetime's range
         return -1.0
-    return round((now - built).total_seconds() / 86400, 2)
 
 
 def audit_bundle(bundle: Path, *, now: datetime | None = None) -> AuditReport:

@@ -17,7 +17,7 @@ from docbundle.bundle.userdirs import ENV_BUNDLES, bundles_origin, default_bundl
 from docbundle.common.clitable import Arg, arg
 from docbundle.common.terminal import printable
 
-from ..catalog import Catalog
+from ..catalog import Catalog, CatalogSettings
 from ..lockfile import find_lock
 
 if TYPE_CHECKING:
@@ -97,10 +97,11 @@ def root(args: argparse.Namespace) -> Path:
     return folder
 
 
-def load(args: argparse.Namespace) -> Catalog:
-    """The catalogue of the bundles folder ``args`` name, with its lock file."""
+def load(args: argparse.Namespace, settings: CatalogSettings | None = None) -> Catalog:
+    """The catalogue of the bundles folder ``args`` name, with its lock file (and a server's
+    ``settings``; a one-shot command takes the defaults)."""
     folder = root(args)
-    return Catalog.load(folder, lock=find_lock(folder, args.lock))
+    return Catalog.load(folder, lock=find_lock(folder, args.lock), settings=settings)
 
 
 def where(folder: Path, args: argparse.Namespace) -> str:

@@ -29,6 +29,7 @@ from ..catalog import (
     MAX_ROUTE_LIBRARIES,
     WARM_TERMS,
     Catalog,
+    CatalogSettings,
 )
 from ..http.options import (
     DEFAULT_BODY_TIMEOUT,
@@ -290,35 +291,38 @@ def _raise_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def _serving_settings(args: argparse.Namespace) -> CatalogSettings:
+    """What a serving catalogue is told at load, the same over stdio and HTTP: its options, and a
+    warm-up of each opened bundle's commonest postings (one-shot commands warm nothing)."""
+    return CatalogSettings(
+        max_open=args.max_open, warm_terms=WARM_TERMS, route_libraries=args.route_libraries
+    )
+
+
 def _serve_stdio(args: argparse.Namespace) -> int:
     _raise_file_limit()
     # The SDK first, then the catalogue: importing it creates many objects, and the cyclic collector
     # passes it sets off would each walk every entry of a big catalogue (0.2 s at 10,000 libraries).
     import anyio
 
+    from ..catalog.watch import watch_bundles
     from ..mcp.server import create_server
     from ..stdio import exit_when_threads_linger, serve_stdio
 
-    catalog = load(args)
+    catalog = load(args, _serving_settings(args))
     # What exists now (modules, the catalogue) lives as long as the server: out of the collector's sight.
     freeze_collector()
-    catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
-    catalog.route_libraries = args.route_libraries
-    catalog.max_open = args.max_open
     n = len(catalog.library_ids())
     if n == 0:
         _no_libraries_warning(catalog, args)
     server = create_server(catalog)
     _index_names_soon(server)
-    # Semantic search's query encoder loads in a background thread while the client connects (only when
-    # a library has vectors and the extra is installed; numpy and the model are not imported otherwise).
-    catalog.start_encoder()
-    background = None
     if args.reload_interval > 0:
-        from ..reload import watch_bundles
-
         server.announce_resource_changes()
-        background = partial(watch_bundles, catalog, args.reload_interval)
+    # Beside the session: semantic search's query encoder, loading in a background thread while the
+    # client connects (only when a library has vectors and the extra is installed; numpy and the model
+    # are not imported otherwise), and the reload loop (``catalog.watch``), as over HTTP.
+    background = partial(watch_bundles, catalog, args.reload_interval)
     try:
         print(
             f"docbundle: serving {plural(n, 'library', 'libraries')} from {catalog.root} over stdio",
@@ -359,11 +363,8 @@ def _serve_http(args: argparse.Namespace) -> int:
     # From here on every line on stderr is JSON (the catalogue's warnings included).
     handler = logs.configure(args.log_level or "info")
     _raise_file_limit()
-    catalog = load(args)
+    catalog = load(args, _serving_settings(args))
     freeze_collector()  # as over stdio (and before ``--workers`` forks: see ``freeze_collector``)
-    catalog.warm_terms = WARM_TERMS  # a server caches each opened bundle's commonest postings
-    catalog.route_libraries = args.route_libraries
-    catalog.max_open = args.max_open
     try:
         return _run_http(args, catalog, keys, handler)
     except KeyboardInterrupt:

@@ -55,6 +55,7 @@ from docbundle.bundle.manifest import SUPPORTED_FORMAT_VERSIONS
 from mcp.server.mcpserver import MCPServer
 
 from ..catalog import Catalog
+from ..catalog.watch import serving
 from ..jsonrpc import (
     CLIENT_ERROR_CODES,
     CLIENT_MISTAKE,
@@ -167,11 +168,10 @@ class HttpApp:
                 if self._stop_tracing is None:  # each serving process exports its own spans
                     self._stop_tracing = start_tracing(self.mcp.version)
                 self.ready = True
-                # Live reload, in this process (a worker forked after start-up watches for itself).
-                if self.options.reload_interval > 0 and self._stop_watch is None:
-                    self._stop_watch = self.catalog.watch(self.options.reload_interval)
-                # Semantic search's query encoder, loaded in the background by each serving process.
-                self.catalog.start_encoder()
+                # Semantic search's query encoder, loaded in the background, and live reload: in this
+                # process (a worker forked after start-up serves for itself), as stdio does.
+                if self._stop_watch is None:
+                    self._stop_watch = serving(self.catalog, self.options.reload_interval)
             elif message["type"].startswith("lifespan.shutdown"):
                 self.ready = False
                 if self._stop_watch is not None:
@@ -253,9 +253,9 @@ class HttpApp:
         """
         failed = []
         usable = 0
-        for entry in self.catalog.entries():
-            if self.catalog.state(entry)[0] == "failed":
-                failed.append({"libraryId": entry.library_id, "version": entry.version})
+        for view in map(self.catalog.version_view, self.catalog.entries()):
+            if view.state == "failed":
+                failed.append({"libraryId": view.library_id, "version": view.version})
             else:
                 usable += 1
         payload: dict[str, Any] = {"libraries": self.catalog.library_ids(), "failed": failed}

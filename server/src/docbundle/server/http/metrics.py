@@ -39,13 +39,10 @@ them from its catalogue when scraped (``_Libraries``), so N workers do not multi
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any, get_args
 
-from docbundle.bundle.layout import BUILD_ID_RE
 from docbundle.bundle.query import RanMode
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
@@ -53,7 +50,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
-from ..catalog import Catalog, Event, VersionEntry
+from ..catalog import Catalog, Event, VersionEntry, VersionView
 from ..jsonrpc import ReplyFacts
 from .serve import MULTIPROC_ENV
 
@@ -67,7 +64,6 @@ RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
 _RATE_LIMITED = {"rate_limited": "requests", "auth_throttled": "key_checks"}
 _ERRORS = {"tool_error", "rpc_error", "client_disconnected", "keys_unavailable", "error"}
 _AUTH_FAILURES = {"no_key", "invalid_key", "key_revoked", "key_expired", "keys_unavailable"}
-_HASH_RE = re.compile(r"[0-9a-f]{64}\Z")  # a content hash: sha256, lowercase hex (fullmatch)
 # Latency buckets (seconds): a warm search answers in a few milliseconds, a first one opens a bundle.
 _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -229,40 +225,29 @@ class _Libraries(Collector):
         )
         now = time.time()
         for entry in self.catalog.entries():
-            values = [entry.library_id, entry.version]
-            up.add_metric(values, 0 if self.catalog.state(entry)[0] == "failed" else 1)
-            manifest = entry.meta
-            if manifest is None or not entry.checked:
+            view = self.catalog.version_view(entry)
+            values = [view.library_id, view.version]
+            up.add_metric(values, 0 if view.state == "failed" else 1)
+            if view.documents is None or view.chunks is None:
                 continue  # before its check, the build and counts are only what catalog.json claims
-            build.add_metric(values, _build_labels(manifest.build_id, manifest.content_hash))
-            built = _timestamp(manifest.built_at)
+            build.add_metric(values, _build_labels(view))
+            built = view.age(now)
             if built is not None:
-                age.add_metric(values, max(0.0, now - built))
-            documents.add_metric(values, manifest.counts.documents)
-            chunks.add_metric(values, manifest.counts.chunks)
-            vectors.add_metric(values, 1 if manifest.vectors is not None else 0)
+                age.add_metric(values, built)
+            documents.add_metric(values, view.documents)
+            chunks.add_metric(values, view.chunks)
+            vectors.add_metric(values, 1 if view.vectors else 0)
         total = GaugeMetricFamily("docbundle_libraries", "Libraries served")
         total.add_metric([], len(self.catalog.library_ids()))
         return [build, age, documents, chunks, vectors, up, total]
 
 
-def _build_labels(build_id: str, content_hash: str) -> dict[str, str]:
+def _build_labels(view: VersionView) -> dict[str, str]:
     """The build labels of ``library_build_info``, each only in its one shape (a build id, 64 hex digits):
     a value made up in ``catalog.json`` (a 2 MB "hash") is left out, never a label (issue 31)."""
     labels = {}
-    if BUILD_ID_RE.fullmatch(build_id):
-        labels["build_id"] = build_id
-    if _HASH_RE.fullmatch(content_hash):
-        labels["content_hash"] = content_hash
+    if view.shaped_build_id is not None:
+        labels["build_id"] = view.shaped_build_id
+    if view.shaped_content_hash is not None:
+        labels["content_hash"] = view.shaped_content_hash
     return labels
-
-
-def _timestamp(text: str) -> float | None:
-    """Seconds since the epoch of an ISO 8601 time (UTC when it names no zone), or None."""
-    try:
-        parsed = datetime.fromisoformat(text)
-    except (ValueError, OverflowError):
-        return None
-    if parsed.tzinfo is None:
-        return parsed.replace(tzinfo=UTC).timestamp()
-    return parsed.timestamp()

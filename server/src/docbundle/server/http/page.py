@@ -6,7 +6,8 @@ external asset) and one JSON endpoint:
 - ``/`` and the ``/ui/`` assets hold no data and are served to any client that passes the
   ``Host``/``Origin`` checks, without a key (like ``/healthz``), so that the page can ask for one;
 - ``GET /ui/libraries`` (key required, like ``/mcp``, and rate-limited the same way) lists at most
-  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters);
+  ``MAX_LIBRARY_ROWS`` libraries, filtered by ``?q=`` (at most ``MAX_FILTER_CHARS`` characters, matched
+  by ``list_libraries``' rule: every word in the id, name, category or description);
   ``checked: true`` means the version's ``CURRENT`` and its build's own manifest were read (on its first
   use) and every field of the row comes from that manifest; a library not checked yet
   (``checked: false``) shows no build, age or counts, and its name is only what ``catalog.json`` claims;
@@ -22,14 +23,12 @@ cookie or web storage. Bundle text reaches the DOM through ``textContent`` only.
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs
 
-from docbundle.bundle.layout import BUILD_ID_RE
-
 from ..catalog import Catalog
+from ..catalog.projection import holds, words
 from ..errors import clip
 
 PAGE_PATHS = {
@@ -67,48 +66,31 @@ def page_file(path: str) -> tuple[bytes, bytes]:
 
 
 def library_rows(catalog: Catalog, query_string: bytes, now: float | None = None) -> dict[str, Any]:
-    """What ``GET /ui/libraries`` answers: the libraries matching ``?q=`` (id, name or description,
-    ignoring case), at most ``MAX_LIBRARY_ROWS`` of them, and how many matched and exist in all."""
+    """What ``GET /ui/libraries`` answers: the libraries matching ``?q=`` (every word in the id, name,
+    category or description, ignoring case: ``list_libraries``' rule), at most ``MAX_LIBRARY_ROWS`` of
+    them, and how many matched and exist in all."""
     params = parse_qs(query_string.decode("latin-1"), max_num_fields=4)
-    wanted = (params.get("q") or [""])[0].strip().lower()[:MAX_FILTER_CHARS]
+    terms = words((params.get("q") or [""])[0].strip()[:MAX_FILTER_CHARS])
     now = time.time() if now is None else now
     libraries = catalog.libraries()
-    matched = [
-        lib
-        for lib in libraries
-        if not wanted
-        or wanted in lib.id.lower()
-        or wanted in lib.name.lower()
-        or wanted in lib.description.lower()
-    ]
+    matched = [lib for lib in libraries if not terms or holds(lib, terms)]
     rows = []
     for lib in matched[:MAX_LIBRARY_ROWS]:
-        entry = lib.default
-        # Build, age, counts and vectors only once the version was checked (its entry read from its
-        # manifest): before, they are what catalog.json says, which anyone who can write the folder can
-        # make up (issue 31).
-        m = entry.meta if entry.checked else None
-        health, reason = catalog.state(entry)
+        # Build, age, counts and vectors only once the version was checked (the projection's rule).
+        view = catalog.version_view(lib.default)
+        age = view.age(now)
         rows.append(
             {
                 "id": lib.id,
                 "name": clip(lib.name, MAX_SHOWN_NAME_CHARS),
                 "version": lib.default_version,
-                "checked": entry.checked,
-                "buildId": m.build_id if m and BUILD_ID_RE.fullmatch(m.build_id) else None,
-                "ageSeconds": _age(m.built_at, now) if m else None,
-                "documents": m.counts.documents if m else None,
-                "vectors": m is not None and m.vectors is not None,
-                "health": health,
-                "reason": reason,
+                "checked": view.checked,
+                "buildId": view.shaped_build_id,
+                "ageSeconds": round(age, 1) if age is not None else None,
+                "documents": view.documents,
+                "vectors": view.vectors,
+                "health": view.state,
+                "reason": view.reason,
             }
         )
     return {"libraries": rows, "shown": len(rows), "matched": len(matched), "total": len(libraries)}
-
-
-def _age(built_at: str, now: float) -> float | None:
-    """Seconds since an ISO 8601 build time (None when it cannot be read)."""
-    try:
-        return max(0.0, round(now - datetime.fromisoformat(built_at.replace("Z", "+00:00")).timestamp(), 1))
-    except (ValueError, OverflowError, OSError):
-        return None

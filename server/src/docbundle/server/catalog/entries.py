@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from docbundle.bundle.errors import BundleError
 from docbundle.bundle.layout import (
@@ -42,14 +42,18 @@ from docbundle.bundle.layout import (
 from docbundle.bundle.manifest import (
     MANIFEST_NAME,
     MAX_MANIFEST_BYTES,
+    Counts,
+    LibraryInfo,
     Manifest,
+    VectorsInfo,
+    VersionInfo,
     decode_manifest,
     manifest_bytes,
 )
 from docbundle.bundle.summary import SUMMARY_NAME, SummaryEntry, entry_from_manifest, read_summary
 from docbundle.bundle.untrusted import read_descriptor, read_regular
 
-from .lockfile import LockFile
+from ..lockfile import LockFile
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle
@@ -64,15 +68,47 @@ T = TypeVar("T")
 # -- catalogue entries ------------------------------------------------------------------------------
 
 
+class BuildFacts(Protocol):
+    """What the catalogue serves and lists of a library version's build: read from the build's own
+    manifest once checked, what the summary claims before. The summary's entries (``SummaryEntry``) are
+    made to this shape by ``entry_from_manifest`` and read by ``scan``; every other module of the server
+    reads these fields only, so none depends on the summary's format."""
+
+    @property
+    def library(self) -> LibraryInfo: ...  # id, name, description, category
+    @property
+    def version(self) -> VersionInfo: ...  # name, status, latest, lts
+    @property
+    def build_id(self) -> str: ...
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def built_at(self) -> str: ...  # ISO 8601 (``docbundle.bundle.times``)
+    @property
+    def manifest_sha256(self) -> str: ...  # of the manifest's bytes, as the catalogue read them
+    @property
+    def counts(self) -> Counts: ...
+    @property
+    def safety_findings(self) -> int: ...
+    @property
+    def safety_kinds(self) -> list[str]: ...
+    @property
+    def obtained(self) -> dict[str, int]: ...
+    @property
+    def vectors(self) -> VectorsInfo | None: ...
+    @property
+    def languages(self) -> list[str]: ...  # of the page titles (``resolve``)
+
+
 @dataclass(frozen=True)
 class VersionEntry:
-    """One library version as found at start-up: its bundle and what its manifest says (the catalogue
-    summary's entry for it: ``docbundle.bundle.summary``), or why it cannot be served."""
+    """One library version as found at start-up: its bundle and what its manifest says (``BuildFacts``),
+    or why it cannot be served."""
 
     library_id: str
     version: str
     bundle: Path | None  # the bundle's folder (None when unknown, or when ``root`` makes it)
-    meta: SummaryEntry | None
+    meta: BuildFacts | None
     problem: str | None = None  # set when the version was refused at start-up
     # No CURRENT yet: a first build or install between taking its lock and publishing (or one that
     # never finished). Listed at start-up with its problem; a reload lists it only once it publishes.
@@ -133,7 +169,7 @@ class LibraryEntry:
         """Whether every version was checked against its CURRENT (``check_library``)."""
         return all(v.checked for v in self.versions.values())
 
-    def _manifest(self) -> SummaryEntry | None:
+    def _manifest(self) -> BuildFacts | None:
         if self.default.meta is not None:
             return self.default.meta
         return next((v.meta for v in self.versions.values() if v.meta is not None), None)
@@ -494,7 +530,9 @@ def _from_summary(
 def check_library(root: Path, lock: LockFile | None, lib: LibraryEntry) -> tuple[LibraryEntry, Reading]:
     """``lib`` with each unchecked version checked now: its CURRENT read, its lease taken and its entry
     read from the manifest (``reading.stale`` when the summary named another build or misdescribed it)."""
-    reading = Reading(root, lock, [v.meta for v in lib.versions.values() if v.meta is not None])
+    # What the summary claimed of each version (its entries, which a reading may write back).
+    claimed = [v.meta for v in lib.versions.values() if isinstance(v.meta, SummaryEntry)]
+    reading = Reading(root, lock, claimed)
     versions = {
         name: v if v.checked else reading.load_version(lib.id, name, _current_text(root / lib.id / name))
         for name, v in lib.versions.items()
