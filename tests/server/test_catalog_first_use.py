@@ -22,8 +22,8 @@ import msgspec
 import pytest
 from docbundle.bundle.layout import read_current, write_current
 from docbundle.bundle.summary import SUMMARY_NAME, read_summary, write_summary
-from docbundle.server.catalog import entries as entries_module
 from docbundle.server.catalog import Catalog
+from docbundle.server.catalog import entries as entries_module
 from mcp import Client, StdioServerParameters
 from serverkit import install_golden
 from treekit import build, one_page
