@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from docbundle.indexer.pipeline import chunk
+from docbundle.indexer.pipeline import blocks
 from docbundle.indexer.pipeline.chunk import chunk_markdown
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -63,7 +63,7 @@ line = st.tuples(st.sampled_from(LINE_STARTS), st.sampled_from(LINE_ENDS)).map("
 document = st.lists(line, max_size=25).map("\n".join)
 
 PARSERS = {
-    mdx: (chunk._make_parser(mdx=mdx), chunk._make_parser(mdx=mdx, guarded=False)) for mdx in (False, True)
+    mdx: (blocks.make_parser(mdx=mdx), blocks.make_parser(mdx=mdx, guarded=False)) for mdx in (False, True)
 }
 
 
@@ -91,7 +91,7 @@ def test_guarded_parser_gives_the_same_tokens(text: str, mdx: bool) -> None:
 def _outcome(md: MarkdownIt, text: str) -> object:
     """``_tokens``, or the error it raised: mdit_py_plugins' container rule itself raises IndexError on
     a few texts (``'>  *\n> \n> '``; the chunker then indexes the page as one text block,
-    ``chunk._analyse``), and the guarded parser must then raise the same."""
+    ``blocks.analyse``), and the guarded parser must then raise the same."""
     try:
         return _tokens(md, text)
     except IndexError as exc:
@@ -114,7 +114,7 @@ def test_a_failing_guarded_rule_leaves_the_state_as_the_rule_does(text: str) -> 
 
 def test_the_chunker_parsers_are_guarded() -> None:
     # The test above compares two parsers; it only means something if the chunker uses the guarded one.
-    for md in (chunk._MD, chunk._MDX):
+    for md in (blocks.MD, blocks.MDX):
         rule = next(r for r in md.block.ruler.__rules__ if r.name == "fence")
         assert rule.fn.__name__ == "guarded"
         assert "dispatch" in [fn.__name__ for fn in md.block.ruler.getRules("")]

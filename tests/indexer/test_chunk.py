@@ -5,7 +5,9 @@ from __future__ import annotations
 import itertools
 import textwrap
 
-from docbundle.indexer.pipeline.chunk import _MD, _MDX, Chunk, chunk_markdown, parse_page
+from docbundle.indexer.pipeline.blocks import MD as _MD
+from docbundle.indexer.pipeline.blocks import MDX as _MDX
+from docbundle.indexer.pipeline.chunk import Chunk, chunk_markdown, parse_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it.token import Token

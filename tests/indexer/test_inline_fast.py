@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docbundle.indexer.pipeline import chunk
+from docbundle.indexer.pipeline import blocks
 from docbundle.indexer.pipeline.chunk import chunk_markdown
 from docbundle.indexer.pipeline.inline import fast_inline
 from hypothesis import example, given, settings
@@ -65,9 +65,9 @@ in_scope_text = st.lists(
 
 def _slow(content: str, env: dict[str, Any]) -> tuple[str, list[str]]:
     children: list[Token] = []
-    chunk._MD.inline.parse(content, chunk._MD, env, children)
+    blocks.MD.inline.parse(content, blocks.MD, env, children)
     code: list[str] = []
-    return chunk._inline_children_plain(children, code), code
+    return blocks._inline_children_plain(children, code), code
 
 
 def _fast(content: str, env: dict[str, Any]) -> tuple[str, list[str]] | None:
@@ -75,7 +75,7 @@ def _fast(content: str, env: dict[str, Any]) -> tuple[str, list[str]] | None:
     if fast is None:
         return None
     code: list[str] = []
-    return chunk._joined_plain(*fast, code), code
+    return blocks._joined_plain(*fast, code), code
 
 
 @settings(max_examples=3000, deadline=None)

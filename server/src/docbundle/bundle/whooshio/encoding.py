@@ -24,7 +24,7 @@ from whoosh.util.numeric import length_to_byte
 
 __all__ = ["PARALLEL_MIN_POSTINGS"]
 
-log = logging.getLogger(__package__)  # the door's logger, named as before it was a package
+log = logging.getLogger(__name__)
 
 #: One posting of a term, as the analysed writer keeps it: ``(docnum, weight, value, field length)``.
 _Posting = tuple[int, float, bytes, int]
