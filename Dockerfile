@@ -5,8 +5,10 @@
 # Build arguments:
 #   BASE_IMAGE   a Debian-like image with python3 (>= 3.11, with its venv module) and useradd; the same
 #                image is the build and the runtime stage, so the virtualenv's interpreter is there.
-#   EXTRAS       docbundle-server extras to install, comma-separated: "semantic" (the embedding model and
-#                numpy: hybrid and semantic search), "otel" (trace export). None by default.
+#   EXTRAS       docbundle-server extras to install: "semantic" (the embedding model and numpy: hybrid and
+#                semantic search), "otel" (trace export), "semantic,otel". None by default. Every package
+#                comes from the lock, pinned with its hashes: requirements/image[-EXTRA...].txt
+#                (`nox -s lock` writes one per value named here), the build backend from build.txt.
 #   PIP_*        the builder's pip settings, for a build behind a mirror or a proxy (pip reads them from
 #                the environment). They exist in the build stage only: the runtime stage never declares
 #                them, so the published image holds neither them nor pip's cache.
@@ -14,7 +16,7 @@
 #   docker build --secret id=pip_cert,src=/path/to/ca.pem .
 ARG BASE_IMAGE=python:3.11-slim
 
-# --- build: wheels of docbundle-server and its dependencies, installed into a virtualenv ---
+# --- build: the locked dependencies and docbundle-server's wheel, installed into a virtualenv ---
 FROM ${BASE_IMAGE} AS build
 ARG EXTRAS=""
 ARG PIP_INDEX_URL
@@ -26,14 +28,28 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 COPY server /src/server
-# pip and setuptools (which a Python 3.11 venv starts with) leave the virtualenv afterwards: the server
-# needs neither, and the image is smaller and has fewer packages to patch without them.
+COPY requirements/image*.txt requirements/build.txt /src/requirements/
+# The dependencies with --require-hashes from the lock for EXTRAS (an EXTRAS without one stops the build,
+# saying which file and values exist); the server's wheel built without build isolation by the locked
+# hatchling of a throwaway virtualenv (so the build backend is pinned too, and stays out of the image),
+# installed without dependencies. pip and setuptools (which a Python 3.11 venv starts with) leave the
+# virtualenv afterwards: the server needs neither, and the image is smaller and has fewer packages to
+# patch without them.
 RUN --mount=type=secret,id=pip_cert,required=false \
     set -eu; \
     if [ -s /run/secrets/pip_cert ]; then export PIP_CERT=/run/secrets/pip_cert; fi; \
+    lock="requirements/image$(printf '%s' "${EXTRAS:+-$EXTRAS}" | tr ',' '-').txt"; \
+    if [ ! -f "/src/$lock" ]; then \
+        echo "EXTRAS=$EXTRAS: no lock $lock; use one of: '' semantic otel semantic,otel" \
+            "(or add the set to noxfile.py's IMAGE_EXTRAS and run nox -s lock)" >&2; \
+        exit 1; \
+    fi; \
+    python3 -m venv /tmp/build-tools; \
+    /tmp/build-tools/bin/pip install --require-hashes -r /src/requirements/build.txt; \
+    /tmp/build-tools/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /wheels /src/server; \
     python3 -m venv /opt/docbundle; \
-    /opt/docbundle/bin/pip wheel --wheel-dir /wheels "/src/server${EXTRAS:+[$EXTRAS]}"; \
-    /opt/docbundle/bin/pip install --no-index --find-links /wheels "docbundle-server${EXTRAS:+[$EXTRAS]}"; \
+    /opt/docbundle/bin/pip install --require-hashes -r "/src/$lock"; \
+    /opt/docbundle/bin/pip install --no-deps --no-index /wheels/docbundle_server-*.whl; \
     /opt/docbundle/bin/pip uninstall --yes setuptools pip; \
     /opt/docbundle/bin/docbundle --version
 

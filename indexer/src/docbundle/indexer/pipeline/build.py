@@ -62,6 +62,7 @@ from .assemble import (
     nothing_indexed,
     now,
     shared_failure,
+    toolchain,
 )
 from .cache import CrawlCache
 from .checkpoint import checkpoint_path, remove_checkpoint
@@ -133,6 +134,25 @@ class Outcome(msgspec.Struct, kw_only=True):
     # wrong but the bundle could not be written.
     failure_kind: str = ""
     failure_status: int | None = None
+
+
+def _tools(plan: VectorPlan, key: str | None, current: Manifest | None) -> dict[str, str]:
+    """The toolchain of a bundle of these inputs with ``key``'s vectors (``assemble.toolchain``): the one
+    installed, but the embedding tools the current bundle records when this build keeps its vectors
+    without embedding (``--no-embed``: it did not make them, and must find that bundle unchanged)."""
+    keeps = plan.embedder is None and key is not None and current is not None
+    return toolchain(key is not None, current.build.tools if keeps and current is not None else None)
+
+
+def _same_toolchain(current: Manifest, plan: VectorPlan) -> bool:
+    """Whether ``current`` (same content, the vectors ``plan`` wants) names the toolchain this build
+    would: a new version of a tool rebuilds unchanged content (its manifest names the new toolchain,
+    ``docbundle-index diff`` shows which tool changed, and the vectors are reused by passage text). A
+    build that keeps the current bundle's vectors without embedding keeps that bundle as it is: a new
+    one would have none."""
+    if plan.mode == "skip" and current.vectors is not None:
+        return True
+    return current.build.tools == toolchain(plan.key is not None)
 
 
 def build_target(
@@ -276,9 +296,10 @@ class BuildRun:
 
         t1 = time.perf_counter()
         kind = "directory" if src.result is None and not is_url(target.source) else src.llms.kind
-        ihash = input_hash(target, kind, pages, plan.key)
+        ihash = input_hash(target, kind, pages, _tools(plan, plan.key, current), plan.key)
         if current is not None and current.build.input_hash in {
-            input_hash(target, kind, pages, key) for key in plan.input_keys(current)
+            input_hash(target, kind, pages, _tools(plan, key, current), key)
+            for key in plan.input_keys(current)
         }:
             self._unchanged(current, t1, plan)
             return
@@ -457,7 +478,7 @@ class BuildRun:
         ids = page_ids(pages, src.base_url)
         jobs = make_jobs(pages, ids, target, src.result is None, src.base_url)
         build_id_date = iso(started)
-        keyword_hash = input_hash(target, kind, pages, None)
+        keyword_hash = input_hash(target, kind, pages, toolchain(False), None)
         tmp = layout.new_temp_dir(self.vdir, f"{build_id_date[:10].replace('-', '')}-pending")
         try:
             index = write.IndexWriter(tmp, seed=keyword_hash)
@@ -465,7 +486,12 @@ class BuildRun:
                 asm = self._assemble(pages, ids, jobs, src.base_url, index)
                 chash = outcome.content_hash
                 assert chash is not None
-                if current is not None and current.build.content_hash == chash and plan.keeps(current):
+                if (
+                    current is not None
+                    and current.build.content_hash == chash
+                    and plan.keeps(current)
+                    and _same_toolchain(current, plan)
+                ):
                     index.cancel()
                     shutil.rmtree(tmp)
                     return None
@@ -485,7 +511,10 @@ class BuildRun:
             def finish(where: Path, key: str | None, ihash: str, vectors: VectorsInfo | None) -> str:
                 """Write the manifest of the bundle in ``where``; its buildId."""
                 build_id = make_build_id(build_id_date, build_hash(chash, key))
-                manifest = make_manifest(target, src, kind, started, build_id, chash, ihash, asm, vectors)
+                tools = toolchain(key is not None)
+                manifest = make_manifest(
+                    target, src, kind, started, build_id, chash, ihash, asm, tools, vectors
+                )
                 write.finish_manifest(where, msgspec.structs.replace(manifest, routing=routing))
                 return build_id
 

@@ -12,7 +12,9 @@ indexes are never opened). Documents are matched by id. The report covers:
 - the manifest counts (documents, chunks, words, failed pages), old → new;
 - llms.txt conformance findings that appeared or went away (matched by code and message, since line
   numbers shift with every edit of the file);
-- pages whose fetch error changed: newly failing, recovered, or failing differently.
+- pages whose fetch error changed: newly failing, recovered, or failing differently;
+- the tools whose version changed (the manifests' ``tools``: Python, docbundle and each library that
+  shapes the bytes, issue 34), which is why a bundle of unchanged content was rebuilt.
 
 The effect of a rebuild on search results needs the indexes opened and a set of queries; it would be a
 further field of ``BundleDiff`` computed from opened bundles, not something this module guesses at.
@@ -130,8 +132,17 @@ class ErrorChange(_Out, frozen=True, kw_only=True, rename="camel"):
     new: PageState
 
 
-class BundleDiff(_Out, frozen=True, kw_only=True, rename="camel"):
-    """Everything ``docbundle-index diff`` reports."""
+class ToolChange(_Out, frozen=True, kw_only=True, rename="camel"):
+    """A tool of the manifests' ``tools`` at another version (``""``: not named by that bundle)."""
+
+    name: str
+    old: str
+    new: str
+
+
+class BundleDiff(_Out, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
+    """Everything ``docbundle-index diff`` reports (``tools`` only when a tool changed: the JSON of two
+    bundles built with the same toolchain stays as it was)."""
 
     old: BundleRef
     new: BundleRef
@@ -144,6 +155,7 @@ class BundleDiff(_Out, frozen=True, kw_only=True, rename="camel"):
     sections: SectionsDiff
     conformance: ConformanceDiff
     errors: list[ErrorChange]
+    tools: list[ToolChange] = []
 
 
 class _Doc(DocMeta, frozen=True, kw_only=True):
@@ -292,7 +304,17 @@ def _compare(a: _Side, b: _Side) -> BundleDiff:
         ),
         conformance=_conformance(ma.source.conformance, mb.source.conformance),
         errors=errors,
+        tools=_tools(ma.build.tools, mb.build.tools),
     )
+
+
+def _tools(old: dict[str, str], new: dict[str, str]) -> list[ToolChange]:
+    """The tools named at another version, or by one bundle only, by name."""
+    return [
+        ToolChange(name=name, old=old.get(name, ""), new=new.get(name, ""))
+        for name in sorted(old.keys() | new.keys())
+        if old.get(name) != new.get(name)
+    ]
 
 
 def diff_bundles(old: Path, new: Path) -> BundleDiff:
@@ -377,6 +399,10 @@ def render_diff(d: BundleDiff) -> str:
         _more(lines, len(c.added))
         lines += [f"  - line {f.line}: {f.code}: {f.message}" for f in c.removed[:SHOWN]]
         _more(lines, len(c.removed))
+
+    if d.tools:
+        lines += ["", f"toolchain: {len(d.tools)} changed"]
+        lines += [f"  {t.name} {t.old or '(not named)'} → {t.new or '(not named)'}" for t in d.tools]
 
     if d.errors:
         lines += ["", f"page errors: {len(d.errors)} changed"]
