@@ -8,6 +8,7 @@ it for the tests, ``benchmarks/http_load.py`` for its load).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from functools import partial
@@ -46,3 +47,13 @@ index_cli = partial(run_module, "docbundle.indexer.cli")
 
 #: ``docbundle ARGS`` in a fresh process (``python -m docbundle.server``), output captured.
 server_cli = partial(run_module, "docbundle.server")
+
+
+def pull_cli(*args: str, tmp: Path) -> tuple[int, str, str]:
+    """``docbundle pull ARGS`` (exit code, stdout, stderr) without ``$DOCBUNDLE_RELEASES``, so only the
+    ``--from`` a test names is asked, and with its temporary files in ``tmp`` (made if missing)."""
+    env = {k: v for k, v in os.environ.items() if k != "DOCBUNDLE_RELEASES"}
+    env["TMPDIR"] = str(tmp)
+    tmp.mkdir(exist_ok=True)
+    r = server_cli("pull", *args, env=env)
+    return r.returncode, r.stdout, r.stderr
