@@ -91,8 +91,12 @@ def _night(root: Path, night: int, *, lost: str | None = None) -> dict[str, Libr
     return {e.library: e for e in status.libraries}
 
 
+# What the nights fixture gives: (root, each night's status by library, night 1's time).
+Nights = tuple[Path, list[dict[str, LibraryStatus]], int]
+
+
 @pytest.fixture(scope="module")
-def nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, LibraryStatus]], int]:
+def nights(tmp_path_factory: pytest.TempPathFactory) -> Nights:
     """Four nights, a day apart, the last one now: (root, each night's status by library, night 1's time)."""
     root = tmp_path_factory.mktemp("health")
     site = Site()
@@ -115,7 +119,7 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
 
 
 def test_each_night_records_each_librarys_state_reason_and_failed_nights(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int],
+    nights: Nights,
 ) -> None:
     root, seen, start = nights
     first, second, third, fourth = seen
@@ -161,9 +165,7 @@ def _download_site(root: Path) -> Iterator[Site]:
         yield site
 
 
-def test_an_unavailable_library_is_still_pullable(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], tmp_path: Path
-) -> None:
+def test_an_unavailable_library_is_still_pullable(nights: Nights, tmp_path: Path) -> None:
     root, seen, _ = nights
     with _download_site(root) as site:
         base = site.url("/download/bundles-latest/")
@@ -181,9 +183,7 @@ def _table(out: str) -> dict[str, str]:
     return {row.split("@")[0]: row for row in rows if "@" in row.split()[0]}
 
 
-def test_pull_list_shows_state_and_age_and_filters(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], tmp_path: Path
-) -> None:
+def test_pull_list_shows_state_and_age_and_filters(nights: Nights, tmp_path: Path) -> None:
     root, _, _ = nights
     with _download_site(root) as site:
         base = site.url("/download/bundles-latest/")
@@ -230,9 +230,7 @@ def test_pull_list_shows_state_and_age_and_filters(
         assert code == 1 and "publishes no status.json" in err
 
 
-def test_the_status_file_is_checked_as_data_from_the_network(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], tmp_path: Path
-) -> None:
+def test_the_status_file_is_checked_as_data_from_the_network(nights: Nights, tmp_path: Path) -> None:
     """Oversized, nested, or a field out of its bounds: refused with the field named, and pull says so."""
     root, _, _ = nights
     good = (root / "download" / "bundles-latest" / STATUS).read_bytes()
@@ -301,9 +299,7 @@ def test_failure_classes_are_the_documented_list() -> None:
     )
 
 
-def test_the_catalogue_page_filters_and_shows_hostile_text_as_text(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], page: Any
-) -> None:
+def test_the_catalogue_page_filters_and_shows_hostile_text_as_text(nights: Nights, page: Any) -> None:
     root, _, _ = nights
     html = root / "download" / "bundles-latest" / "catalogue.html"
     page.goto(html.as_uri())
