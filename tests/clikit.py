@@ -3,7 +3,8 @@
 The one way tests run a CLI as a subprocess (``python -m``, so the interpreter and the installed packages
 are the test's own; the environment, with its private user folders, inherited unless ``env`` is given).
 ``serve_http_argv`` is the command line of an HTTP server on a port the kernel picks (``serverkit`` runs
-it for the tests, ``benchmarks/http_load.py`` for its load).
+it for the tests, ``benchmarks/http_load.py`` for its load), ``index_build_argv`` that of a build a test
+starts itself.
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ def serve_http_argv(bundles: Path, *options: str) -> list[str]:
     """``docbundle serve --bundles BUNDLES --transport http --port 0 OPTIONS`` (``python -m``)."""
     serve = ("serve", "--bundles", str(bundles), "--transport", "http", "--port", "0")
     return [sys.executable, "-m", "docbundle.server", *serve, *options]
+
+
+def index_build_argv(config: Path, out: Path, *options: str) -> list[str]:
+    """``docbundle-index build --config CONFIG --out OUT OPTIONS`` (``python -m``), for a test that starts
+    it itself (to kill it mid-build, or to watch its output as it comes)."""
+    build = ("build", "--config", str(config), "--out", str(out))
+    return [sys.executable, "-m", "docbundle.indexer.cli", *build, *options]
 
 
 #: ``docbundle-index ARGS`` in a fresh process (``python -m docbundle.indexer.cli``), output captured.
