@@ -40,9 +40,7 @@ from rehearsal import (  # noqa: E402
     class_table,
     expected_classes,
     pull_installs,
-    run_night,
-    serve_releases,
-    write_catalogue,
+    two_nights,
 )
 
 #: The corpora served as sites, and the class each must report (HTML converted, or markdown).
@@ -155,11 +153,7 @@ def main() -> int:
             kinds = sorted({s.kind for s in specs})
             print(f"fake web: {len(specs)} sites ({', '.join(f'{k} {sum(s.kind == k for s in specs)}' for k in kinds)}); "
                   "corpora served from disk")  # fmt: skip
-            serve_releases(web, work)
-            write_catalogue(config, web, crawl)
-            nights = [run_night(work, config, 1, web, target_minutes=target, progress=True)]
-            web.night_two()
-            nights.append(run_night(work, config, 2, web, target_minutes=target, progress=True))
+            nights = two_nights(web, work, config, crawl, target_minutes=target, progress=True)
             wrong: list[str] = []
             for night, want in zip(nights, expected_classes(specs, nights), strict=True):
                 wrong += [f"night {night.number}: {w}" for w in report_night(night, want, specs)]

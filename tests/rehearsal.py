@@ -41,6 +41,7 @@ __all__ = [
     "pull_installs",
     "reported_class",
     "run_night",
+    "two_nights",
     "write_catalogue",
 ]
 
@@ -292,3 +293,22 @@ def serve_releases(web: FakeWeb, work: Path) -> None:
     """Serve the release folders at ``/download/`` of the fake web, as GitHub serves release assets."""
     (work / "releases").mkdir(parents=True, exist_ok=True)
     web.site.serve_dir(work / "releases", "/download")
+
+
+def two_nights(
+    web: FakeWeb,
+    work: Path,
+    config: Path,
+    crawl: Mapping[str, float | int],
+    *,
+    target_minutes: float,
+    progress: bool = False,
+) -> list[Night]:
+    """The rehearsal: the releases served, the catalogue of ``web`` written to ``config`` with ``crawl``'s
+    settings, night one, the web's changes (``FakeWeb.night_two``), night two."""
+    serve_releases(web, work)
+    write_catalogue(config, web, crawl)
+    nights = [run_night(work, config, 1, web, target_minutes=target_minutes, progress=progress)]
+    web.night_two()
+    nights.append(run_night(work, config, 2, web, target_minutes=target_minutes, progress=progress))
+    return nights

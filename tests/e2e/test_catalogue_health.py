@@ -12,14 +12,15 @@ unavailable on the third, its night-1 bundle still in ``index.json`` and pullabl
 from __future__ import annotations
 
 import json
-import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from browserkit import browser_fixture, page_fixture  # noqa: F401  (the browser and page fixtures)
-from clikit import server_cli
+from clikit import pull_cli
 from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.release import INDEX
@@ -90,16 +91,12 @@ def _night(root: Path, night: int, *, lost: str | None = None) -> dict[str, Libr
     return {e.library: e for e in status.libraries}
 
 
-def _pull(*args: str, tmp: Path) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "DOCBUNDLE_RELEASES"}
-    env["TMPDIR"] = str(tmp)
-    tmp.mkdir(exist_ok=True)
-    r = server_cli("pull", *args, env=env)
-    return r.returncode, r.stdout, r.stderr
+# What the nights fixture gives: (root, each night's status by library, night 1's time).
+Nights = tuple[Path, list[dict[str, LibraryStatus]], int]
 
 
 @pytest.fixture(scope="module")
-def nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, LibraryStatus]], int]:
+def nights(tmp_path_factory: pytest.TempPathFactory) -> Nights:
     """Four nights, a day apart, the last one now: (root, each night's status by library, night 1's time)."""
     root = tmp_path_factory.mktemp("health")
     site = Site()
@@ -122,7 +119,7 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[st
 
 
 def test_each_night_records_each_librarys_state_reason_and_failed_nights(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int],
+    nights: Nights,
 ) -> None:
     root, seen, start = nights
     first, second, third, fourth = seen
@@ -159,16 +156,22 @@ def test_each_night_records_each_librarys_state_reason_and_failed_nights(
     assert index["moving"].build_id == served.build_id  # unavailable, still named
 
 
-def test_an_unavailable_library_is_still_pullable(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], tmp_path: Path
-) -> None:
-    root, seen, _ = nights
+@contextmanager
+def _download_site(root: Path) -> Iterator[Site]:
+    """The nights' download folder served at ``/download`` (the rolling release in ``bundles-latest``)."""
     site = Site()
-
     with run_site(site):
         site.serve_dir(root / "download", "/download")
+        yield site
+
+
+def test_an_unavailable_library_is_still_pullable(nights: Nights, tmp_path: Path) -> None:
+    root, seen, _ = nights
+    with _download_site(root) as site:
         base = site.url("/download/bundles-latest/")
-        code, _, err = _pull("moving", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "t")
+        code, _, err = pull_cli(
+            "moving", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "t"
+        )
         assert code == 0, err
     assert read_current(tmp_path / "b" / "moving" / "latest") == seen[0]["moving"].build_id
 
@@ -180,18 +183,13 @@ def _table(out: str) -> dict[str, str]:
     return {row.split("@")[0]: row for row in rows if "@" in row.split()[0]}
 
 
-def test_pull_list_shows_state_and_age_and_filters(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], tmp_path: Path
-) -> None:
+def test_pull_list_shows_state_and_age_and_filters(nights: Nights, tmp_path: Path) -> None:
     root, _, _ = nights
-    site = Site()
-
-    with run_site(site):
-        site.serve_dir(root / "download", "/download")
+    with _download_site(root) as site:
         base = site.url("/download/bundles-latest/")
 
         def listed(*args: str) -> tuple[int, str, str]:
-            return _pull("--list", *args, "--from", base, tmp=tmp_path / "t")
+            return pull_cli("--list", *args, "--from", base, tmp=tmp_path / "t")
 
         code, out, err = listed()
         assert code == 0, err
@@ -223,18 +221,16 @@ def test_pull_list_shows_state_and_age_and_filters(
 
         # A dated release folder has no status.json: the same rows, no state, the age of the build.
         tag = decode_index((root / "download" / "bundles-latest" / INDEX).read_bytes(), INDEX)[0].release
-        code, out, err = _pull("--list", "--from", site.url(f"/download/{tag}/"), tmp=tmp_path / "t")
+        code, out, err = pull_cli("--list", "--from", site.url(f"/download/{tag}/"), tmp=tmp_path / "t")
         assert code == 0, err
         assert all(row.split()[2] == "-" for row in _table(out).values())  # no category either
-        code, out, err = _pull(
+        code, out, err = pull_cli(
             "--list", "--state", "built", "--from", site.url(f"/download/{tag}/"), tmp=tmp_path / "t"
         )
         assert code == 1 and "publishes no status.json" in err
 
 
-def test_the_status_file_is_checked_as_data_from_the_network(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], tmp_path: Path
-) -> None:
+def test_the_status_file_is_checked_as_data_from_the_network(nights: Nights, tmp_path: Path) -> None:
     """Oversized, nested, or a field out of its bounds: refused with the field named, and pull says so."""
     root, _, _ = nights
     good = (root / "download" / "bundles-latest" / STATUS).read_bytes()
@@ -275,13 +271,15 @@ def test_the_status_file_is_checked_as_data_from_the_network(
 
     with run_site(site):
         site.serve_dir(served, "/rel")
-        code, out, err = _pull("--list", "--from", site.url("/rel/"), tmp=tmp_path / "t")
+        code, out, err = pull_cli("--list", "--from", site.url("/rel/"), tmp=tmp_path / "t")
         # A damaged health report does not hide what can be pulled: the list, without states, and why.
         assert code == 0 and "at `$.libraries[0].pages`" in err and "listing without states" in err
         assert "Traceback" not in err and out.splitlines()[0].split()[:2] == ["LIBRARY", "NAME"]
         assert "failed" not in out and "unavailable" not in out
         # ... but a filter that needs the states cannot be answered: it says so and lists nothing.
-        code, out, err = _pull("--list", "--state", "failed", "--from", site.url("/rel/"), tmp=tmp_path / "t")
+        code, out, err = pull_cli(
+            "--list", "--state", "failed", "--from", site.url("/rel/"), tmp=tmp_path / "t"
+        )
     assert code == 1 and "at `$.libraries[0].pages`" in err and out == "" and "Traceback" not in err
 
 
@@ -301,9 +299,7 @@ def test_failure_classes_are_the_documented_list() -> None:
     )
 
 
-def test_the_catalogue_page_filters_and_shows_hostile_text_as_text(
-    nights: tuple[Path, list[dict[str, LibraryStatus]], int], page: Any
-) -> None:
+def test_the_catalogue_page_filters_and_shows_hostile_text_as_text(nights: Nights, page: Any) -> None:
     root, _, _ = nights
     html = root / "download" / "bundles-latest" / "catalogue.html"
     page.goto(html.as_uri())

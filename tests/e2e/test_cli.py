@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from clikit import index_cli, server_cli
+from clikit import index_build_argv, index_cli, server_cli
 from docbundle.bundle.layout import BUILD_ID_RE, read_current
 from docbundle.bundle.reader import verify_bundle
 from docsite import TOPICS, page_markdown, publish_site, write_config
@@ -106,17 +106,7 @@ def test_killing_a_build_midway_leaves_current_valid_and_nothing_partial(site: S
 
     site.add("/p/0.md", "# Changed\n\nA new revision forces a new bundle.\n")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "docbundle.indexer.cli",
-            "build",
-            "--config",
-            str(config),
-            "--out",
-            str(out),
-            "--quiet",
-        ],
+        index_build_argv(config, out, "--quiet"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

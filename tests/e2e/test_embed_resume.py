@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 import pytest
-from clikit import index_cli
+from clikit import index_build_argv, index_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import read_manifest
 from mcp import Client, StdioServerParameters
@@ -115,20 +115,6 @@ def _env(root: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def _build_argv(config: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "docbundle.indexer.cli",
-        "build",
-        "--config",
-        str(config),
-        "--out",
-        str(out),
-        *extra,
-    ]
-
-
 def _report(config: Path, out: Path, env: dict[str, str]) -> dict[str, Any]:
     r = index_cli("build", "--config", str(config), "--out", str(out), "--json", env=env, timeout=HANG_GUARD)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -171,7 +157,7 @@ def test_an_interrupted_build_embeds_only_what_it_had_not_and_writes_the_same_by
     out, stopped = tmp_path / "out", tmp_path / "stopped"
     env = _env(tmp_path, STAND_IN_STOP_AFTER="4", STAND_IN_STOPPED=str(stopped))
     proc = subprocess.Popen(
-        _build_argv(config, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        index_build_argv(config, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         _wait_for(stopped, proc)  # four passages embedded (two batches), the fifth never comes
@@ -203,7 +189,7 @@ def test_a_corrupt_checkpoint_is_ignored_with_a_line_and_every_row_embedded(tmp_
     config, out, stopped = _site(tmp_path), tmp_path / "out", tmp_path / "stopped"
     env = _env(tmp_path, STAND_IN_STOP_AFTER="4", STAND_IN_STOPPED=str(stopped))
     proc = subprocess.Popen(
-        _build_argv(config, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        index_build_argv(config, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         _wait_for(stopped, proc)
@@ -302,7 +288,7 @@ def _on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[int, list[str]
 def test_on_a_terminal_the_estimate_is_a_line_of_its_own_above_the_embedding_bar(tmp_path: Path) -> None:
     config, out = _site(tmp_path), tmp_path / "out"
     env = _env(tmp_path, STAND_IN_FIRST_DELAY="8")
-    code, lines = _on_a_terminal(_build_argv(config, out), env)
+    code, lines = _on_a_terminal(index_build_argv(config, out), env)
     assert code == 0, lines
     estimate = [i for i, line in enumerate(lines) if line.startswith("docbundle-index: embedding")]
     assert len(estimate) == 1, lines
@@ -367,7 +353,7 @@ async def test_a_live_server_answers_by_keywords_first_then_hybrid_without_a_res
     config, out, gate = _site(tmp_path), tmp_path / "out", tmp_path / "gate"
     env = _env(tmp_path, STAND_IN_GATE=str(gate))
     proc = subprocess.Popen(
-        _build_argv(config, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        index_build_argv(config, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
         _wait_for(out / "demo" / "latest" / "CURRENT", proc)  # the keyword-only bundle; embedding waits

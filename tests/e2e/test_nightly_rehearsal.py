@@ -18,9 +18,7 @@ from rehearsal import (
     class_table,
     expected_classes,
     pull_installs,
-    run_night,
-    serve_releases,
-    write_catalogue,
+    two_nights,
 )
 
 LIBRARIES = 50
@@ -41,13 +39,9 @@ def test_two_nights_put_every_fault_in_its_class_and_a_failed_library_stays_pull
         assert {s.kind for s in specs} == set(KINDS)  # every kind of fault is represented
         assert {s.breaks_as for s in specs if s.change == "break"} == set(BREAKS)
         assert any(s.change == "mend" for s in specs) and any(s.change == "edit" for s in specs)
-        serve_releases(web, work)
-        write_catalogue(config, web, CRAWL)
 
-        first = run_night(work, config, 1, web, target_minutes=TARGET_MINUTES)
+        first, second = two_nights(web, work, config, CRAWL, target_minutes=TARGET_MINUTES)
         assert len(first.shards) == 3
-        web.night_two()
-        second = run_night(work, config, 2, web, target_minutes=TARGET_MINUTES)
 
         for night, want in zip((first, second), expected_classes(specs, [first, second]), strict=True):
             table, wrong = class_table(specs, night, want)

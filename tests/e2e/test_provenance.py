@@ -70,6 +70,20 @@ def docbundle(*args: str, tmp: Path, hooks: str = NO_NETWORK, **env: str) -> tup
     return r.returncode, r.stdout, r.stderr
 
 
+def _install_signed(folder: Path, bundles: Path, *options: str, tmp: Path) -> tuple[int, str, str]:
+    """``docbundle install`` of the demo archive in ``folder`` into ``bundles``, expecting ``SIGNER``."""
+    return docbundle(
+        "install",
+        str(folder / ARCHIVE),
+        "--signer-workflow",
+        SIGNER,
+        "--bundles",
+        str(bundles),
+        *options,
+        tmp=tmp,
+    )
+
+
 def _b64_flip(text: str, at: int) -> str:
     raw = bytearray(base64.b64decode(text))
     raw[at] ^= 0x01
@@ -181,16 +195,7 @@ def test_a_forged_attestation_is_refused_by_verify_and_install_with_its_reason(
     assert "does not verify" in out
     for required in ((), ("--require-provenance",)):
         bundles = tmp_path / "bundles"
-        code, out, err = docbundle(
-            "install",
-            str(folder / ARCHIVE),
-            "--signer-workflow",
-            SIGNER,
-            "--bundles",
-            str(bundles),
-            *required,
-            tmp=tmp_path,
-        )
+        code, out, err = _install_signed(folder, bundles, *required, tmp=tmp_path)
         assert code == 1 and out == "", err
         assert (
             err.startswith(f"docbundle: error: {ARCHIVE}: ") and reason in err and NOT_A_BUNDLE not in err
@@ -208,15 +213,7 @@ def test_an_attestation_for_another_file_is_refused(tmp_path: Path) -> None:
         f"it is for other files (1 subject(s): github_provenance_demo-0.0.0-py3-none-any.whl sha256:49a3aa6075e0…), not for sha256:{digest[:12]}…"
         in out
     )
-    code, out, err = docbundle(
-        "install",
-        str(folder / ARCHIVE),
-        "--signer-workflow",
-        SIGNER,
-        "--bundles",
-        str(tmp_path / "b"),
-        tmp=tmp_path,
-    )
+    code, out, err = _install_signed(folder, tmp_path / "b", tmp=tmp_path)
     assert code == 1 and "it is for other files" in err and not (tmp_path / "b").exists(), err
 
 
@@ -246,30 +243,13 @@ def test_the_genuine_attestation_passes_install_s_provenance_check(tmp_path: Pat
     """It gets past provenance to the next check (the attested file is a wheel, not a bundle archive)."""
     folder = _folder(tmp_path, attestation=GENUINE)
     for attestation in ((), ("--attestation", str(folder / f"{ARCHIVE}.sigstore.json"))):
-        code, _, err = docbundle(
-            "install",
-            str(folder / ARCHIVE),
-            "--signer-workflow",
-            SIGNER,
-            "--require-provenance",
-            "--bundles",
-            str(tmp_path / "b"),
-            *attestation,
-            tmp=tmp_path,
+        code, _, err = _install_signed(
+            folder, tmp_path / "b", "--require-provenance", *attestation, tmp=tmp_path
         )
         assert code == 1 and NOT_A_BUNDLE in err and "attestation" not in err, err
     # The release's own attestation (one for all its archives) is found beside the archive too.
     (folder / f"{ARCHIVE}.sigstore.json").rename(folder / ATTESTATION)
-    code, _out, err = docbundle(
-        "install",
-        str(folder / ARCHIVE),
-        "--signer-workflow",
-        SIGNER,
-        "--require-provenance",
-        "--bundles",
-        str(tmp_path / "b"),
-        tmp=tmp_path,
-    )
+    code, _, err = _install_signed(folder, tmp_path / "b", "--require-provenance", tmp=tmp_path)
     assert code == 1 and NOT_A_BUNDLE in err, err
 
 

@@ -6,11 +6,10 @@ layout (``<download>/<tag>/<asset>``); and the same at 10,000 libraries: one dow
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import msgspec
-from clikit import server_cli
+from clikit import pull_cli
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.release import INDEX, SUMS
 from docbundle.bundle.releaseindex import decode_index, encode_index
@@ -58,14 +57,6 @@ def _night(root: Path, night: str) -> list[str]:
     return tags
 
 
-def _pull(*args: str, tmp: Path) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "DOCBUNDLE_RELEASES"}
-    env["TMPDIR"] = str(tmp)
-    tmp.mkdir(exist_ok=True)
-    r = server_cli("pull", *args, env=env)
-    return r.returncode, r.stdout, r.stderr
-
-
 def test_pull_follows_the_catalogue_index_into_each_release(site: Site, tmp_path: Path) -> None:
     for library, text in LIBRARIES.items():
         _site(tmp_path, library, text)
@@ -93,7 +84,7 @@ def test_pull_follows_the_catalogue_index_into_each_release(site: Site, tmp_path
 
     site.serve_dir(tmp_path / "download", "/download")
     base = site.url("/download/bundles-latest/")
-    code, out, err = _pull("--list", "--from", base, tmp=tmp_path / "tmp")
+    code, out, err = pull_cli("--list", "--from", base, tmp=tmp_path / "tmp")
     assert code == 0, err
     assert [line.split()[0] for line in out.splitlines()[1:]] == [
         "alpha@latest",
@@ -101,7 +92,7 @@ def test_pull_follows_the_catalogue_index_into_each_release(site: Site, tmp_path
         "gamma@latest",
     ]
     for library in LIBRARIES:
-        code, out, err = _pull(
+        code, out, err = pull_cli(
             library, "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp"
         )
         assert code == 0, err
@@ -133,15 +124,17 @@ def test_ten_thousand_libraries_list_and_pull_with_one_index_download(site: Site
     site.serve_dir(tmp_path / "download", "/download")
     base = site.url("/download/bundles-latest/")
 
-    code, out, err = _pull("--list", "--from", base, tmp=tmp_path / "tmp")
+    code, out, err = pull_cli("--list", "--from", base, tmp=tmp_path / "tmp")
     assert code == 0, err
     assert len(out.splitlines()) == 1 + 10_000 and site.hits(f"/download/bundles-latest/{INDEX}") == 1
-    code, out, err = _pull("gamma", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp")
+    code, out, err = pull_cli("gamma", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp")
     assert code == 0, err
     assert (
         site.hits(f"/download/{tag}/{real.archive}") == 1
         and site.hits(f"/download/bundles-latest/{INDEX}") == 2
     )
     # A library the catalogue lacks: the error names the closest ids and a count, not 10,000 ids.
-    code, out, err = _pull("lib-0999", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp")
+    code, out, err = pull_cli(
+        "lib-0999", "--from", base, "--bundles", str(tmp_path / "b"), tmp=tmp_path / "tmp"
+    )
     assert code == 1 and "offers 10000 libraries (the closest: lib-0999" in err and len(err) < 500, err

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from docbundle.server.catalog import Catalog
-from serverkit import GOLDEN_BUILD, SERVER_TREE, flip_byte, install_golden, set_format_version
+from serverkit import GOLDEN_BUILD, SERVER_TREE, catalog_over, flip_byte, install_golden, set_format_version
 from treekit import build
 
 
@@ -23,9 +23,7 @@ def bundles_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def catalog(bundles_root: Path) -> Iterator[Catalog]:
     """A fresh catalogue over ``bundles_root`` (nothing opened yet)."""
-    cat = Catalog.load(bundles_root)
-    yield cat
-    cat.close()
+    yield from catalog_over(bundles_root)
 
 
 @pytest.fixture(scope="session")

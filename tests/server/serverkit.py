@@ -18,7 +18,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -220,6 +220,16 @@ async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     assert not result.is_error, result.content
     assert isinstance(result.structured_content, dict)
     return result.structured_content
+
+
+def catalog_over(root: Path) -> Iterator[Catalog]:
+    """A fresh catalogue over ``root`` (nothing opened yet), closed when the fixture that yields from it
+    (``yield from catalog_over(root)``) is torn down."""
+    cat = Catalog.load(root)
+    try:
+        yield cat
+    finally:
+        cat.close()
 
 
 def install_golden(root: Path, library_id: str = "golden", **library: str) -> Path:

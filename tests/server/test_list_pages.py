@@ -15,7 +15,7 @@ from docbundle.server.budget import estimate_tokens
 from docbundle.server.catalog import EVICT_AFTER_SECONDS, RETIRE_AFTER_SECONDS, Catalog, CatalogSettings
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
-from serverkit import call, connect, install_golden
+from serverkit import call, catalog_over, connect, install_golden
 
 pytestmark = pytest.mark.anyio
 
@@ -40,9 +40,7 @@ def many_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def many(many_root: Path) -> Iterator[Catalog]:
-    catalog = Catalog.load(many_root)
-    yield catalog
-    catalog.close()
+    yield from catalog_over(many_root)
 
 
 async def _walk(catalog: Catalog, **args: Any) -> tuple[list[str], list[dict[str, Any]]]:

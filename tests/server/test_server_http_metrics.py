@@ -27,7 +27,7 @@ from docbundle.server.keys import KeyStore, create_key, revoke_key
 from docbundle.server.mcp.tools import TOOLS
 from httpkit import MCP_HEADERS, client
 from metricskit import Samples, label_values, parse, tool_call, value
-from serverkit import flip_byte, install_golden
+from serverkit import catalog_over, flip_byte, install_golden
 
 pytestmark = pytest.mark.anyio
 
@@ -39,9 +39,7 @@ TOOL_NAMES = {make.__name__.removesuffix("_tool") for make in TOOLS}
 
 @pytest.fixture
 def golden_catalog(golden_root: Path) -> Iterator[Catalog]:
-    cat = Catalog.load(golden_root)
-    yield cat
-    cat.close()
+    yield from catalog_over(golden_root)
 
 
 async def rpc(

@@ -28,12 +28,16 @@ def workers_started(server: HttpServerProcess, workers: int = 2) -> None:
         time.sleep(0.05)
 
 
-def test_a_sigkilled_supervisor_leaves_no_metrics_folder(
-    bundles_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))  # where the server makes its metrics folder
+@pytest.fixture
+def temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The servers' temporary folder (``$TMPDIR``): where a server makes its metrics folder."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
+
+
+def test_a_sigkilled_supervisor_leaves_no_metrics_folder(bundles_root: Path, temp: Path) -> None:
     with HttpServerProcess(bundles_root, "--no-auth", "--workers", "2", "--rate", "off") as server:
         workers_started(server)
         (folder,) = temp.glob("docbundle-metrics-*")
@@ -46,12 +50,7 @@ def test_a_sigkilled_supervisor_leaves_no_metrics_folder(
             time.sleep(0.05)
 
 
-def test_a_folder_left_by_a_killed_server_is_swept_at_the_next_start(
-    bundles_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    monkeypatch.setenv("TMPDIR", str(temp))
+def test_a_folder_left_by_a_killed_server_is_swept_at_the_next_start(bundles_root: Path, temp: Path) -> None:
     # What a server whose processes were all SIGKILLed leaves: nobody holds its owners file.
     stale = temp / "docbundle-metrics-stale"
     stale.mkdir()

@@ -15,7 +15,7 @@ import re
 import struct
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from docbundle.server.cli import main as cli_main
 from docbundle.server.mcp.server import create_server
 from mcp import Client, StdioServerParameters
 from semkit import ANSWER, PARAPHRASE, SEMANTIC_TREE
-from serverkit import flip_byte, install_golden, private_copy, search_text
+from serverkit import catalog_over, flip_byte, install_golden, private_copy, search_text
 from treekit import build
 from vectorkit import PLANTS, plant, rewrite_manifest_hash
 
@@ -58,9 +58,7 @@ def semantic_root(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Pa
 
 @pytest.fixture
 def sem_catalog(semantic_root: Path) -> Iterator[Catalog]:
-    cat = Catalog.load(semantic_root)
-    yield cat
-    cat.close()
+    yield from catalog_over(semantic_root)
 
 
 @pytest.fixture
@@ -553,6 +551,34 @@ def _catalog_with(root: Path, embedder: Any) -> Catalog:
     return cat
 
 
+async def _beside_a_held_encoding(
+    root: Path,
+    held: HeldEmbedder,
+    first: Callable[[Client], Awaitable[None]],
+    then: Callable[[Client], Awaitable[None]],
+) -> None:
+    """Two clients of one catalogue over ``root``: ``first`` (a long hybrid search) runs until ``held``
+    holds its encoding, then ``then`` runs beside it; ``then`` answering lets the encoding go (the hang
+    guard does otherwise, so a search that waits behind the encoding answers after it)."""
+    cat = _catalog_with(root, held)
+    try:
+        async with connect(cat) as one, connect(cat) as two:
+
+            async def then_release() -> None:
+                await then(two)
+                held.release.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first, one)
+                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
+                tg.start_soon(then_release)
+                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
+                held.release.set()
+    finally:
+        held.release.set()
+        cat.close()
+
+
 async def test_an_over_long_hybrid_query_is_cut_to_the_models_window_and_says_so(
     semantic_root: Path, embedder: Any
 ) -> None:
@@ -593,30 +619,17 @@ async def test_a_long_query_being_encoded_does_not_hold_up_another_clients_searc
 ) -> None:
     # The hostile query stays inside the engine until the other client's search has answered: with one
     # lock around every encoding, that search waited behind it (here, until the hang guard let go).
-    held = HeldEmbedder(embedder, hold=True)
-    cat = _catalog_with(semantic_root, held)
     order: list[tuple[str, str]] = []
-    try:
-        async with connect(cat) as hostile, connect(cat) as other:
 
-            async def attack() -> None:
-                result, _ = await search(hostile, libraryId="pay", mode="hybrid", **HOSTILE)
-                order.append(("hostile", result["mode"]))
+    async def attack(hostile: Client) -> None:
+        result, _ = await search(hostile, libraryId="pay", mode="hybrid", **HOSTILE)
+        order.append(("hostile", result["mode"]))
 
-            async def ask() -> None:
-                result, _ = await search(other, query=PARAPHRASE, libraryId="pay")
-                order.append(("other", result["mode"]))
-                held.release.set()
+    async def ask(other: Client) -> None:
+        result, _ = await search(other, query=PARAPHRASE, libraryId="pay")
+        order.append(("other", result["mode"]))
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(attack)
-                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
-                tg.start_soon(ask)
-                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
-                held.release.set()
-    finally:
-        held.release.set()
-        cat.close()
+    await _beside_a_held_encoding(semantic_root, HeldEmbedder(embedder, hold=True), attack, ask)
     assert order == [("other", "hybrid"), ("hostile", "hybrid")]
 
 
@@ -626,30 +639,18 @@ async def test_a_search_that_cannot_get_the_encoder_in_time_searches_by_keywords
     # Long queries take turns: a second one waits for the first at most encoder.SLOT_WAIT_SECONDS, then
     # answers by keywords, saying why, while the first is still being encoded.
     held = HeldEmbedder(embedder, hold=True)
-    cat = _catalog_with(semantic_root, held)
     order: list[str] = []
     second: list[tuple[dict[str, Any], str]] = []
-    try:
-        async with connect(cat) as first_client, connect(cat) as second_client:
 
-            async def attack() -> None:
-                await search(first_client, libraryId="pay", mode="hybrid", **HOSTILE)
-                order.append("first")
+    async def attack(first_client: Client) -> None:
+        await search(first_client, libraryId="pay", mode="hybrid", **HOSTILE)
+        order.append("first")
 
-            async def again() -> None:
-                second.append(await search(second_client, libraryId="pay", mode="hybrid", **HOSTILE))
-                order.append("second")
-                held.release.set()
+    async def again(second_client: Client) -> None:
+        second.append(await search(second_client, libraryId="pay", mode="hybrid", **HOSTILE))
+        order.append("second")
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(attack)
-                assert await anyio.to_thread.run_sync(lambda: held.entered.wait(HANG_GUARD))
-                tg.start_soon(again)
-                await anyio.to_thread.run_sync(lambda: held.release.wait(HANG_GUARD))
-                held.release.set()
-    finally:
-        held.release.set()
-        cat.close()
+    await _beside_a_held_encoding(semantic_root, held, attack, again)
     assert order == ["second", "first"] and len(held.encoded) == 1
     ((result, text),) = second
     assert result["mode"] == "balanced" and result["terms"]  # keyword search ran (its words are CJK)

@@ -181,12 +181,7 @@ def test_a_killed_client_takes_its_server_down(repeat_root: Path, tmp_path: Path
     client.send_signal(signal.SIGKILL)
     client.wait(timeout=10)
     client.stdout.close()
-    deadline = time.monotonic() + EXIT_GUARD
-    while time.monotonic() < deadline and _alive(server_pid):
-        time.sleep(0.2)
-    if _alive(server_pid):
-        os.kill(server_pid, signal.SIGKILL)
-        raise AssertionError(f"the stdio server outlived its killed client by {EXIT_GUARD} s")
+    _assert_exits(server_pid, "its killed client")
 
 
 def _alive(pid: int) -> bool:
@@ -196,6 +191,17 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _assert_exits(pid: int, outlived: str) -> None:
+    """Wait (at most ``EXIT_GUARD`` seconds) for the stdio server ``pid`` to exit; if it does not, kill it
+    and fail, saying it outlived ``outlived``."""
+    deadline = time.monotonic() + EXIT_GUARD
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"the stdio server outlived {outlived} by {EXIT_GUARD} s")
 
 
 MIDDLE = """\
@@ -229,12 +235,7 @@ def test_a_server_whose_parent_died_exits_though_its_stdin_stays_open(repeat_roo
         assert ready and b'"result"' in os.read(stdout_r, 65536)  # it serves: its parent is watched
         middle.kill()
         middle.wait(timeout=10)
-        deadline = time.monotonic() + EXIT_GUARD
-        while time.monotonic() < deadline and _alive(server_pid):
-            time.sleep(0.2)
-        if _alive(server_pid):
-            os.kill(server_pid, signal.SIGKILL)
-            raise AssertionError(f"the stdio server outlived its parent by {EXIT_GUARD} s")
+        _assert_exits(server_pid, "its parent")
     finally:
         os.close(stdin_w)
         os.close(stdout_r)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx2
 import msgspec
 import pytest
 from asgikit import serving
@@ -68,33 +67,30 @@ def _assert_nothing_forged(text: str) -> None:
     assert "EVIL NAME" not in text and EVIL_DESCRIPTION not in text and str(EVIL_DOCUMENTS) not in text
 
 
-async def _shown(http: httpx2.AsyncClient) -> tuple[str, list[dict[str, object]], str]:
-    """What an HTTP client sees: the list_libraries answer, the page's rows and the scrape."""
-    listed = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=MCP_HEADERS)
-    assert listed.status_code == 200
-    rows = (await http.get("/ui/libraries")).json()["libraries"]
-    scraped = (await http.get("/metrics")).text
-    return listed.text, rows, scraped
-
-
-def _assert_true_values(root: Path, rows: list[dict[str, object]], scraped: str) -> None:
+async def _assert_http_shows_the_manifests_values(catalog: Catalog, root: Path) -> str:
+    """What an HTTP client sees (the list_libraries answer, the page's rows and the scrape) has no forged
+    value, and lib-03's row and its documents gauge are its manifest's; the scrape is returned."""
+    async with serving(catalog, OPTIONS) as app, client(app) as http:
+        listed = await http.post("/mcp", content=tool_call(1, "list_libraries"), headers=MCP_HEADERS)
+        assert listed.status_code == 200
+        rows = (await http.get("/ui/libraries")).json()["libraries"]
+        scraped = (await http.get("/metrics")).text
+    _assert_nothing_forged(listed.text)
+    _assert_nothing_forged(str(rows))
+    _assert_nothing_forged(scraped)
     (row,) = [r for r in rows if r["id"] == "lib-03"]
     assert row["checked"] is True
     assert row["documents"] == _true_documents(root) and row["name"] != EVIL_NAME
     samples = parse(scraped)
     documents = ("docbundle_library_documents", frozenset({("library", "lib-03"), ("version", "latest")}))
     assert samples[documents] == _true_documents(root)
+    return scraped
 
 
 async def test_a_forged_summary_entry_with_the_right_build_shows_the_manifests_values(forged: Path) -> None:
     catalog = Catalog.load(forged)
     try:
-        async with serving(catalog, OPTIONS) as app, client(app) as http:
-            listed, rows, scraped = await _shown(http)
-        _assert_nothing_forged(listed)
-        _assert_nothing_forged(str(rows))
-        _assert_nothing_forged(scraped)
-        _assert_true_values(forged, rows, scraped)
+        await _assert_http_shows_the_manifests_values(catalog, forged)
         async with connect(catalog) as c:
             answer = await call(c, "list_libraries")
         (lib,) = [lib for lib in answer["libraries"] if lib["id"] == "lib-03"]
@@ -133,12 +129,7 @@ async def test_after_a_first_open_of_a_misdescribed_library_no_forged_value_is_s
             assert found["hits"] and found["buildId"] == GOLDEN_BUILD
             answer = await call(c, "list_libraries")
         _assert_nothing_forged(str(answer))
-        async with serving(catalog, OPTIONS) as app, client(app) as http:
-            listed, rows, scraped = await _shown(http)
-        _assert_nothing_forged(listed)
-        _assert_nothing_forged(str(rows))
-        _assert_nothing_forged(scraped)
-        _assert_true_values(forged, rows, scraped)
+        scraped = await _assert_http_shows_the_manifests_values(catalog, forged)
         up = ("docbundle_library_up", frozenset({("library", "lib-03"), ("version", "latest")}))
         assert parse(scraped)[up] == 1
     finally:

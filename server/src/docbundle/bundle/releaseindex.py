@@ -33,7 +33,8 @@ from typing import Annotated
 
 import msgspec
 
-from .errors import BundleFormatError, UnsupportedFormatVersionError
+from .errors import BundleFormatError
+from .untrusted import FormatHeader, check_format
 
 INDEX = "index.json"
 INDEX_FORMAT = "docbundle-release-index"
@@ -93,13 +94,6 @@ class PackagedBundle(msgspec.Struct, kw_only=True, omit_defaults=True):
     attestation: _Attestation = ""  # the Sigstore bundle signing the archive, in the same folder
 
 
-class _Header(msgspec.Struct):
-    """What is read before the entries: which format and version the file claims."""
-
-    format: str = ""
-    version: int | None = None
-
-
 class ReleaseIndex(msgspec.Struct, kw_only=True):
     """The whole ``index.json``."""
 
@@ -108,7 +102,7 @@ class ReleaseIndex(msgspec.Struct, kw_only=True):
     bundles: Annotated[list[PackagedBundle], msgspec.Meta(max_length=MAX_INDEX_ENTRIES)]
 
 
-_header_decoder = msgspec.json.Decoder(_Header)
+_header_decoder = msgspec.json.Decoder(FormatHeader)
 _index_decoder = msgspec.json.Decoder(ReleaseIndex)
 _encoder = msgspec.json.Encoder()
 
@@ -141,13 +135,9 @@ def decode_index(data: bytes, where: str) -> list[PackagedBundle]:
         ) from None
     except msgspec.DecodeError as exc:
         raise BundleFormatError(f"{where} is not a docbundle release index: {exc}") from None
-    if header.format != INDEX_FORMAT:
-        raise BundleFormatError(f"{where} is not a docbundle release index (no format {INDEX_FORMAT!r})")
-    if header.version not in READABLE_INDEX_VERSIONS:
-        raise UnsupportedFormatVersionError(
-            f"{where} has index version {header.version!r}; this docbundle reads "
-            f"{', '.join(map(str, READABLE_INDEX_VERSIONS))} (a newer docbundle reads it)"
-        )
+    check_format(
+        header, where, fmt=INDEX_FORMAT, readable=READABLE_INDEX_VERSIONS, what="release index", word="index"
+    )
     try:
         index = _index_decoder.decode(data)
     except msgspec.ValidationError as exc:

@@ -33,9 +33,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from .errors import BundleFormatError, UnsupportedFormatVersionError
+from .errors import BundleFormatError
 from .releaseindex import MAX_INDEX_ENTRIES, MAX_TEXT_CHARS
-from .untrusted import decode
+from .untrusted import FormatHeader, check_format, decode
 
 __all__ = [
     "MAX_STATUS_BYTES",
@@ -132,14 +132,7 @@ class CatalogueStatus(msgspec.Struct, kw_only=True):
     libraries: Annotated[list[LibraryStatus], msgspec.Meta(max_length=MAX_STATUS_ENTRIES)]
 
 
-class _Header(msgspec.Struct):
-    """What is read before the entries: which format and version the file claims."""
-
-    format: str = ""
-    version: int | None = None
-
-
-_header_decoder = msgspec.json.Decoder(_Header)
+_header_decoder = msgspec.json.Decoder(FormatHeader)
 _status_decoder = msgspec.json.Decoder(CatalogueStatus)
 _encoder = msgspec.json.Encoder()
 
@@ -175,11 +168,12 @@ def decode_status(data: bytes, where: str) -> CatalogueStatus:
     if len(data) > MAX_STATUS_BYTES:
         raise BundleFormatError(f"{where} is {len(data)} bytes, over the {MAX_STATUS_BYTES}-byte limit")
     header = decode(_header_decoder.decode, data, where)
-    if header.format != STATUS_FORMAT:
-        raise BundleFormatError(f"{where} is not a docbundle catalogue status (no format {STATUS_FORMAT!r})")
-    if header.version not in READABLE_STATUS_VERSIONS:
-        raise UnsupportedFormatVersionError(
-            f"{where} has status version {header.version!r}; this docbundle reads "
-            f"{', '.join(map(str, READABLE_STATUS_VERSIONS))} (a newer docbundle reads it)"
-        )
+    check_format(
+        header,
+        where,
+        fmt=STATUS_FORMAT,
+        readable=READABLE_STATUS_VERSIONS,
+        what="catalogue status",
+        word="status",
+    )
     return decode(_status_decoder.decode, data, where)

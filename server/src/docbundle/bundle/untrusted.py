@@ -29,9 +29,18 @@ from typing import TypeVar
 
 import msgspec
 
-from .errors import BundleFormatError
+from .errors import BundleFormatError, UnsupportedFormatVersionError
 
-__all__ = ["UnsafeFileError", "decode", "open_lock", "open_regular", "read_descriptor", "read_regular"]
+__all__ = [
+    "FormatHeader",
+    "UnsafeFileError",
+    "check_format",
+    "decode",
+    "open_lock",
+    "open_regular",
+    "read_descriptor",
+    "read_regular",
+]
 
 T = TypeVar("T")
 
@@ -144,3 +153,26 @@ def decode(decoder: Callable[[bytes], T], data: bytes, what: str) -> T:
         raise BundleFormatError(f"{what} is nested too deeply to be read") from None
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # ValidationError is a DecodeError
         raise BundleFormatError(f"{what} is malformed: {exc}") from None
+
+
+class FormatHeader(msgspec.Struct):
+    """What is read of a versioned JSON file before its body: which format and version it claims."""
+
+    format: str = ""
+    version: int | None = None
+
+
+def check_format(
+    header: FormatHeader, where: str, *, fmt: str, readable: tuple[int, ...], what: str, word: str
+) -> None:
+    """Refuse ``header`` (read from ``where``) unless it claims format ``fmt`` in a ``readable`` version:
+    ``BundleFormatError`` names the file as not a docbundle ``what``, ``UnsupportedFormatVersionError`` names
+    its ``word`` version (e.g. "index") and the versions this reader knows, so a newer file says to upgrade.
+    """
+    if header.format != fmt:
+        raise BundleFormatError(f"{where} is not a docbundle {what} (no format {fmt!r})")
+    if header.version not in readable:
+        raise UnsupportedFormatVersionError(
+            f"{where} has {word} version {header.version!r}; this docbundle reads "
+            f"{', '.join(map(str, readable))} (a newer docbundle reads it)"
+        )

@@ -256,6 +256,23 @@ def _sha256_fd(fd: int) -> str:
     return digest.hexdigest()
 
 
+def _refusal(vectors: VectorsInfo) -> tuple[int, str, tuple[object, ...]] | None:
+    """Why the rows of ``vectors`` (a previous bundle's, by this embedder) may not be copied, as the log
+    level, the message and its arguments after the bundle's name; None when they may."""
+    if vectors.passage != PASSAGE_RECIPE:
+        # Rows embedded from another recipe's passage texts: equal chunks would not mean equal vectors.
+        message = "not reusing the vectors of %s: passage recipe %d, now %d"
+        return logging.INFO, message, (vectors.passage, PASSAGE_RECIPE)
+    if vectors.dtype != ROW_DTYPE:
+        # Rows of another value type would have to be converted, and a converted row is not the row
+        # embedding gives: the new bundle would depend on the history of builds, not on its inputs.
+        message = (
+            "not reusing the vectors of %s: its rows are %s, this build writes %s; every chunk is embedded"
+        )
+        return logging.WARNING, message, (vectors.dtype, ROW_DTYPE)
+    return None
+
+
 @contextlib.contextmanager
 def _previous(bundle: Path | None, key: str) -> Iterator[_Previous | None]:
     """The previous bundle opened for reuse, or None (none, other embedder, or failing its checks)."""
@@ -267,25 +284,10 @@ def _previous(bundle: Path | None, key: str) -> Iterator[_Previous | None]:
         if manifest.vectors is None or manifest.vectors.embedder.key != key:
             yield None
             return
-        if manifest.vectors.passage != PASSAGE_RECIPE:
-            # Rows embedded from another recipe's passage texts: equal chunks would not mean equal vectors.
-            log.info(
-                "not reusing the vectors of %s: passage recipe %d, now %d",
-                bundle.name,
-                manifest.vectors.passage,
-                PASSAGE_RECIPE,
-            )
-            yield None
-            return
-        if manifest.vectors.dtype != ROW_DTYPE:
-            # Rows of another value type would have to be converted, and a converted row is not the row
-            # embedding gives: the new bundle would depend on the history of builds, not on its inputs.
-            log.warning(
-                "not reusing the vectors of %s: its rows are %s, this build writes %s; every chunk is embedded",
-                bundle.name,
-                manifest.vectors.dtype,
-                ROW_DTYPE,
-            )
+        refusal = _refusal(manifest.vectors)
+        if refusal is not None:
+            level, message, args = refusal
+            log.log(level, message, bundle.name, *args)
             yield None
             return
         prev = _Previous(bundle, manifest)

@@ -297,37 +297,33 @@ class Reading:
         root = self.root
         vdir = root / library_id / version
         where = f"{library_id}/{version}"
+
+        def refused(problem: str, bundle: Path | None = None, *, pending: bool = False) -> VersionEntry:
+            """This version refused before its manifest was read, for ``problem``."""
+            return VersionEntry(library_id, version, bundle, None, problem, pending=pending)
+
         link = linked_folder(root, library_id, version)
         if link is not None:
-            return VersionEntry(library_id, version, None, None, linked_folder_problem(link))
+            return refused(linked_folder_problem(link))
         try:
             build_id = read_current(vdir)
         except BundleError as exc:
-            return VersionEntry(library_id, version, None, None, relative(str(exc), root))
+            return refused(relative(str(exc), root))
         if build_id is None:
-            return VersionEntry(
-                library_id,
-                version,
-                None,
-                None,
-                f"no bundle built yet in {where} (no CURRENT file)",
-                pending=True,
-            )
+            return refused(f"no bundle built yet in {where} (no CURRENT file)", pending=True)
         bundle = vdir / build_id
         link = linked_folder(root, library_id, version, build_id)
         if link is not None:
-            return VersionEntry(library_id, version, None, None, linked_folder_problem(link))
+            return refused(linked_folder_problem(link))
         # The lease keeps builds and prunes from deleting this bundle while the server runs. It opens
         # the manifest, so a build CURRENT names but that is missing shows here, without another look;
         # a manifest that is not a regular file (a FIFO, a device, a link) refuses the version here.
         try:
             lease = take_lease(bundle)
         except BundleError as exc:
-            return VersionEntry(library_id, version, bundle, None, relative(str(exc), root))
+            return refused(relative(str(exc), root), bundle)
         if lease is None and not bundle.is_dir():
-            return VersionEntry(
-                library_id, version, None, None, f"{where}/CURRENT names {build_id}, which does not exist"
-            )
+            return refused(f"{where}/CURRENT names {build_id}, which does not exist")
         if lease is not None:
             self.leases[bundle] = lease
         # The entry is always the manifest's own, never the summary's: a summary entry that names the
@@ -338,11 +334,9 @@ class Reading:
         try:
             manifest, manifest_sha = _read_manifest(bundle, lease)
         except BundleError as exc:
-            return VersionEntry(library_id, version, bundle, None, relative(str(exc), root))
+            return refused(relative(str(exc), root), bundle)
         except OSError as exc:
-            return VersionEntry(
-                library_id, version, bundle, None, f"{where}/{build_id}: unreadable manifest: {exc}"
-            )
+            return refused(f"{where}/{build_id}: unreadable manifest: {exc}", bundle)
         meta = entry_from_manifest(manifest, manifest_sha)
         if claimed != meta:
             # Not in the summary, or the summary misdescribes this build: it is rewritten.
