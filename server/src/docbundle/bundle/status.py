@@ -60,7 +60,7 @@ MAX_STATUS_BYTES = 32 * 1024 * 1024
 #: The longest message an entry keeps (the build's words; the class is in ``reason``).
 MAX_MESSAGE_CHARS = 300
 #: The longest category (the shipped taxonomy's words are at most 15 characters).
-MAX_CATEGORY_CHARS = 64
+MAX_STATUS_CATEGORY_CHARS = 64
 
 State = Literal["built", "unchanged", "failed", "unavailable"]
 STATES: tuple[str, ...] = ("built", "unchanged", "failed", "unavailable")
@@ -95,7 +95,7 @@ _Time = Annotated[str, msgspec.Meta(pattern=r"^\Z|^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0
 _Reason = Annotated[str, msgspec.Meta(pattern=r"^\Z|^[a-z0-9][a-z0-9-]{0,31}\Z")]
 _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 _Message = Annotated[str, msgspec.Meta(max_length=MAX_MESSAGE_CHARS)]
-_Category = Annotated[str, msgspec.Meta(max_length=MAX_CATEGORY_CHARS)]
+_Category = Annotated[str, msgspec.Meta(max_length=MAX_STATUS_CATEGORY_CHARS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from docbundle.bundle import hybrid
 from docbundle.bundle.manifest import Manifest, VectorsInfo
-from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch
+from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch, rank_pool
 
 from .encoder import Encoded, EncoderBusy, QueryEncoder, describe
 
@@ -42,10 +42,6 @@ if TYPE_CHECKING:
     from docbundle.bundle.search import SearchOutcome
 
     from .catalog import OpenedLibrary
-
-# Sections scored for the semantic mode's hits before at most per_doc per page are kept: as the keyword
-# engine's pool (max(50, 8 × limit)).
-_POOL_MIN, _POOL_PER_HIT = 50, 8
 
 Scale = Literal["keyword", "fused", "cosine"]
 SEMANTIC_MODES: tuple[SearchMode, ...] = ("hybrid", "semantic")
@@ -267,7 +263,7 @@ def _best_sections(scores: Any, searcher: Any, limit: int, per_doc: int) -> list
     import numpy as np
 
     n = int(scores.shape[0])
-    size = min(n, max(_POOL_MIN, _POOL_PER_HIT * limit))
+    size = min(n, rank_pool(limit))  # the keyword engine's pool size (query.rank_pool)
     if size == 0:
         return []
     pool = np.argpartition(-scores, size - 1)[:size] if n > size else np.arange(n)

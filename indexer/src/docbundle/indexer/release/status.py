@@ -25,8 +25,8 @@ from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.layout import write_atomically
 from docbundle.bundle.releaseindex import MAX_TEXT_CHARS, PackagedBundle
 from docbundle.bundle.status import (
-    MAX_CATEGORY_CHARS,
     MAX_MESSAGE_CHARS,
+    MAX_STATUS_CATEGORY_CHARS,
     REASONS,
     STATES,
     STATUS,
@@ -255,7 +255,7 @@ def _describe(
     if config is not None:
         lib, latest = config
         entry.name = _cut(lib.display_name, MAX_TEXT_CHARS)
-        entry.category = _cut(lib.category, MAX_CATEGORY_CHARS)
+        entry.category = _cut(lib.category, MAX_STATUS_CATEGORY_CHARS)
         entry.latest = latest
         entry.description = _cut(lib.description or (bundle.description if bundle else ""), MAX_TEXT_CHARS)
     elif bundle is not None:

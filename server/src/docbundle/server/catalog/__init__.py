@@ -38,16 +38,9 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, 
 from docbundle.bundle.summary import SUMMARY_NAME, update_summary_versions, write_summary_locked
 from docbundle.common.process import collector_paused as _collector_paused
 
+from ..bounds import MAX_LIBRARY_ID_CHARS, MAX_VERSION_CHARS
 from ..encoder import QueryEncoder
-from ..errors import (
-    MAX_LIBRARY_ID_CHARS,
-    MAX_VERSION_CHARS,
-    InvalidIdError,
-    LibraryUnavailableError,
-    UnknownLibraryError,
-    UnknownVersionError,
-    echo,
-)
+from ..errors import InvalidIdError, LibraryUnavailableError, UnknownLibraryError, UnknownVersionError, echo
 from ..lockfile import LockFile
 from ..words import NextStep
 from .entries import (

@@ -29,8 +29,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field, PrivateAttr
 
+from ..bounds import MAX_MAX_TOKENS, MIN_MAX_TOKENS
 from ..errors import ServerError, check_length, echo
-from ..models import MAX_MAX_TOKENS, MIN_MAX_TOKENS, Model
+from ..models import Model
 from ..render import Answer
 
 LibraryIdArg = Annotated[str, Field(description="From resolve_library or list_libraries")]
