@@ -208,7 +208,7 @@ async def test_a_bundle_without_a_routing_record_still_serves_and_routes(root: P
     golden = current_bundle(root / "oldgolden" / "latest")
     assert not (golden / ROUTING_FILE).exists()
     async with serve(root, k=2) as (client, catalog):
-        entry = catalog.resolve("oldgolden")
+        entry = catalog.version_entry("oldgolden")
         manifest = entry.read_manifest()
         assert manifest is not None and read_record(golden, manifest) is None
         single, _ = await search(client, query="sap.m.Table rows", libraryId="oldgolden")

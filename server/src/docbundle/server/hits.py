@@ -168,7 +168,7 @@ def search(
     """Search one library, or across libraries: those ``router`` chooses (every one without a router)."""
     route: Route | None = None
     if library_id is not None:
-        targets = [catalog.resolve(library_id, version)]
+        targets = [catalog.version_entry(library_id, version)]
     else:
         # Imported here: the engine (and whoosh behind it) is not loaded by a server that never searches.
         from docbundle.bundle.search import query_words

@@ -268,7 +268,7 @@ class Catalog:
         )
         return update_summary_versions(self.root, due)
 
-    def resolve(self, library_id: str, version: str | None = None) -> VersionEntry:
+    def version_entry(self, library_id: str, version: str | None = None) -> VersionEntry:
         """The entry for a library version (``None`` or an absent "latest" mean the default version)."""
         lib = self.library(library_id)
         if version is None or not version.strip():
@@ -314,7 +314,7 @@ class Catalog:
 
     def open(self, library_id: str, version: str | None = None) -> OpenedLibrary:
         """Open (verified, cached) a library version; raises LibraryUnavailableError with the reason."""
-        return self.open_entry(self.resolve(library_id, version))
+        return self.open_entry(self.version_entry(library_id, version))
 
     def open_entry(self, entry: VersionEntry) -> OpenedLibrary:
         """Open the bundle of a catalogue entry once, whatever the number of concurrent callers (an
