@@ -49,7 +49,7 @@ from docbundle.bundle.releaseindex import (
 )
 from docbundle.bundle.untrusted import decode, read_regular
 
-from ..config import Catalogue
+from ..config import Config
 from ..errors import ConfigError
 
 MAX_SHARDS = 256  # GitHub Actions: jobs in one workflow run's matrix
@@ -201,9 +201,7 @@ def merge_timings(previous: Timings, tonight: list[Timings], keep: set[str] | No
 # -- planning ---------------------------------------------------------------------------------------
 
 
-def estimates(
-    catalogue: Catalogue, timings: Timings, documents: Mapping[str, int]
-) -> dict[str, tuple[float, int]]:
+def estimates(config: Config, timings: Timings, documents: Mapping[str, int]) -> dict[str, tuple[float, int]]:
     """Expected seconds and archive count (versions) of every library in the config."""
     rates = [
         t.seconds / documents[lib]
@@ -212,7 +210,7 @@ def estimates(
     ]
     per_document = median(rates) if rates else SECONDS_PER_DOCUMENT
     out: dict[str, tuple[float, int]] = {}
-    for lib in catalogue.libraries:
+    for lib in config.libraries:
         versions = len(lib.version) or 1
         if lib.id in timings.libraries:
             seconds = timings.libraries[lib.id].seconds
@@ -236,7 +234,7 @@ def last_shard_count(timings: Timings) -> int:
 
 
 def make_plan(
-    catalogue: Catalogue,
+    config: Config,
     timings: Timings,
     documents: Mapping[str, int],
     *,
@@ -251,7 +249,7 @@ def make_plan(
         raise ConfigError(
             f"{release_prefix[:80]!r} cannot start a release tag (letters, digits, '.', '_', '-')"
         )
-    cost = estimates(catalogue, timings, documents)
+    cost = estimates(config, timings, documents)
     total_archives = sum(n for _, n in cost.values())
     if total_archives > max_shards * MAX_ARCHIVES_PER_RELEASE:
         raise ConfigError(
@@ -306,7 +304,7 @@ def make_plan(
         for item in [*skipped, (load[i], i)]:
             heapq.heappush(heap, item)
 
-    versions = {lib.id: [v.name for v in lib.version] or ["latest"] for lib in catalogue.libraries}
+    versions = {lib.id: [v.name for v in lib.version] or ["latest"] for lib in config.libraries}
     shards: list[Shard] = []
     releases: list[Release] = []
     for i in range(n):
