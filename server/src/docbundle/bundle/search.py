@@ -763,7 +763,7 @@ def query_words(
 ) -> list[tuple[str, ...]]:
     """The terms of each word a query searches, as ``BundleSearcher.plan`` analyses them (quoted phrases'
     words included, repeats once, question words dropped: they say nothing of the subject), at most
-    ``limit``: what a catalogue's routing index is asked about (``routeindex``)."""
+    ``limit``: what a route index is asked about (``routeindex``)."""
     text = (query or "")[:MAX_QUERY_CHARS].replace('"', " ")
     words = _words(_contractions(text))
     for kw in keywords or []:

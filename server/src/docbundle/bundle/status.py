@@ -1,6 +1,6 @@
 """The catalogue's health ``status.json``: what last night did with every library version, written and read here.
 
-The nightly job's ``--roll`` step writes it beside the catalogue index ``index.json`` of ``bundles-latest``
+The nightly job's ``--roll`` step writes it beside the release index ``index.json`` of ``bundles-latest``
 (issue 32); ``docbundle pull --list`` and the catalogue page read it. One entry per library version:
 
 - ``state``: one of ``STATES``. ``built`` (a new bundle was published tonight), ``unchanged`` (the site
@@ -53,7 +53,7 @@ STATUS = "status.json"
 STATUS_FORMAT = "docbundle-catalogue-status"
 STATUS_VERSION = 1
 READABLE_STATUS_VERSIONS = (1,)
-#: As many library versions as the catalogue index may list.
+#: As many library versions as the release index may list.
 MAX_STATUS_ENTRIES = MAX_INDEX_ENTRIES
 #: 30,000 entries of 1,100 bytes (long descriptions and messages); a real entry is about 425 bytes.
 MAX_STATUS_BYTES = 32 * 1024 * 1024

@@ -8,7 +8,7 @@ runs the mode ``semantic.choose`` picks for it, and the answer says which ran an
 each ranks (and fuses) its own pages, then the lists are merged by score: as they are when every
 library scored the same way, else by reciprocal rank of each library's pages (``semantic.rescale``).
 
-A search across libraries searches the libraries ``routing.Router`` chooses (the K the routing index ranks
+A search across libraries searches the libraries ``routing.Router`` chooses (the K the route index ranks
 best, or every one of a small catalogue), ``WORKERS`` at a time, and starts none once its time budget is
 spent: those are counted (``notReached``), never blamed on the question. It skips (and reports) a
 library that fails, whatever the failure; a bundle whose

@@ -75,7 +75,7 @@ def _shard_timings(folders: list[Path]) -> list[Timings]:
 
 
 def _nightly_roll(args: argparse.Namespace) -> int:
-    """``nightly --roll``: the catalogue index, timings, ``status.json`` and ``catalogue.html`` of
+    """``nightly --roll``: the release index, timings, ``status.json`` and ``catalogue.html`` of
     ``bundles-latest``, from tonight's release folders and last night's files."""
     from docbundle.bundle.release import roll
     from docbundle.bundle.status import STATUS
@@ -93,7 +93,7 @@ def _nightly_roll(args: argparse.Namespace) -> int:
         config, rolled, args.roll, args.dist, previous=previous, plan_file=args.plan_file
     )
     releases = len({e.release for e in rolled})
-    print(f"nightly: {len(rolled)} bundle(s) in the catalogue index, in {releases} release(s), {args.dist}")
+    print(f"nightly: {len(rolled)} bundle(s) in the release index, in {releases} release(s), {args.dist}")
     print(status.render_health(health))
     return EXIT_OK
 
@@ -162,7 +162,7 @@ NIGHTLY = Command(
     help="the nightly release job: plan, build, check and package what changed, publish",
     description="The nightly job for one shard of the catalogue: build, check, and package what changed. "
     "--plan splits the catalogue into CI jobs and releases; --merge and --roll make the releases and the "
-    "catalogue index (docs/releases.md).",
+    "release index (docs/releases.md).",
     run=cmd_nightly,
     args=(
         arg("--config", type=Path, default=DEFAULT_CONFIG),
@@ -205,7 +205,7 @@ NIGHTLY = Command(
                     "--previous",
                     type=Path,
                     metavar="FILE",
-                    help="last night's catalogue index.json (bundles-latest): document counts for --plan, "
+                    help="last night's release index.json (bundles-latest): document counts for --plan, "
                     "the entries --roll keeps",
                 ),
                 arg(
@@ -262,7 +262,7 @@ NIGHTLY = Command(
                     type=Path,
                     nargs="+",
                     metavar="DIR",
-                    help="write the catalogue index, timings, status.json and catalogue.html of "
+                    help="write the release index, timings, status.json and catalogue.html of "
                     "bundles-latest into --dist: the merged release folders DIR replace the bundles of "
                     "--previous",
                 ),

@@ -266,7 +266,7 @@ PACKAGE = Command(
     "package",
     help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
     description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
-    "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
+    "deterministic .tar.gz archives, with SHA256SUMS and a release index.json.",
     run=cmd_package,
     args=(
         arg("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles"),

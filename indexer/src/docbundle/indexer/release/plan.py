@@ -1,7 +1,7 @@
 """The nightly plan: which libraries each CI job builds, and which release each job's archives go to.
 
 ``docbundle-index nightly --plan`` reads the config, last night's timings (``timings.json``, an asset of
-the well-known release ``bundles-latest``) and last night's catalogue index (``index.json``, same
+the well-known release ``bundles-latest``) and last night's release index (``index.json``, same
 release: its document counts), and splits the catalogue into at most ``MAX_SHARDS`` shards (GitHub's
 limit of jobs in one matrix) balanced by expected time, each shard a matrix job. Then it groups the
 shards into releases of at most ``MAX_ARCHIVES_PER_RELEASE`` archives (a GitHub release holds at most
@@ -11,7 +11,7 @@ version a shard builds as one archive, so no release can overflow even on a nigh
 changed. Pure computation: no network, no clock (the release tags' prefix is given).
 
 Expected time of a library: its measured seconds from last night's timings; else its document count
-from the catalogue index times the seconds per document measured over the libraries that have both
+from the release index times the seconds per document measured over the libraries that have both
 (``SECONDS_PER_DOCUMENT`` when none have); else ``DEFAULT_DOCUMENTS`` per version. Every library also
 costs ``SECONDS_PER_LIBRARY`` at least.
 
@@ -167,7 +167,7 @@ def read_plan(path: Path) -> Plan:
 
 
 def read_documents(path: Path | None) -> dict[str, int]:
-    """Documents per library (all versions) in last night's catalogue index; empty when there is none."""
+    """Documents per library (all versions) in last night's release index; empty when there is none."""
     data = None if path is None else _read(path, MAX_INDEX_BYTES)
     if data is None:
         return {}

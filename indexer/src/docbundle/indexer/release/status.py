@@ -168,10 +168,10 @@ def roll_status(
     now: str,
     planned: set[tuple[str, str]] | None = None,
 ) -> list[LibraryStatus]:
-    """Tonight's health of every library version the config, the catalogue index or last night's file
+    """Tonight's health of every library version the config, the release index or last night's file
     knows (a version in none of them, removed from the config and never published, is left out).
 
-    ``index``: tonight's catalogue index (``roll``); ``reports``: the shards' entries; ``planned``: the
+    ``index``: tonight's release index (``roll``); ``reports``: the shards' entries; ``planned``: the
     versions tonight's plan gave a shard (None: not known, so an unreported version keeps its entry)."""
     configured = {
         (lib.id, t.version.name): (lib, t.version.latest)
