@@ -207,9 +207,7 @@ class Router:
                     written, self.in_memory = digest, False
                 except OSError as exc:
                     if not self.in_memory:
-                        log.info(
-                            "route index kept in memory: the bundles folder cannot be written (%s)", exc
-                        )
+                        log.info("route index kept in memory: the bundles folder cannot be written (%s)", exc)
                     self.in_memory = True
             builds = {(s.library_id, s.version): s.build_id for s in served}
             with self._lock:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from .catalog import OpenedLibrary
 
-Scale = Literal["keyword", "fused", "cosine"]
+Scale = Literal["keyword", "fused", "vector"]
 SEMANTIC_MODES: tuple[SearchMode, ...] = ("hybrid", "semantic")
 
 
@@ -190,8 +190,8 @@ def rank(
             ranking = rank(lib, "balanced", query, keywords, limit, per_doc, deadline, vector)
             return replace(ranking, fallback=str(busy))
         except OutOfTime:
-            return Ranking(hits=[], stopped=True, scale="cosine")
-        return Ranking(hits=_best_sections(scores, searcher, limit, per_doc), scale="cosine")
+            return Ranking(hits=[], stopped=True, scale="vector")
+        return Ranking(hits=_best_sections(scores, searcher, limit, per_doc), scale="vector")
     depth = max(hybrid.DEPTH, limit)  # pages per side; the default limit (5) and up to 10: as tuned
     kw = searcher.search(
         query, keywords=keywords, mode="balanced", limit=depth * per_doc, per_doc=per_doc, deadline=deadline
