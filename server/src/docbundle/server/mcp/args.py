@@ -13,7 +13,7 @@ One rule for an argument given under several spellings: a spelling whose value i
 as absent; the others must all have the same value, else the call is refused naming the argument
 ("maxTokens was given twice with different values: 300, 500").
 
-Every string argument is bounded (``errors.MAX_*``; see docs/server.md): arguments over their bound are
+Every string argument is bounded (``bounds.MAX_*``; see docs/server.md): arguments over their bound are
 refused with a message that says the limit, and no error quotes back more than ``MAX_ECHO_CHARS``
 characters of what was sent.
 """
