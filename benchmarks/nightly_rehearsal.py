@@ -8,7 +8,7 @@ corpora (markdown and HTML), the real llms.txt files of ``llms-txt-wild`` (links
 pages), and generated sites, healthy or with one fault each (404/410, 429 with Retry-After, 503, timeouts,
 slow bodies, robots.txt, HTML-only sites, JavaScript shells, redirects to another host, an llms.txt that
 is HTML, an llms-full.txt over the page cap, a dead host). Night one runs the workflow's steps for all of
-them (``tests/rehearsal.py``: plan, one build per shard, merge per release, roll the catalogue index);
+them (``tests/rehearsal.py``: plan, one build per shard, merge per release, roll the release index);
 then the web changes (sites edited, broken, mended) and night two runs them again.
 
 It prints, per night: wall time per shard, HTTP requests answered and documents built per second, the

@@ -9,9 +9,9 @@ indexer from text that is not from those corpora (3-8 pages cut from the real ll
 ``generate_distractors``). Then, through the server's own ``Docs`` (the path of the MCP tool):
 
 - routing recall: for each question of the graded sets whose corpus is served (``benchmarks/queries``;
-  each set names its corpus), whether that corpus is among the K libraries the routing index chooses
+  each set names its corpus), whether that corpus is among the K libraries the route index chooses
   (target: at least 95 %), per set and overall;
-- the routing index: its build time from the records and reusing every entry, its size;
+- the route index: its build time from the records and reusing every entry, its size;
 - cross-library ``search_documents`` latency, p50 / p99 (targets at thousands of libraries: 100 ms /
   500 ms on warm libraries): every question asked once first, then each timed, and timed again right
   away (its libraries then open, past ``--max-open``'s least recently used); how many answers were
@@ -202,7 +202,7 @@ def measure(bundles: Path, sets: list[str], k: int, retire_after: float | None =
     reuse = time.perf_counter() - t0
     derived = sum(lib.derived for lib in index.libraries)
     print(
-        f"{n} libraries; routing index: {len(index.libraries)} entries ({derived} derived), "
+        f"{n} libraries; route index: {len(index.libraries)} entries ({derived} derived), "
         f"{len(index.hashes):,} terms, {len(index.libs):,} postings, "
         f"{(bundles / ROUTING_INDEX).stat().st_size / 1e6:.1f} MB; built from records in {first:.2f} s, "
         f"rebuilt reusing every entry in {reuse:.2f} s"

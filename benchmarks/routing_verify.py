@@ -1,4 +1,4 @@
-"""What trusting the routing index costs: a server's first build of it from verified records (issue 31).
+"""What trusting the route index costs: a server's first build of it from verified records (issue 31).
 
 Usage::
 

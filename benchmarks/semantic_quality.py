@@ -1,4 +1,4 @@
-"""Hybrid search quality over the WHOLE corpus (issue 21): keyword, dense and fused nDCG@10 per set and split.
+"""Hybrid search quality over the WHOLE corpus (issue 21): keyword, vector and fused nDCG@10 per set and split.
 
 Usage::
 
@@ -15,7 +15,7 @@ keyed by sha256(embedder identity + passage text), so a rerun embeds nothing and
 goes on where it stopped. It prints passages/s (wall, both cores) and CPU seconds per passage.
 
 ``tune`` scores the DEV halves only. Per query: ``keyword`` is today's ``balanced`` ranking exactly as
-``quality.py`` runs it (``ours``: limit 10, per_doc 1); ``dense`` scores the query vector against every
+``quality.py`` runs it (``ours``: limit 10, per_doc 1); ``vector`` scores the query vector against every
 chunk of the corpus (``docbundle.bundle.vectors``: the int8 vector file the build would write, and
 float32 beside it) and ranks pages by their best chunk; ``hybrid`` is the server's own ranking
 (``docbundle.server.semantic.rank`` in mode ``hybrid`` over that vector file, with the α, K and depth of
@@ -211,7 +211,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# scoring: keyword, dense (int8 vector file and float32), hybrid
+# scoring: keyword, vector (int8 vector file and float32), hybrid
 
 
 @dataclass
@@ -222,7 +222,7 @@ class SetRun:
     queries: list[Query]
     keyword: dict[str, list[str]]  # query id -> today's balanced ranking, top 10 (quality.py's ``ours``)
     keyword_deep: dict[str, list[str]]  # the same ranking, ``depth`` pages: the fusion's keyword side
-    dense: dict[str, dict[str, list[str]]]  # "int8" | "float32" -> query id -> pages by best chunk
+    vector: dict[str, dict[str, list[str]]]  # "int8" | "float32" -> query id -> pages by best chunk
     served: dict[str, list[str]]  # query id -> the server's own hybrid ranking (its α, K and depth)
 
 
@@ -304,7 +304,7 @@ def prepare_set(
     vec_dir.mkdir(parents=True, exist_ok=True)
     path = vec_dir / f"{corpus.name}.int8.bin"
     write_vectors(path, f32, embedder.identity.key(), "int8")
-    dense: dict[str, dict[str, list[str]]] = {"int8": {}, "float32": {}}
+    vector: dict[str, dict[str, list[str]]] = {"int8": {}, "float32": {}}
     vectors = {q.id: query_vector(embedder, cache, q.text) for q in queries}
     with VectorFile(path) as vf:
         vf.check(len(corpus.keys), embedder.identity.key())
@@ -312,9 +312,9 @@ def prepare_set(
             qv = vectors[q.id]
             for kind, sims in (("int8", vf.scores(qv)), ("float32", f32 @ qv)):
                 ranked = rank_documents(sims, corpus.starts, depth)
-                dense[kind][q.id] = [corpus.doc_ids[d] for d, _ in ranked]
+                vector[kind][q.id] = [corpus.doc_ids[d] for d, _ in ranked]
     served = served_lists(corpus.bundle, path, queries, vectors)
-    return SetRun(set_name, queries, keyword, keyword_deep, dense, served)
+    return SetRun(set_name, queries, keyword, keyword_deep, vector, served)
 
 
 def fused(run: SetRun, alpha: float | None, k: int, depth: int, kind: str = "int8") -> dict[str, list[str]]:
@@ -328,7 +328,7 @@ def fused(run: SetRun, alpha: float | None, k: int, depth: int, kind: str = "int
             d
             for d, _ in fuse(
                 run.keyword_deep[q.id],
-                run.dense[kind][q.id],
+                run.vector[kind][q.id],
                 alpha_for(q.text) if alpha is None else alpha,
                 k,
                 depth,
@@ -386,7 +386,7 @@ def prepare_all(args: argparse.Namespace, split: str) -> tuple[list[SetRun], Any
 
 
 def report(split: str, runs: list[SetRun], save: Path | None) -> None:
-    """Print the keyword / dense / hybrid table of one split (hybrid: the server's ranking) and save the runs."""
+    """Print the keyword / vector / hybrid table of one split (hybrid: the server's ranking) and save the runs."""
     from docbundle.bundle import hybrid
     from docbundle.indexer.release.metrics import paired_test
 
@@ -396,10 +396,10 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
         f"Korean question, K {k}, {depth} pages per side) ==="
     )
     print(
-        f"{'set':<16} {'n':>4} {'keyword':>8} {'dense f32':>10} {'dense int8':>10} {'hybrid f32':>10} {'hybrid':>8} {'delta':>7}  paired test hybrid vs keyword"
+        f"{'set':<16} {'n':>4} {'keyword':>8} {'vector f32':>10} {'vector int8':>10} {'hybrid f32':>10} {'hybrid':>8} {'delta':>7}  paired test hybrid vs keyword"
     )
     rows = []
-    ranked_all: dict[str, dict[str, dict[str, list[str]]]] = {"keyword": {}, "dense": {}, "hybrid": {}}
+    ranked_all: dict[str, dict[str, dict[str, list[str]]]] = {"keyword": {}, "vector": {}, "hybrid": {}}
     for run in runs:
         hyb = run.served
         # The served ranking and fuse() over the page lists must agree: else the grid measured another thing.
@@ -409,8 +409,8 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
             print(f"  {run.name}: the server's hybrid ranking differs from fuse() on {differ} queries")
         hyb32 = fused(run, None, k, depth, "float32")
         kw = mean_ndcg(run, run.keyword)
-        d32 = mean_ndcg(run, {i: v[:K] for i, v in run.dense["float32"].items()})
-        d8 = mean_ndcg(run, {i: v[:K] for i, v in run.dense["int8"].items()})
+        d32 = mean_ndcg(run, {i: v[:K] for i, v in run.vector["float32"].items()})
+        d8 = mean_ndcg(run, {i: v[:K] for i, v in run.vector["int8"].items()})
         h32, h8 = mean_ndcg(run, hyb32), mean_ndcg(run, hyb)
         test = paired_test(
             [score(q, run.keyword[q.id], 0.0).ndcg for q in run.queries],
@@ -421,7 +421,7 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
         )
         rows.append((kw, d32, d8, h32, h8))
         ranked_all["keyword"][run.name] = run.keyword
-        ranked_all["dense"][run.name] = {i: v[:K] for i, v in run.dense["int8"].items()}
+        ranked_all["vector"][run.name] = {i: v[:K] for i, v in run.vector["int8"].items()}
         ranked_all["hybrid"][run.name] = hyb
     means = [statistics.mean(c) for c in zip(*rows, strict=True)]
     print(

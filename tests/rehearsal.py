@@ -10,7 +10,7 @@ after the other) in a work folder laid out as the runners and the releases are::
     work/bundles/shard-K/         a shard's bundles and crawl cache (kept between nights, as the cache is)
     work/night-N/plan.json        the plan, and each shard's --dist (dist-K) and log
     work/releases/TAG/            a published release (archives, SHA256SUMS, index.json)
-    work/releases/bundles-latest/ the catalogue index and timings, rolled each night
+    work/releases/bundles-latest/ the release index and timings, rolled each night
 
 ``reported_class`` reads what a night reported for a library version, as a user reads it: the state and
 reason class of the rolled ``status.json`` (``docbundle.bundle.status``, what ``pull --list`` and the
@@ -126,7 +126,7 @@ def _run(argv: list[str], log: Path | None = None) -> int:
 def run_night(
     work: Path, config: Path, number: int, web: FakeWeb, *, target_minutes: float, progress: bool = False
 ) -> Night:
-    """Plan, build every shard, merge every release and roll the catalogue index: night ``number``."""
+    """Plan, build every shard, merge every release and roll the release index: night ``number``."""
     night = Night(number)
     here = work / f"night-{number}"
     here.mkdir(parents=True, exist_ok=True)
@@ -242,7 +242,7 @@ def class_table(specs: list[SiteSpec], night: Night, want: Mapping[str, str]) ->
 
 
 def check_nothing_lost(work: Path, specs: list[SiteSpec], nights: list[Night]) -> list[str]:
-    """What was lost, if anything: every library built on some night must be in the catalogue index, with
+    """What was lost, if anything: every library built on some night must be in the release index, with
     its newest build, in a release folder that holds its archive listed in that release's SHA256SUMS; and a
     library that failed tonight keeps its previous bundle in its shard's folder (``CURRENT``) when it stayed
     in its shard."""
@@ -256,7 +256,7 @@ def check_nothing_lost(work: Path, specs: list[SiteSpec], nights: list[Night]) -
         entry = built[-1].entries[spec.library]
         got = listed.get((spec.library, entry["version"]))
         if got is None:
-            problems.append(f"{spec.library}: built on night {built[-1].number}, not in the catalogue index")
+            problems.append(f"{spec.library}: built on night {built[-1].number}, not in the release index")
             continue
         if got["build_id"] != entry["build_id"]:
             problems.append(

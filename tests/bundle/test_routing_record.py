@@ -1,4 +1,4 @@
-"""The routing record (``routing.bin``) and the catalogue's routing index (``routing.idx``): their
+"""The routing record (``routing.bin``) and the route index (``routing.idx``): their
 bounds, and their readers refuse anything malformed with a format error (issue 22)."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The nightly job rehearsed over two nights on a fake web of 50 generated sites (issue 32, item 2).
 
 Every step of ``.github/workflows/nightly.yml`` runs as its real command (plan, one build per shard,
-merge per release, roll the catalogue index; ``tests/rehearsal.py``), against sites on 127.0.0.1 that
+merge per release, roll the release index; ``tests/rehearsal.py``), against sites on 127.0.0.1 that
 misbehave the way real ones do (``tests/fakeweb.py``): each kind of fault must land in its class, and a
 library that fails on the second night keeps its first night's bundle, which ``docbundle pull`` still
-installs from the rolled catalogue index. The 1,000-library run with the shared corpora is
+installs from the rolled release index. The 1,000-library run with the shared corpora is
 ``benchmarks/nightly_rehearsal.py`` (``nox -s bench -- rehearsal``).
 """
 
@@ -52,7 +52,7 @@ def test_two_nights_put_every_fault_in_its_class_and_a_failed_library_stays_pull
         assert robots and all(web.site.hits(p) == 0 for s in robots for p in s.disallowed)
         assert all(s.disallowed for s in robots)
 
-        # A library broken tonight: the catalogue index still names last night's bundle, and pull installs it.
+        # A library broken tonight: the release index still names last night's bundle, and pull installs it.
         broken = [s for s in specs if s.change == "break"]
         for spec in broken:
             assert second.reported[spec.library].startswith("failed:")

@@ -1,6 +1,6 @@
 """``docbundle pull`` from a catalogue spread over several releases, as the nightly job publishes it:
 two nights of ``docbundle-index nightly`` (plan, one job per shard, one release folder per release of the
-plan, then the catalogue index of ``bundles-latest``), served over real HTTP on 127.0.0.1 in GitHub's
+plan, then the release index of ``bundles-latest``), served over real HTTP on 127.0.0.1 in GitHub's
 layout (``<download>/<tag>/<asset>``); and the same at 10,000 libraries: one download lists them all."""
 
 from __future__ import annotations

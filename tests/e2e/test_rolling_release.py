@@ -70,7 +70,7 @@ def test_the_catalogue_index_keeps_every_librarys_newest_bundle_and_its_release(
         "--previous", str(previous), "--dist", str(tree / "bundles-latest"),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert "2 bundle(s) in the catalogue index, in 2 release(s)" in r.stdout
+    assert "2 bundle(s) in the release index, in 2 release(s)" in r.stdout
     index = json.loads((tree / "bundles-latest" / INDEX).read_text())
     assert index["version"] == 2
     # Tonight's entry also names the release's attestation, which the nightly job publishes beside it.

@@ -48,14 +48,14 @@ def test_the_shipped_catalogue_passes_the_offline_check_without_a_socket(tmp_pat
 
 
 def test_the_shipped_catalogue_keeps_the_demo_first_and_its_first_entries() -> None:
-    catalogue = load_config(SHIPPED)
-    ids = [lib.id for lib in catalogue.libraries]
+    config = load_config(SHIPPED)
+    ids = [lib.id for lib in config.libraries]
     assert ids[0] == "docbundle"
     assert ids[1:11] == [
         "tosspayments", "llms-txt", "fasthtml", "mcp", "anthropic", "cloudflare", "supabase", "svelte", "atmos",
         "docker",
     ]  # fmt: skip
-    versioned = [lib for lib in catalogue.libraries if lib.version]
+    versioned = [lib for lib in config.libraries if lib.version]
     assert versioned and all(sum(v.latest for v in lib.version) == 1 for lib in versioned)
 
 
@@ -79,16 +79,14 @@ def test_the_nightly_plan_covers_the_shipped_catalogue_within_the_workflow_limit
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     plan = msgspec.json.decode(plan_file.read_bytes(), type=Plan)
-    catalogue = load_config(SHIPPED)
+    config = load_config(SHIPPED)
     placed = Counter(lib for shard in plan.shards for lib in shard.libraries)
-    assert set(placed) == {lib.id for lib in catalogue.libraries} and set(placed.values()) == {1}
+    assert set(placed) == {lib.id for lib in config.libraries} and set(placed.values()) == {1}
     assert 1 <= len(plan.shards) <= MAX_SHARDS
     archives = [a for release in plan.releases for a in release.archives]
-    assert (
-        len(archives) == len(set(archives)) == sum(len(catalogue.targets(lib)) for lib in catalogue.libraries)
-    )
+    assert len(archives) == len(set(archives)) == sum(len(config.targets(lib)) for lib in config.libraries)
     assert all(len(release.archives) + 2 <= MAX_ASSETS_PER_RELEASE for release in plan.releases)
-    assert r.stdout.startswith(f"nightly plan: {len(catalogue.libraries)} libraries")
+    assert r.stdout.startswith(f"nightly plan: {len(config.libraries)} libraries")
 
 
 BROKEN = """

@@ -26,7 +26,7 @@ from docbundle.indexer.pipeline.progress import (
     duration,
     make_progress,
 )
-from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy
+from docbundle.indexer.pipeline.scope import AddressGate, CrawlScope, HostRule
 from docbundle.indexer.pipeline.session import Clock, CrawlSession
 from hypothesis import given
 from hypothesis import strategies as st
@@ -36,7 +36,7 @@ from sitesrv import Site
 FAST = CrawlOptions(timeout=0.5, retries=1, backoff=0.01, max_retry_after=5.0)
 # These tests exercise the crawler's robustness against servers on 127.0.0.1 (any port); the crawl
 # boundaries themselves are tested in test_crawl_scope.py and tests/e2e/test_build_boundaries.py.
-LOOPBACK = CrawlScope(NetPolicy(allow=(HostRule.parse("127.0.0.1"),)))
+LOOPBACK = CrawlScope(AddressGate(allow=(HostRule.parse("127.0.0.1"),)))
 
 
 def _ok(result: FetchResult) -> FetchResult:

@@ -13,7 +13,7 @@ import pytest
 from docbundle.indexer.config import load_config
 from docbundle.indexer.errors import ConfigError, FetchError
 from docbundle.indexer.pipeline.crawl import ERROR_KINDS, CrawlOptions, crawl, fetch_one
-from docbundle.indexer.pipeline.scope import CrawlScope, HostRule, NetPolicy, address_problem
+from docbundle.indexer.pipeline.scope import AddressGate, CrawlScope, HostRule, address_problem
 from sitesrv import Site
 
 FAST = CrawlOptions(timeout=2.0, retries=0)
@@ -118,7 +118,7 @@ async def test_a_name_resolving_to_loopback_is_refused_without_a_request(site: S
     site.add("/a.md", "# A\n")
     port = _port(site)
     resolver = _Resolver({"internal.test": [["127.0.0.1"]], "mixed.test": [["93.184.216.34", "127.0.0.1"]]})
-    scope = CrawlScope(NetPolicy(resolver=resolver))
+    scope = CrawlScope(AddressGate(lookup=resolver))
     one, mixed = await crawl(
         [f"http://internal.test:{port}/a.md", f"http://mixed.test:{port}/a.md"], scope=scope, options=FAST
     )
@@ -139,7 +139,7 @@ async def test_the_connection_goes_to_the_address_that_was_checked(site: Site) -
     # Allowed by address, not by name: the only way to reach the site is to connect to the checked
     # 127.0.0.1 (the system resolver knows nothing of "pinned.test"), keeping the URL's Host header.
     resolver = _Resolver({"pinned.test": [["127.0.0.1"]]})
-    scope = CrawlScope(NetPolicy(allow=(HostRule.parse(f"127.0.0.1:{port}"),), resolver=resolver))
+    scope = CrawlScope(AddressGate(allow=(HostRule.parse(f"127.0.0.1:{port}"),), lookup=resolver))
     (result,) = await crawl([f"http://pinned.test:{port}/a.md"], scope=scope, options=FAST)
     assert result.ok and result.text == "# A\n", result.error
     (request,) = site.requests
@@ -156,7 +156,7 @@ def test_the_origin_exemption_holds_only_for_the_addresses_it_first_resolved_to(
     resolver = _Resolver({"docs.rebind.test": [["127.0.0.1"], ["127.0.0.2"]]})
     base = f"http://docs.rebind.test:{port}"
     scope = CrawlScope.for_source(f"{base}/llms.txt")
-    scope = CrawlScope(NetPolicy(scope.policy.origins, resolver=resolver))
+    scope = CrawlScope(AddressGate(scope.policy.origins, lookup=resolver))
     assert fetch_one(f"{base}/llms.txt", scope=scope, options=FAST).ok
     with pytest.raises(FetchError) as caught:
         fetch_one(f"{base}/a.md", scope=scope, options=FAST)
@@ -270,7 +270,7 @@ def test_https_keeps_the_url_host_for_tls_while_connecting_to_the_checked_addres
     client_ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
     resolver = _Resolver({"tls.test": [["127.0.0.1"]]})
     origin = CrawlScope.for_source(f"https://tls.test:{port}/llms.txt").policy.origins
-    scope = CrawlScope(NetPolicy(origin, resolver=resolver))
+    scope = CrawlScope(AddressGate(origin, lookup=resolver))
     monkeypatch.setattr(crawl_module, "_ssl_context", lambda: client_ctx)
     try:
         result = fetch_one(f"https://tls.test:{port}/a.md", scope=scope, options=FAST)

@@ -16,7 +16,7 @@ import pytest
 from clikit import index_cli
 from docbundle.bundle.release import PackagedBundle
 from docbundle.bundle.releaseindex import MAX_ARCHIVES_PER_RELEASE, MAX_ASSETS_PER_RELEASE, encode_index
-from docbundle.indexer.config import Catalogue, load_config
+from docbundle.indexer.config import Config, load_config
 from docbundle.indexer.errors import ConfigError
 from docbundle.indexer.release.plan import (
     MAX_SHARDS,
@@ -64,30 +64,30 @@ def _config(path: Path, n: int = N, *, versions_every: int = 50) -> Path:
 
 
 @pytest.fixture(scope="module")
-def catalogue(tmp_path_factory: pytest.TempPathFactory) -> Catalogue:
+def config(tmp_path_factory: pytest.TempPathFactory) -> Config:
     return load_config(_config(tmp_path_factory.mktemp("plan") / "libraries.toml"))
 
 
-def _timings(catalogue: Catalogue, seed: int = 7, *, measured: float = 0.9) -> Timings:
+def _timings(config: Config, seed: int = 7, *, measured: float = 0.9) -> Timings:
     """Last night's seconds for ``measured`` of the libraries: a long-tailed spread (most libraries take
     seconds, a few take many minutes), as a real catalogue does."""
     rng = random.Random(seed)
     return Timings(
         libraries={
             lib.id: LibraryTiming(seconds=round(min(rng.lognormvariate(3.0, 1.2), 3600.0), 3))
-            for lib in catalogue.libraries
+            for lib in config.libraries
             if rng.random() < measured
         }
     )
 
 
-def _check(plan: Plan, catalogue: Catalogue) -> None:
+def _check(plan: Plan, config: Config) -> None:
     """The limits every plan keeps."""
     assert 1 <= len(plan.shards) <= MAX_SHARDS
     placed = Counter(lib for s in plan.shards for lib in s.libraries)
-    assert set(placed) == {lib.id for lib in catalogue.libraries} and set(placed.values()) == {1}
+    assert set(placed) == {lib.id for lib in config.libraries} and set(placed.values()) == {1}
     assert [s.shard for s in plan.shards] == list(range(len(plan.shards)))
-    versions = {lib.id: len(lib.version) or 1 for lib in catalogue.libraries}
+    versions = {lib.id: len(lib.version) or 1 for lib in config.libraries}
     for s in plan.shards:
         assert s.archives == sum(versions[lib] for lib in s.libraries) <= MAX_ARCHIVES_PER_RELEASE
     in_release = Counter(shard for r in plan.releases for shard in r.shards)
@@ -101,12 +101,12 @@ def _check(plan: Plan, catalogue: Catalogue) -> None:
 
 
 def test_ten_thousand_libraries_fit_the_limits_and_balance_by_last_nights_timings(
-    catalogue: Catalogue,
+    config: Config,
 ) -> None:
-    timings = _timings(catalogue)
-    plan = make_plan(catalogue, timings, {}, release_prefix=PREFIX)
-    _check(plan, catalogue)
-    cost = estimates(catalogue, timings, {})
+    timings = _timings(config)
+    plan = make_plan(config, timings, {}, release_prefix=PREFIX)
+    _check(plan, config)
+    cost = estimates(config, timings, {})
     loads = [s.seconds for s in plan.shards]
     mean = sum(loads) / len(loads)
     longest = max(seconds for seconds, _ in cost.values())
@@ -120,34 +120,34 @@ def test_ten_thousand_libraries_fit_the_limits_and_balance_by_last_nights_timing
     assert len(plan.shards) > 100 and len(plan.releases) >= 11  # 10,400 archives need 11 releases
 
 
-def test_the_same_inputs_give_the_same_plan(catalogue: Catalogue) -> None:
-    timings = _timings(catalogue)
-    first = msgspec.json.encode(make_plan(catalogue, timings, {}, release_prefix=PREFIX))
+def test_the_same_inputs_give_the_same_plan(config: Config) -> None:
+    timings = _timings(config)
+    first = msgspec.json.encode(make_plan(config, timings, {}, release_prefix=PREFIX))
     shuffled = Timings(libraries=dict(sorted(timings.libraries.items(), key=lambda kv: kv[0][::-1])))
-    assert msgspec.json.encode(make_plan(catalogue, shuffled, {}, release_prefix=PREFIX)) == first
-    other = _timings(catalogue, seed=8)
-    assert msgspec.json.encode(make_plan(catalogue, other, {}, release_prefix=PREFIX)) != first
+    assert msgspec.json.encode(make_plan(config, shuffled, {}, release_prefix=PREFIX)) == first
+    other = _timings(config, seed=8)
+    assert msgspec.json.encode(make_plan(config, other, {}, release_prefix=PREFIX)) != first
 
 
-def test_libraries_stay_in_last_nights_shard_while_it_stays_balanced(catalogue: Catalogue) -> None:
+def test_libraries_stay_in_last_nights_shard_while_it_stays_balanced(config: Config) -> None:
     """A shard's Actions cache holds its libraries' previous bundles: a library moves only when its
     shard is over the slack."""
-    plan = make_plan(catalogue, _timings(catalogue), {}, release_prefix=PREFIX)
+    plan = make_plan(config, _timings(config), {}, release_prefix=PREFIX)
     shard_of = {lib: s.shard for s in plan.shards for lib in s.libraries}
     rng = random.Random(3)
     tonight = Timings(
         libraries={
             lib: LibraryTiming(seconds=round(t.seconds * rng.uniform(0.7, 1.4), 3), shard=shard_of[lib])
-            for lib, t in _timings(catalogue).libraries.items()
+            for lib, t in _timings(config).libraries.items()
         }
     )
-    again = make_plan(catalogue, tonight, {}, release_prefix=PREFIX)
-    _check(again, catalogue)
+    again = make_plan(config, tonight, {}, release_prefix=PREFIX)
+    _check(again, config)
     stayed = sum(1 for s in again.shards for lib in s.libraries if shard_of[lib] == s.shard)
     assert stayed >= 0.8 * N, stayed
     loads = [s.seconds for s in again.shards]
     mean = sum(loads) / len(loads)
-    longest = max(seconds for seconds, _ in estimates(catalogue, tonight, {}).values())
+    longest = max(seconds for seconds, _ in estimates(config, tonight, {}).values())
     assert max(loads) <= STICKY_SLACK * mean + longest
     shared = [s.seconds for s in again.shards if len(s.libraries) > 1]
     assert max(shared) / mean <= 1.15, (max(shared), mean)
@@ -159,23 +159,23 @@ def test_a_night_that_costs_less_keeps_last_nights_shards(tmp_path: Path) -> Non
     shard's cache (their previous bundle, whose vectors a rebuild reuses, and their embedding checkpoint):
     the rehearsal's second night moved 832 of 1,000 when the plan went from 12 shards to 2. The plan keeps
     last night's count, so every library stays where its cache is."""
-    catalogue = load_config(_config(tmp_path / "libraries.toml", 600, versions_every=0))
-    first = make_plan(catalogue, Timings(), {}, release_prefix=PREFIX, target_seconds=1000)
+    config = load_config(_config(tmp_path / "libraries.toml", 600, versions_every=0))
+    first = make_plan(config, Timings(), {}, release_prefix=PREFIX, target_seconds=1000)
     shard_of = {lib: s.shard for s in first.shards for lib in s.libraries}
     assert len(first.shards) == 12  # 600 libraries at the 20 s default, 1,000 s a shard
     cheap = Timings(libraries={lib: LibraryTiming(seconds=2.0, shard=k) for lib, k in shard_of.items()})
-    second = make_plan(catalogue, cheap, {}, release_prefix=PREFIX, target_seconds=1000)
-    _check(second, catalogue)
+    second = make_plan(config, cheap, {}, release_prefix=PREFIX, target_seconds=1000)
+    _check(second, config)
     assert len(second.shards) == 12  # 1,200 s in all would want 2
     assert all(shard_of[lib] == s.shard for s in second.shards for lib in s.libraries)
     # A smaller --max-shards still wins: the operator asked for it.
-    assert len(make_plan(catalogue, cheap, {}, release_prefix=PREFIX, max_shards=4).shards) == 4
+    assert len(make_plan(config, cheap, {}, release_prefix=PREFIX, max_shards=4).shards) == 4
 
 
-def test_a_library_never_timed_is_estimated_from_its_documents_or_a_default(catalogue: Catalogue) -> None:
+def test_a_library_never_timed_is_estimated_from_its_documents_or_a_default(config: Config) -> None:
     timings = Timings(libraries={"lib-00001": LibraryTiming(seconds=100.0)})
     documents = {"lib-00001": 500, "lib-00002": 1000}
-    cost = estimates(catalogue, timings, documents)
+    cost = estimates(config, timings, documents)
     assert cost["lib-00001"] == (100.0, 1)  # measured
     assert cost["lib-00002"] == (200.0, 1)  # 1,000 documents at the measured 0.2 s per document
     default = cost["lib-00003"][0]
@@ -228,9 +228,9 @@ def test_the_dry_run_prints_the_shards_and_the_assets_of_each_release(tmp_path: 
     """``nightly --plan --dry-run`` on a 10,000-library config: no network (the config's addresses do not
     resolve here), every shard and every release with its asset count."""
     config = _config(tmp_path / "libraries.toml")
-    catalogue = load_config(config)
+    loaded = load_config(config)
     timings = tmp_path / "timings.json"
-    write_timings(_timings(catalogue), timings)
+    write_timings(_timings(loaded), timings)
     index = tmp_path / "index.json"
     index.write_bytes(encode_index([_entry("lib-00003", "latest", 40), _entry("lib-00004", "latest", 4000)]))
     common = [

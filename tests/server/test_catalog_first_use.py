@@ -75,10 +75,10 @@ def test_a_start_from_the_summary_reads_no_current_and_takes_no_lease(
         assert reads == [], f"start-up read CURRENT of {reads}"
         assert _open_fds() == fds, "start-up took leases"
         # The first use of one library reads its CURRENT (and leases its build), and only its.
-        assert catalog.resolve("lib-03").build_id == read_current(shelf / "lib-03" / "latest")
+        assert catalog.version_entry("lib-03").build_id == read_current(shelf / "lib-03" / "latest")
         assert set(reads) == {"lib-03/latest"}
         assert _open_fds() == fds + 1
-        catalog.resolve("lib-03")
+        catalog.version_entry("lib-03")
         assert set(reads) == {"lib-03/latest"} and _open_fds() == fds + 1, "checked twice"
     finally:
         catalog.close()
@@ -91,7 +91,7 @@ def test_a_library_first_used_after_its_current_moved_is_served_from_the_new_bui
     catalog = Catalog.load(root)
     try:
         new = build(work / "alpha.toml", root, one_page("alpha", "compasses")).build_id
-        assert catalog.resolve("alpha").build_id == new
+        assert catalog.version_entry("alpha").build_id == new
         opened = catalog.open("alpha")
         assert [opened.bundle.store.get(h.doc).title for h in opened.searcher.search("compasses").hits] == [
             "Guide to compasses"

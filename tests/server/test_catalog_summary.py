@@ -115,7 +115,7 @@ async def test_a_summary_that_names_another_build_than_current_is_not_served(tmp
     assert _summary(root) == {("alpha", "latest"): old}
     catalog = Catalog.load(root)
     try:
-        assert catalog.resolve("alpha").build_id == new
+        assert catalog.version_entry("alpha").build_id == new
         async with connect(catalog) as c:
             listed = await call(c, "list_libraries")
             assert [lib["buildId"] for lib in listed["libraries"]] == [new]
@@ -185,14 +185,14 @@ def test_a_version_published_by_hand_is_read_from_its_manifest(tmp_path: Path) -
     assert manifest["library"]["id"] == "lib-a"  # a misplaced bundle: refused, and kept out of the summary
     catalog = Catalog.load(root)
     try:
-        assert catalog.state(catalog.resolve("lib-b"))[0] == "failed"
+        assert catalog.state(catalog.version_entry("lib-b"))[0] == "failed"
         assert list(_summary(root)) == [("lib-a", "latest")]
     finally:
         catalog.close()
     install_golden(root, "lib-c")
     catalog = Catalog.load(root)
     try:
-        assert catalog.state(catalog.resolve("lib-c"))[0] == "available"
+        assert catalog.state(catalog.version_entry("lib-c"))[0] == "available"
         assert list(_summary(root)) == [("lib-a", "latest"), ("lib-c", "latest")]
     finally:
         catalog.close()
@@ -214,7 +214,7 @@ def test_with_a_lock_file_every_manifest_is_read(tmp_path: Path) -> None:
     )
     catalog = Catalog.load(root, lock=lock)
     try:
-        assert catalog.state(catalog.resolve("golden")) == ("available", None)
+        assert catalog.state(catalog.version_entry("golden")) == ("available", None)
     finally:
         catalog.close()
 

@@ -49,7 +49,7 @@ def test_install_brings_the_routing_index_up_to_date(release: tuple[Path, str], 
 def test_installing_several_archives_rebuilds_the_routing_index_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``docbundle install A B C``: one routing index rebuild for the three (seconds each at 10,000)."""
+    """``docbundle install A B C``: one route index rebuild for the three (seconds each at 10,000)."""
     built = tmp_path / "built"
     for lib_id in ("golden", "second", "third"):
         install_golden(built, lib_id)

@@ -156,7 +156,7 @@ async def test_past_max_open_the_least_recently_used_bundle_is_closed(many_root:
                 found = await call(c, "search_documents", query="useEffect cleanup", libraryId=lib)
                 assert found["hits"], lib
                 assert catalog.open_count() <= 2
-        assert [catalog.state(catalog.resolve(f"lib-{i:03d}"))[0] for i in range(4)] == [
+        assert [catalog.state(catalog.version_entry(f"lib-{i:03d}"))[0] for i in range(4)] == [
             "ready",
             "available",
             "available",
@@ -177,7 +177,7 @@ async def test_a_bundle_past_max_open_is_closed_within_seconds_not_a_minute(many
         assert catalog.open_count() == 3  # lib-000 retired, open for requests still reading it
         assert catalog.expire(time.monotonic() + EVICT_AFTER_SECONDS + 0.5) == 1
         assert catalog.open_count() == 2 and EVICT_AFTER_SECONDS < RETIRE_AFTER_SECONDS
-        assert catalog.state(catalog.resolve("lib-000"))[0] == "available"  # opened again when asked
+        assert catalog.state(catalog.version_entry("lib-000"))[0] == "available"  # opened again when asked
     finally:
         catalog.close()
 

@@ -1,4 +1,4 @@
-"""Hostile routing files (issue 31, items 2, 3, 7 and 8): a routing index or routing record that is a
+"""Hostile routing files (issue 31, items 2, 3, 7 and 8): a route index or routing record that is a
 FIFO, a link to ``/dev/zero``, a sparse file of 1.5 GB, nested 3,000 deep or forged, and a library that
 cannot be indexed. Each attacks the real entry point: ``docbundle serve`` over stdio (a subprocess whose
 address space is capped, so a file read whole fails it rather than the machine), the server in memory
@@ -43,7 +43,7 @@ HANG_GUARD_SECONDS = 90  # a server that blocks on a file never answers: the gua
 ADDRESS_SPACE_BYTES = 1280 * 1024**2
 SPARSE_BYTES = 1_500_000_000
 NESTING = 3_000  # msgspec gives up with RecursionError near 2,000 levels
-# A routing index of one unknown key whose value is an array nested NESTING deep.
+# A route index of one unknown key whose value is an array nested NESTING deep.
 NESTED_INDEX = b"\x82\xa6format\x01\xa1x" + b"\x91" * NESTING + b"\x01"
 K = 3  # --route-libraries: fewer than the eight libraries, so searches route
 
@@ -58,7 +58,7 @@ def subjects_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def root(subjects_root: Path, tmp_path: Path) -> Path:
-    """A private copy, with the routing index the indexer left."""
+    """A private copy, with the route index the indexer left."""
     return private_copy(subjects_root, tmp_path)
 
 
@@ -196,7 +196,7 @@ async def test_a_hostile_routing_record_leaves_one_library_out_and_the_others_ro
     assert index is not None and not index.has(("kubeops", "latest")) and index.has(("pgvac", "latest"))
 
 
-# -- item 7: a forged routing index ----------------------------------------------------------------------
+# -- item 7: a forged route index ----------------------------------------------------------------------
 
 
 def _forge(root: Path) -> None:
@@ -268,8 +268,8 @@ async def test_a_library_that_cannot_be_indexed_is_left_out_once_not_at_every_se
             data, _text = await search_text(client, query=_question(lib_id))
             _assert_routed_to(data, lib_id)
     messages = [r.getMessage() for r in caplog.records]
-    assert sum(m.startswith("routing index built") for m in messages) == 1, messages
-    left_out = [m for m in messages if m.startswith("left out of the routing index")]
+    assert sum(m.startswith("route index built") for m in messages) == 1, messages
+    left_out = [m for m in messages if m.startswith("left out of the route index")]
     assert len(left_out) == 1 and "kubeops/latest" in left_out[0], left_out
     assert (root / ROUTING_INDEX).stat().st_ino == written
 

@@ -45,10 +45,10 @@ def test_default_version_is_the_one_marked_latest(catalog: Catalog) -> None:
     demo = catalog.library("demo")
     assert demo.default_version == "2.x"
     assert list(demo.versions) == ["2.x", "1.x"]
-    assert catalog.resolve("demo").version == "2.x"
-    assert catalog.resolve("demo", "latest").version == "2.x"  # no version is literally named latest
-    assert catalog.resolve("demo", "1.x").version == "1.x"
-    assert catalog.resolve("golden", "latest").build_id == GOLDEN_BUILD
+    assert catalog.version_entry("demo").version == "2.x"
+    assert catalog.version_entry("demo", "latest").version == "2.x"  # no version is literally named latest
+    assert catalog.version_entry("demo", "1.x").version == "1.x"
+    assert catalog.version_entry("golden", "latest").build_id == GOLDEN_BUILD
     assert (demo.name, demo.category) == ("Demo SDK", "payments")
 
 
@@ -56,16 +56,16 @@ def test_lookup_errors_say_what_exists(catalog: Catalog) -> None:
     with pytest.raises(
         UnknownLibraryError, match=r"unknown library 'nope'. Available libraries: cjk, demo, golden"
     ):
-        catalog.resolve("nope")
+        catalog.version_entry("nope")
     with pytest.raises(UnknownVersionError, match=r"has no version '3.x'. Versions: 2.x, 1.x"):
-        catalog.resolve("demo", "3.x")
+        catalog.version_entry("demo", "3.x")
     with pytest.raises(
         InvalidIdError, match=r"ids are lower-case letters, digits and .-., at most 64 characters"
     ):
-        catalog.resolve("../etc")
+        catalog.version_entry("../etc")
     with pytest.raises(InvalidIdError, match="invalid version"):
-        catalog.resolve("demo", "../1.x")
-    assert catalog.resolve(" Golden ").library_id == "golden"  # case and spaces forgiven
+        catalog.version_entry("demo", "../1.x")
+    assert catalog.version_entry(" Golden ").library_id == "golden"  # case and spaces forgiven
 
 
 def test_open_verifies_before_whoosh_and_caches(catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,20 +90,20 @@ def test_open_verifies_before_whoosh_and_caches(catalog: Catalog, monkeypatch: p
 
 
 class _Arrivals:
-    """Counts the calls of ``catalog.resolve``, the first step of every ``Catalog.open``."""
+    """Counts the calls of ``catalog.version_entry``, the first step of every ``Catalog.open``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, catalog: Catalog) -> None:
         self.count = 0
         self._cond = threading.Condition()
-        real = catalog.resolve
+        real = catalog.version_entry
 
-        def resolve(*args: Any, **kwargs: Any) -> Any:
+        def version_entry(*args: Any, **kwargs: Any) -> Any:
             with self._cond:
                 self.count += 1
                 self._cond.notify_all()
             return real(*args, **kwargs)
 
-        monkeypatch.setattr(catalog, "resolve", resolve)
+        monkeypatch.setattr(catalog, "version_entry", version_entry)
 
     def wait_for(self, callers: int, timeout: float = 30.0) -> None:
         """Block until ``callers`` calls have come in (an event, not a guess at how long they take)."""
@@ -150,7 +150,7 @@ def test_a_damaged_bundle_is_refused_with_its_reason(broken_root: Path, library:
             cat.open(library)
         assert BROKEN[library] in info.value.reason
         assert str(broken_root) not in info.value.reason  # no server paths in messages
-        assert cat.state(cat.resolve(library)) == ("failed", info.value.reason)
+        assert cat.state(cat.version_entry(library)) == ("failed", info.value.reason)
         # The intact library still opens and answers.
         assert cat.open("golden").searcher.search("useEffect").hits
     finally:
@@ -198,8 +198,8 @@ def test_misplaced_bundles_and_odd_folders(tmp_path: Path, golden_bundle: Path) 
     (root / "empty" / "latest" / ".lock").write_text("", encoding="ascii")
     cat = Catalog.load(root)
     assert cat.library_ids() == ["empty", "golden", "other"]
-    assert "manifest is for library 'golden'" in (cat.resolve("other").problem or "")
-    assert "no bundle built yet" in (cat.resolve("empty").problem or "")
+    assert "manifest is for library 'golden'" in (cat.version_entry("other").problem or "")
+    assert "no bundle built yet" in (cat.version_entry("empty").problem or "")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Catalog.load(tmp_path / "nowhere")
 

@@ -96,11 +96,11 @@ async def test_a_known_mix_of_requests_is_counted_exactly(golden_catalog: Catalo
             for (tool, outcome), n in sent.items():
                 seconds = "docbundle_request_duration_seconds_count"
                 assert value(samples, seconds, tool=tool, outcome=outcome) == n
-        assert value(samples, "docbundle_searches_total", mode="balanced", kind="fulltext") == 5
+        assert value(samples, "docbundle_searches_total", mode="balanced", kind="keyword") == 5
         assert value(samples, "docbundle_library_requests_total", library="golden") == 7
         assert value(samples, "docbundle_bundle_opens_total") == 1
         assert value(samples, "docbundle_open_bundles") == 1
-        manifest = golden_catalog.resolve("golden").read_manifest()
+        manifest = golden_catalog.version_entry("golden").read_manifest()
         assert manifest is not None
         assert value(samples, "docbundle_open_bundle_bytes") == sum(f.size for f in manifest.files)
         assert value(samples, "docbundle_bundle_failures_total", library="golden") == 0

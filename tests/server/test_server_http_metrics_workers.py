@@ -74,7 +74,7 @@ def test_one_scrape_counts_the_requests_of_every_worker(
             assert total == n
             assert value(samples, "docbundle_auth_failures_total", reason="no_key") == 1
             assert value(samples, "docbundle_auth_failures_total", reason="invalid_key") == 1
-            assert value(samples, "docbundle_searches_total", mode="balanced", kind="fulltext") == 14
+            assert value(samples, "docbundle_searches_total", mode="balanced", kind="keyword") == 14
             # Per library: once, whatever the number of workers.
             assert value(samples, "docbundle_libraries") == len(catalog.library_ids())
             for entry in catalog.entries():

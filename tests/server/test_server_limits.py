@@ -33,7 +33,7 @@ from attackkit import (
 )
 from docbundle.bundle import search as engine
 from docbundle.bundle.query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS
-from docbundle.server import docs, errors
+from docbundle.server import bounds, docs
 from docbundle.server.catalog import Catalog
 from docbundle.server.mcp.server import create_server
 from mcp import Client
@@ -88,7 +88,7 @@ async def tool_error(client: Client, tool: str, **args: Any) -> str:
 async def test_thousands_of_keywords_are_refused_at_once(catalog: Catalog) -> None:
     async with connect(catalog) as c:
         text = await tool_error(c, "search_documents", keywords=made_up_words(5_000), libraryId="golden")
-        assert f"the limit is {errors.MAX_KEYWORDS}" in text and "5000 items" in text
+        assert f"the limit is {bounds.MAX_KEYWORDS}" in text and "5000 items" in text
         assert len(text) < SHORT
         # The comma-separated form is bounded too, and so is each keyword.
         text = await tool_error(c, "search_documents", keywords=",".join(made_up_words(5_000)))
@@ -97,7 +97,7 @@ async def test_thousands_of_keywords_are_refused_at_once(catalog: Catalog) -> No
         assert f"the limit is {MAX_KEYWORD_CHARS}" in text and len(text) < SHORT
         # At the bound the call is answered.
         ok = await c.call_tool(
-            "search_documents", {"keywords": made_up_words(errors.MAX_KEYWORDS), "libraryId": "golden"}
+            "search_documents", {"keywords": made_up_words(bounds.MAX_KEYWORDS), "libraryId": "golden"}
         )
         assert not ok.is_error
 
@@ -120,9 +120,9 @@ async def test_replies_quote_back_only_a_prefix_of_the_query(catalog: Catalog) -
         assert not result.is_error
         data = result.structured_content
         assert data is not None
-        assert len(data["query"]) <= errors.MAX_ECHO_CHARS + 1
-        assert len(data["dropped"]) <= errors.MAX_ECHO_ITEMS + 1
-        assert all(len(w) <= errors.MAX_ECHO_CHARS + 1 for w in data["dropped"] + data["terms"])
+        assert len(data["query"]) <= bounds.MAX_ECHO_CHARS + 1
+        assert len(data["dropped"]) <= bounds.MAX_ECHO_ITEMS + 1
+        assert all(len(w) <= bounds.MAX_ECHO_CHARS + 1 for w in data["dropped"] + data["terms"])
         (block,) = result.content
         assert block.type == "text"
         assert query not in block.text
@@ -157,7 +157,7 @@ async def test_long_ids_and_arguments_get_short_refusals(catalog: Catalog) -> No
             await c.call_tool(big, {})
         assert "unknown tool" in unknown.value.error.message and len(unknown.value.error.message) < SHORT
         # A long id under the bound is still an id that does not exist: short error too.
-        text = await tool_error(c, "get_document", libraryId="golden", id="d" * errors.MAX_DOCUMENT_ID_CHARS)
+        text = await tool_error(c, "get_document", libraryId="golden", id="d" * bounds.MAX_DOCUMENT_ID_CHARS)
         assert "no document" in text and len(text) < SHORT
         for uri in (
             f"docs://golden/latest/{big}",

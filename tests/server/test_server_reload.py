@@ -58,7 +58,7 @@ def test_a_new_build_is_served_without_restart_and_the_old_one_finishes_its_requ
         assert catalog.changed()
         change = catalog.reload()
         assert change.updated == (("demo", "latest"),) and not change.added and not change.removed
-        assert catalog.resolve("demo").build_id == second
+        assert catalog.version_entry("demo").build_id == second
         assert _titles(catalog, "demo", "zebras") == ["Guide to zebras"]
         assert _titles(catalog, "demo", "aardvarks") == []
 
@@ -89,12 +89,12 @@ def test_libraries_that_appear_or_go_are_listed_after_a_reload(alpha: Served) ->
     (root / "alpha" / "latest" / "CURRENT").unlink()  # an operator took alpha's build away
     change = catalog.reload()
     assert change.updated == (("alpha", "latest"),)
-    assert catalog.state(catalog.resolve("alpha"))[0] == "failed"
+    assert catalog.state(catalog.version_entry("alpha"))[0] == "failed"
 
     shutil.rmtree(root / "alpha")
     assert catalog.reload().removed == ("alpha",)
     with pytest.raises(UnknownLibraryError):
-        catalog.resolve("alpha")
+        catalog.version_entry("alpha")
     assert catalog.reload().describe() == "no change"
 
 
@@ -261,7 +261,7 @@ def test_a_library_being_built_is_listed_only_once_published(
         assert not change and ids == ["alpha"], f"{step}: {change.describe()}, listed {ids}"
     # Published: announced once, listed, and it answers (nothing from the looks above was kept).
     assert catalog.refresh().added == ("beta",)
-    assert catalog.state(catalog.resolve("beta")) == ("available", None)
+    assert catalog.state(catalog.version_entry("beta")) == ("available", None)
     assert _titles(catalog, "beta", "beetles") == ["Guide to beetles"]
     assert not catalog.refresh()
 
@@ -276,7 +276,7 @@ def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(
 
     def look(step: str) -> None:
         change = catalog.refresh()
-        seen[step] = (change, catalog.resolve("alpha").build_id, _titles(catalog, "alpha", "aardvarks"))
+        seen[step] = (change, catalog.version_entry("alpha").build_id, _titles(catalog, "alpha", "aardvarks"))
 
     try:
         _publish_steps(monkeypatch, look)
@@ -285,7 +285,7 @@ def test_a_new_build_being_published_keeps_the_served_one_until_current_moves(
         for step, (change, served, titles) in seen.items():
             assert not change and served == first and titles == ["Guide to aardvarks"], step
         assert catalog.refresh().updated == (("alpha", "latest"),)
-        assert catalog.resolve("alpha").build_id == second
+        assert catalog.version_entry("alpha").build_id == second
         assert _titles(catalog, "alpha", "zebras") == ["Guide to zebras"]
     finally:
         catalog.close()
@@ -316,9 +316,9 @@ def test_a_version_whose_current_moves_while_it_is_read_is_read_again(
     try:
         change = catalog.refresh()
         assert change.added == ("beta",) and not change.updated
-        assert catalog.state(catalog.resolve("beta")) == ("available", None)
+        assert catalog.state(catalog.version_entry("beta")) == ("available", None)
         assert raced, "the catalogue never read beta's first build"
-        assert catalog.resolve("beta").build_id == raced[0]
+        assert catalog.version_entry("beta").build_id == raced[0]
         assert _titles(catalog, "beta", "bees") == ["Guide to bees"]
         assert not catalog.refresh()
     finally:

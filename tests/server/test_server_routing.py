@@ -1,4 +1,4 @@
-"""A search across libraries routes (issue 22): the routing index picks the K libraries most likely to
+"""A search across libraries routes (issue 22): the route index picks the K libraries most likely to
 answer, the answer says which and how, a stale index is rebuilt, a bundle without a routing record is
 derived, and without routing the search takes the libraries in turn within its budget and says so.
 Through the MCP SDK client in memory."""
@@ -43,7 +43,7 @@ def many_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def root(many_root: Path, tmp_path: Path) -> Path:
-    """A private copy of the catalogue (tests write its routing index)."""
+    """A private copy of the catalogue (tests write its route index)."""
     return private_copy(many_root, tmp_path)
 
 
@@ -208,7 +208,7 @@ async def test_a_bundle_without_a_routing_record_still_serves_and_routes(root: P
     golden = current_bundle(root / "oldgolden" / "latest")
     assert not (golden / ROUTING_FILE).exists()
     async with serve(root, k=2) as (client, catalog):
-        entry = catalog.resolve("oldgolden")
+        entry = catalog.version_entry("oldgolden")
         manifest = entry.read_manifest()
         assert manifest is not None and read_record(golden, manifest) is None
         single, _ = await search(client, query="sap.m.Table rows", libraryId="oldgolden")

@@ -4,7 +4,7 @@ The rooms (imports run down this list: ``release`` may import ``pipeline``, neve
 nothing here imports ``docbundle.server``)::
 
     cli/          docbundle-index: the command table, one module per command group (build, check, release, nightly)
-    config.py     libraries.toml: the catalogue, its validation, and the build targets it names
+    config.py     libraries.toml: the config, its validation, and the build targets it names
     errors.py     the one exception tree
     pipeline/     from a library's llms.txt to a published bundle
         build.py      build_target, BuildRun: one library version, crawl to publish, under its lock

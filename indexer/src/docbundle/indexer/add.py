@@ -29,7 +29,7 @@ import tomlkit
 from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE
 from docbundle.common.terminal import printable
 
-from .config import Catalogue, LibraryConfig, load_config
+from .config import Config, LibraryConfig, load_config
 from .errors import ConfigError, FetchError
 from .naming import MAX_DESCRIPTION, derive_id, description_from, title_version, unique_id
 from .pipeline.crawl import CrawlOptions, crawl, fetch_one
@@ -223,14 +223,14 @@ def choose_id(s: Survey, taken: Collection[str]) -> IdChoice:
     return IdChoice(id=unique_id(wanted, taken), wanted=wanted, source=source)
 
 
-def configured(config: Path) -> Catalogue | None:
+def configured(config: Path) -> Config | None:
     """The catalogue at ``config``, None when there is no file; ConfigError when it does not load."""
     return load_config(config) if config.exists() else None
 
 
-def _listing(catalogue: Catalogue, url: str) -> LibraryConfig | None:
+def _listing(config: Config, url: str) -> LibraryConfig | None:
     """The library whose llms.txt (or one of whose versions') is ``url``."""
-    for lib in catalogue.libraries:
+    for lib in config.libraries:
         if url in ([lib.llms_txt] if lib.llms_txt is not None else [v.llms_txt for v in lib.version]):
             return lib
     return None
@@ -257,9 +257,9 @@ def append_entry(
         previous: str | None = config.read_text(encoding="utf-8")
     except FileNotFoundError:
         previous = None
-    catalogue = configured(config) if previous is not None else None  # refuse to edit one that fails
-    if catalogue is not None:
-        listed = _listing(catalogue, s.url) or _listing(catalogue, s.final_url)
+    loaded = configured(config) if previous is not None else None  # refuse to edit one that fails
+    if loaded is not None:
+        listed = _listing(loaded, s.url) or _listing(loaded, s.final_url)
         if listed is not None:
             raise ConfigError(
                 f"{config} already lists {s.url} as library {listed.id!r}, so it is configured already "
@@ -268,7 +268,7 @@ def append_entry(
             )
     if not LIBRARY_ID_RE.fullmatch(library_id):
         raise ConfigError(f"{library_id[:80]!r} is not a library id: {LIBRARY_ID_RULE}")
-    if catalogue is not None and library_id in {lib.id for lib in catalogue.libraries}:
+    if loaded is not None and library_id in {lib.id for lib in loaded.libraries}:
         raise ConfigError(f"{config} already has a library {library_id!r}; pass --id to choose another")
     original = (
         _HEADER if previous is None else previous + ("" if previous.endswith("\n") or not previous else "\n")
@@ -316,7 +316,7 @@ def append_entry(
     return Added(text=text, previous=previous, version=version)
 
 
-def version_home(catalogue: Catalogue | None, s: Survey, library_id: str | None) -> LibraryConfig | None:
+def version_home(config: Config | None, s: Survey, library_id: str | None) -> LibraryConfig | None:
     """The listed library that ``s`` is another version of, or None (then it is a library of its own).
 
     It is when the llms.txt's title names a version (``Django 4.2 documentation``) and a library that title
@@ -325,14 +325,14 @@ def version_home(catalogue: Catalogue | None, s: Survey, library_id: str | None)
     a second release of the same docs, not a namesake.
     """
     version = title_version(printable(s.title or "", 200))
-    if catalogue is None or version is None or _listing(catalogue, s.url) or _listing(catalogue, s.final_url):
+    if config is None or version is None or _listing(config, s.url) or _listing(config, s.final_url):
         return None  # a listed URL is refused by append_entry, naming its library
     if library_id is not None:
-        named = [lib for lib in catalogue.libraries if lib.id == library_id]
+        named = [lib for lib in config.libraries if lib.id == library_id]
     else:  # the title's id, or the "-2", "-3" ... that add gave a namesake of it
         wanted = derive_id(printable(s.title or "", 200), s.final_url)[0]
         namesake = re.compile(re.escape(wanted) + r"(?:-[0-9]+)?\Z")
-        named = [lib for lib in catalogue.libraries if namesake.match(lib.id)]
+        named = [lib for lib in config.libraries if namesake.match(lib.id)]
     host = _host(s.url)
     for lib in named:
         if lib.version and any(_host(v.llms_txt) == host for v in lib.version):

@@ -26,7 +26,7 @@ from urllib.request import url2pathname
 
 import msgspec
 
-from .config import CATEGORIES, Catalogue, LibraryConfig, decode_config
+from .config import CATEGORIES, Config, LibraryConfig, decode_config
 
 #: Folders of the repository's ``bundles/`` that are not libraries (``nightly`` builds into ``bundles/<id>``
 #: by default): a library of that id would mix its bundles with them.
@@ -113,20 +113,20 @@ def library_problems(config: Path, lib: LibraryConfig) -> list[str]:
     return problems
 
 
-def duplicate_sites(catalogue: Catalogue) -> list[str]:
+def duplicate_sites(config: Config) -> list[str]:
     """One problem per source whose site an earlier entry (or an earlier version) already names."""
     first: dict[str, tuple[str, str]] = {}  # site key -> (library id, the source as written)
     problems = []
-    for lib in catalogue.libraries:
+    for lib in config.libraries:
         for key, source in _sources(lib):
-            site = site_key(source, catalogue.path)
+            site = site_key(source, config.path)
             if site not in first:
                 first[site] = (lib.id, source)
                 continue
             owner, written = first[site]
             whose = "another version of this library" if owner == lib.id else f"library {owner!r}"
             problems.append(
-                f"{catalogue.path}: library {lib.id!r}: {key}: {source!r} is the site {whose} already "
+                f"{config.path}: library {lib.id!r}: {key}: {source!r} is the site {whose} already "
                 f"names ({written!r}); list each site once (a new version is a [[library.version]] whose URL "
                 "pins it)"
             )
@@ -135,17 +135,17 @@ def duplicate_sites(catalogue: Catalogue) -> list[str]:
 
 def check_config(path: Path) -> CheckReport:
     """Check a catalogue offline; ConfigError when the file as a whole cannot be read."""
-    catalogue, problems = decode_config(path)
-    for lib in catalogue.libraries:
+    config, problems = decode_config(path)
+    for lib in config.libraries:
         problems += library_problems(path, lib)
-    problems += duplicate_sites(catalogue)
+    problems += duplicate_sites(config)
     categories: dict[str, int] = {}
-    for lib in catalogue.libraries:
+    for lib in config.libraries:
         categories[lib.category] = categories.get(lib.category, 0) + 1
     return CheckReport(
         config=str(path),
-        libraries=len(catalogue.libraries),
-        versions=sum(len(_sources(lib)) for lib in catalogue.libraries),
+        libraries=len(config.libraries),
+        versions=sum(len(_sources(lib)) for lib in config.libraries),
         categories=dict(sorted(categories.items())),
         problems=problems,
     )

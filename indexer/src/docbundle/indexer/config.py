@@ -1,4 +1,4 @@
-"""The library catalogue (``bundles/libraries.toml``): adding a library is a config entry and nothing else.
+"""The config (``bundles/libraries.toml``): adding a library is a config entry and nothing else.
 
 Decoded with msgspec; every table forbids unknown keys so a typo is an error that names the library and
 the key, not a silently ignored setting. See ``docs/configuration.md`` for every key.
@@ -161,8 +161,8 @@ class Target(msgspec.Struct, frozen=True):
     local_root: str | None = None  # absolute: the folder local file links may read (None: the source's)
 
 
-class Catalogue(msgspec.Struct, frozen=True):
-    """The decoded config file."""
+class Config(msgspec.Struct, frozen=True):
+    """The decoded config (``libraries.toml``): its defaults and its valid libraries."""
 
     path: Path
     defaults: Defaults
@@ -354,15 +354,15 @@ def _check_follow(where: str, follow: FollowConfig, sources: list[str]) -> None:
             raise ConfigError(f"{where}: key 'follow': only an http(s) llms.txt can have its links followed")
 
 
-def load_config(path: Path) -> Catalogue:
+def load_config(path: Path) -> Config:
     """Read and validate a libraries.toml; raises ConfigError naming the library and key."""
-    catalogue, problems = decode_config(path)
+    config, problems = decode_config(path)
     if problems:
         raise _problems(path, problems)
-    return catalogue
+    return config
 
 
-def decode_config(path: Path) -> tuple[Catalogue, list[str]]:
+def decode_config(path: Path) -> tuple[Config, list[str]]:
     """The libraries of a libraries.toml that are valid, and one line per problem of the others (the
     offline check reports both); ConfigError when the file as a whole cannot be read."""
     try:
@@ -405,10 +405,10 @@ def decode_config(path: Path) -> tuple[Catalogue, list[str]]:
             problems.append(str(exc))
             continue
         libraries.append(lib)
-    catalogue = Catalogue(path, top.defaults, libraries)
+    config = Config(path, top.defaults, libraries)
     for lib in libraries:
         try:
-            catalogue.targets(lib)  # validates the crawl options early
+            config.targets(lib)  # validates the crawl options early
         except ConfigError as exc:
             problems.append(str(exc))
-    return catalogue, problems
+    return config, problems

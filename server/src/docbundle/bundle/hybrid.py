@@ -31,7 +31,7 @@ ALPHA = 0.7
 K = 5
 DEPTH = 10
 # A question in Korean (a Hangul syllable in it) gives the vectors more weight. With Korean sections
-# embedded without their markup (``embed.passage_text``), the Korean dense side scored within 0.03 of
+# embedded without their markup (``embed.passage_text``), the Korean vector side scored within 0.03 of
 # keyword search on the Korean dev questions, or above it, where medium-en-real's vectors (0.60 against
 # 0.74) were what held ALPHA at 0.7; on all three Korean dev sets every α from 0.4 to 0.5 with K 5 to 30
 # gained more than 0.7 did (docs/semantic.md, "Korean").

@@ -272,7 +272,7 @@ def fsync_tree(root: Path) -> None:
         _fsync_path(path)
 
 
-def resolve_bundle(path: Path) -> Path:
+def bundle_at(path: Path) -> Path:
     """The bundle ``path`` names: itself (it holds a manifest) or the build its version's CURRENT names."""
     if (path / MANIFEST_FILE).is_file():
         return path

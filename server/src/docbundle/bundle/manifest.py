@@ -222,7 +222,7 @@ class VectorsInfo(Base, frozen=True, kw_only=True):
 
 class RoutingInfo(Base, frozen=True, kw_only=True):
     """The optional routing record of a bundle (issue 22, ``docbundle.bundle.routing``): its vocabulary
-    with document frequencies, capped, from which the catalogue's routing index is built.
+    with document frequencies, capped, from which the route index is built.
 
     The file is also listed in ``files`` (size and sha256), so verification covers it like any other.
     """

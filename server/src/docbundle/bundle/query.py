@@ -34,6 +34,18 @@ WordMatch = Literal["matched", "weak", "no_topic"]
 MAX_QUERY_CHARS = 2000  # search query (also the search-docs / explain-with-docs prompt text)
 MAX_KEYWORD_CHARS = 200  # one keyword
 
+# How many chunks a search ranks in full before it keeps ``limit`` hits (at most ``per_doc`` a page):
+# at least RANK_POOL_MIN, else RANK_POOL_PER_HIT per hit asked for, so a page with many matching
+# sections cannot crowd the other pages out of the hits. The keyword engine (``search``) and the
+# vector one (``docbundle.server.semantic``) both rank this many.
+RANK_POOL_MIN = 50
+RANK_POOL_PER_HIT = 8
+
+
+def rank_pool(limit: int) -> int:
+    """How many chunks to rank in full for ``limit`` hits."""
+    return max(RANK_POOL_MIN, RANK_POOL_PER_HIT * limit)
+
 
 class Cancelled(Exception):
     """Raised by ``Deadline.check`` once the caller cancelled the work."""

@@ -2,7 +2,7 @@
 
 ``index.json`` itself (its entries, versions and bounds) is ``docbundle.bundle.releaseindex``; ``merge``
 writes a release folder of at most ``MAX_ARCHIVES_PER_RELEASE`` archives, stamped with its release tag,
-and ``roll`` the catalogue index of the well-known release ``bundles-latest`` that names the release of
+and ``roll`` the release index of the well-known release ``bundles-latest`` that names the release of
 every library version's newest archive (docs/releases.md).
 
 The writer (``package``, used by ``docbundle-index package``) and the reader's pieces
@@ -159,7 +159,7 @@ def _read_index(path: Path) -> list[PackagedBundle]:
 def merge(dists: list[Path], out_dir: Path, *, release: str = "") -> list[PackagedBundle]:
     """Merge shard outputs of ``package`` into one release folder, checking every archive's sha256.
 
-    ``release``: the tag this folder is published as; every entry names it, so the catalogue index of
+    ``release``: the tag this folder is published as; every entry names it, so the release index of
     ``roll`` can point at it, and names the release's attestation (``ATTESTATION``), which the nightly
     job signs and publishes beside the archives (an older docbundle ignores the field).
     """
@@ -189,7 +189,7 @@ def merge(dists: list[Path], out_dir: Path, *, release: str = "") -> list[Packag
 
 
 def roll(previous_index: Path | None, releases: list[Path], out_dir: Path) -> list[PackagedBundle]:
-    """The catalogue index of the well-known release ``bundles-latest``: every library version's newest
+    """The release index of the well-known release ``bundles-latest``: every library version's newest
     published bundle, and the release that holds it.
 
     ``previous_index`` is the catalogue's last ``index.json`` (None or a missing file on the first run);

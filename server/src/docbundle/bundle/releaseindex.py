@@ -1,7 +1,7 @@
 """The release index ``index.json``: the catalogue of archives a release offers, written and read here.
 
 Every release folder holds one (``docbundle-index package`` and the nightly job write it). The nightly
-job also publishes one catalogue index as an asset of the well-known release ``bundles-latest``: every
+job also publishes one release index as an asset of the well-known release ``bundles-latest``: every
 library version's newest archive, and in which release it is. A catalogue of 10,000 libraries is spread
 over several releases (a GitHub release holds at most ``MAX_ASSETS_PER_RELEASE`` assets), so each entry
 names its ``release``: the tag of the release folder beside the index's own (``../<release>/<archive>``),

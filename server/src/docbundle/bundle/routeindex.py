@@ -1,4 +1,4 @@
-"""The catalogue's routing index: every served bundle's routing record, inverted, in one file.
+"""The route index: every served bundle's routing record, inverted, in one file.
 
 ``<bundles-dir>/routing.idx`` maps each term (a 64-bit hash of it: blake2b, 8 bytes) to the libraries
 whose routing record (``routing``) holds it, with the term's document frequency there. It is keyed by
@@ -74,7 +74,7 @@ _CORI_V = 150.0
 
 
 class IndexedLibrary(msgspec.Struct, frozen=True, array_like=True):
-    """One bundle in the routing index: what it was made from, and its record's counts."""
+    """One bundle in the route index: what it was made from, and its record's counts."""
 
     library_id: str
     version: str
@@ -151,7 +151,7 @@ def hash_record(record: RoutingRecord, known: dict[str, int] | None = None) -> H
 
 @dataclass(frozen=True)
 class Candidate:
-    """A library the routing index proposes, with its score."""
+    """A library the route index proposes, with its score."""
 
     number: int  # the library's number in the index
     library: IndexedLibrary
@@ -160,7 +160,7 @@ class Candidate:
 
 
 class RouteIndex:
-    """The routing index in memory: look terms up, score libraries, rebuild with changed entries."""
+    """The route index in memory: look terms up, score libraries, rebuild with changed entries."""
 
     def __init__(
         self,
@@ -318,7 +318,7 @@ class RouteIndex:
 
 
 def read_index(root: Path) -> tuple[RouteIndex | None, str | None]:
-    """The routing index of a bundles directory and the sha256 of its bytes; (None, None) when there is
+    """The route index of a bundles directory and the sha256 of its bytes; (None, None) when there is
     none or it cannot be used (logged: a FIFO, a device or a link, over ``MAX_INDEX_BYTES``, malformed,
     nested too deeply, of another format)."""
     try:
@@ -336,7 +336,7 @@ def read_index(root: Path) -> tuple[RouteIndex | None, str | None]:
 
 
 def load_index(root: Path) -> RouteIndex | None:
-    """The routing index of a bundles directory; None when there is none or it cannot be read (logged)."""
+    """The route index of a bundles directory; None when there is none or it cannot be read (logged)."""
     return read_index(root)[0]
 
 
@@ -348,7 +348,7 @@ def write_index(root: Path, index: RouteIndex) -> None:
 
 @dataclass(frozen=True)
 class Served:
-    """A bundle the routing index should describe: where it is, its build, the sha256 of its manifest,
+    """A bundle the route index should describe: where it is, its build, the sha256 of its manifest,
     and how to read that manifest (read only when its entry cannot be kept; ``read_manifest`` checks
     the bytes against ``manifest_sha256``)."""
 
@@ -382,7 +382,7 @@ def build_index(
     derive: bool = True,
     reusable: Reusable | None = None,
 ) -> tuple[RouteIndex, dict[tuple[str, str], str]]:
-    """A routing index of ``served``, reusing ``previous``'s entries whose build and manifest are
+    """A route index of ``served``, reusing ``previous``'s entries whose build and manifest are
     unchanged (and, given ``reusable``, that it accepts: a server accepts only entries it verified).
 
     Each other bundle's record is read (checked against its manifest), or derived from its search index
@@ -469,9 +469,9 @@ def refresh_index(root: Path) -> None:
         index, left_out = update_index(root)
     except (OSError, BundleError) as exc:
         log.warning(
-            "the routing index of %s was not updated (%s); a server rebuilds it when it needs it", root, exc
+            "the route index of %s was not updated (%s); a server rebuilds it when it needs it", root, exc
         )
         return
     for (library_id, version), why in left_out.items():
-        log.warning("left out of the routing index: %s/%s: %s", library_id, version, why)
-    log.info("routing index updated: %d library versions", len(index.libraries))
+        log.warning("left out of the route index: %s/%s: %s", library_id, version, why)
+    log.info("route index updated: %d library versions", len(index.libraries))

@@ -1,6 +1,6 @@
 """A bundle's routing record: its vocabulary with document frequencies, capped, for routing searches.
 
-A search across many libraries cannot open and score every one: it asks the catalogue's routing index
+A search across many libraries cannot open and score every one: it asks the route index
 (``routeindex``) which libraries hold the question's words, and that index is made of these records.
 The record is written at build time as ``routing.bin`` (listed in the manifest's ``files`` with its
 sha256, and described by ``manifest.routing``); a reader without one still serves the bundle, and the
@@ -118,7 +118,7 @@ def _problem(r: RoutingRecord) -> str | None:
     if r.chunks < 0 or r.vocabulary < len(r.terms) or r.cutoff < 0:
         return "negative counts, or a vocabulary smaller than its terms"
     # Each check runs through map and min/max rather than a Python loop: a catalogue of 10,000 small
-    # libraries reads millions of terms when its routing index is built.
+    # libraries reads millions of terms when its route index is built.
     sizes = list(map(len, map(str.encode, r.terms)))
     if sizes and not 0 < min(sizes) <= max(sizes) <= MAX_TERM_BYTES:
         return f"a term that is empty or over {MAX_TERM_BYTES} bytes"

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from .analysis import iter_terms
-from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime, WordMatch
+from .query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, MODES, Deadline, Mode, OutOfTime, WordMatch, rank_pool
 from .reader import Bundle
 from .whooshio import PositionLists, PostingReader
 
@@ -735,9 +735,9 @@ class BundleSearcher:
         weight = self._chunk_weight
         if weight is not None:
             total = {i: v * weight[i] for i, v in total.items()}
-        # The best max(50, 8 * limit) chunks, best first, ties by chunk order: a threshold from the
+        # The best rank_pool(limit) chunks, best first, ties by chunk order: a threshold from the
         # scores alone, then a sort of the few above it (not a sort key for every candidate).
-        size = max(50, limit * 8)
+        size = rank_pool(limit)
         if len(total) > size:
             floor = heapq.nlargest(size, total.values())[-1]
             best = [(-v, i) for i, v in total.items() if v >= floor]
@@ -763,7 +763,7 @@ def query_words(
 ) -> list[tuple[str, ...]]:
     """The terms of each word a query searches, as ``BundleSearcher.plan`` analyses them (quoted phrases'
     words included, repeats once, question words dropped: they say nothing of the subject), at most
-    ``limit``: what a catalogue's routing index is asked about (``routeindex``)."""
+    ``limit``: what a route index is asked about (``routeindex``)."""
     text = (query or "")[:MAX_QUERY_CHARS].replace('"', " ")
     words = _words(_contractions(text))
     for kw in keywords or []:

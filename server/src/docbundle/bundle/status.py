@@ -1,6 +1,6 @@
 """The catalogue's health ``status.json``: what last night did with every library version, written and read here.
 
-The nightly job's ``--roll`` step writes it beside the catalogue index ``index.json`` of ``bundles-latest``
+The nightly job's ``--roll`` step writes it beside the release index ``index.json`` of ``bundles-latest``
 (issue 32); ``docbundle pull --list`` and the catalogue page read it. One entry per library version:
 
 - ``state``: one of ``STATES``. ``built`` (a new bundle was published tonight), ``unchanged`` (the site
@@ -53,14 +53,14 @@ STATUS = "status.json"
 STATUS_FORMAT = "docbundle-catalogue-status"
 STATUS_VERSION = 1
 READABLE_STATUS_VERSIONS = (1,)
-#: As many library versions as the catalogue index may list.
+#: As many library versions as the release index may list.
 MAX_STATUS_ENTRIES = MAX_INDEX_ENTRIES
 #: 30,000 entries of 1,100 bytes (long descriptions and messages); a real entry is about 425 bytes.
 MAX_STATUS_BYTES = 32 * 1024 * 1024
 #: The longest message an entry keeps (the build's words; the class is in ``reason``).
 MAX_MESSAGE_CHARS = 300
 #: The longest category (the shipped taxonomy's words are at most 15 characters).
-MAX_CATEGORY_CHARS = 64
+MAX_STATUS_CATEGORY_CHARS = 64
 
 State = Literal["built", "unchanged", "failed", "unavailable"]
 STATES: tuple[str, ...] = ("built", "unchanged", "failed", "unavailable")
@@ -95,7 +95,7 @@ _Time = Annotated[str, msgspec.Meta(pattern=r"^\Z|^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0
 _Reason = Annotated[str, msgspec.Meta(pattern=r"^\Z|^[a-z0-9][a-z0-9-]{0,31}\Z")]
 _Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT_CHARS)]
 _Message = Annotated[str, msgspec.Meta(max_length=MAX_MESSAGE_CHARS)]
-_Category = Annotated[str, msgspec.Meta(max_length=MAX_CATEGORY_CHARS)]
+_Category = Annotated[str, msgspec.Meta(max_length=MAX_STATUS_CATEGORY_CHARS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 
 

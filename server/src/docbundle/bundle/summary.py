@@ -50,9 +50,9 @@ SUMMARY_NAME = "catalog.json"
 SUMMARY_LOCK = "catalog.lock"
 SUMMARY_VERSION = 1
 MAX_SUMMARY_BYTES = 64 * 1024 * 1024  # ~100,000 libraries of ordinary entries (~600 bytes each)
-MAX_NAME_CHARS = 200
+MAX_SUMMARY_NAME_CHARS = 200  # a library name, cut to this in the summary
 MAX_DESCRIPTION_CHARS = 500
-MAX_CATEGORY_CHARS = 100
+MAX_SUMMARY_CATEGORY_CHARS = 100  # a category, cut to this in the summary
 MAX_KINDS = 20
 LOCK_WAIT_SECONDS = 10.0
 
@@ -123,9 +123,9 @@ def entry_from_manifest(manifest: Manifest, manifest_sha256: str) -> SummaryEntr
     return SummaryEntry(
         library=LibraryInfo(
             id=lib.id,
-            name=_clip(lib.name, MAX_NAME_CHARS),
+            name=_clip(lib.name, MAX_SUMMARY_NAME_CHARS),
             description=_clip(lib.description, MAX_DESCRIPTION_CHARS),
-            category=_clip(lib.category, MAX_CATEGORY_CHARS),
+            category=_clip(lib.category, MAX_SUMMARY_CATEGORY_CHARS),
         ),
         version=manifest.version,
         build_id=manifest.build.build_id,

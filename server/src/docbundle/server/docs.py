@@ -22,28 +22,22 @@ from __future__ import annotations
 from docbundle.bundle.query import MAX_QUERY_CHARS, SEARCH_MODES, Deadline, SearchMode
 
 from . import documents, hits, libraries, models
-from .catalog import Catalog
-from .errors import (
-    MAX_CATEGORY_CHARS,
-    MAX_CURSOR_CHARS,
-    MAX_SECTION_CHARS,
-    BadRequestError,
-    check_ids,
-    check_length,
-    check_range,
-    check_search_input,
-    echo,
-)
-from .models import (
+from .bounds import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_TOKENS,
     DEFAULT_WINDOW,
+    MAX_CATEGORY_CHARS,
+    MAX_CURSOR_CHARS,
     MAX_LIMIT,
     MAX_MAX_TOKENS,
+    MAX_SECTION_CHARS,
     MAX_WINDOW,
     MIN_MAX_TOKENS,
-    SEARCH_TIME_BUDGET,
+    RESOURCE_MAX_TOKENS,
 )
+from .catalog import Catalog
+from .errors import BadRequestError, check_ids, check_length, check_range, check_search_input, echo
+from .models import SEARCH_TIME_BUDGET
 from .observe import span
 from .render import Answer, answer
 from .resolve import Resolver
@@ -93,10 +87,6 @@ def check_category(
 def check_name(name: str) -> None:
     """Refuse a resolve_library name over its bound."""
     check_length("name", name, MAX_QUERY_CHARS, "Give the library's name in a few words.")
-
-
-# The most a ``docs://`` resource read returns, in estimated tokens (a resource has no maxTokens).
-RESOURCE_MAX_TOKENS = DEFAULT_MAX_TOKENS
 
 
 class Docs:

@@ -32,7 +32,7 @@ raises ``FileNotFoundError`` for a missing bundles directory (the CLI reports it
 layer (``mcp/``) turns these errors into the protocol's own (``ToolError``, ``ResourceError``,
 ``MCPError``), never the other way round.
 
-Every string argument has a documented bound (the ``MAX_*`` constants below, listed in docs/server.md);
+Every string argument has a documented bound (the ``MAX_*`` constants of ``bounds``, listed in docs/server.md);
 a longer one is refused with ``InputTooLongError``, which names the limit and what to do, rather than
 cut silently. No message repeats more than ``MAX_ECHO_CHARS`` characters of anything a caller sent
 (``echo``, ``clip``), so a large argument never comes back as a large error.
@@ -42,25 +42,15 @@ from __future__ import annotations
 
 from docbundle.bundle.query import MAX_KEYWORD_CHARS, MAX_QUERY_CHARS, Cancelled
 
+from .bounds import (
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_ECHO_CHARS,
+    MAX_ECHO_ITEMS,
+    MAX_KEYWORDS,
+    MAX_LIBRARY_ID_CHARS,
+    MAX_VERSION_CHARS,
+)
 from .words import MODEL, NextStep, Words
-
-# -- input bounds: every string a caller sends has one; longer is refused (InputTooLongError) --------
-MAX_KEYWORDS = 32  # keywords in one search
-# MAX_QUERY_CHARS and MAX_KEYWORD_CHARS live with the engine, in docbundle.bundle.query.
-MAX_LIBRARY_ID_CHARS = 100  # libraryId (and its aliases)
-MAX_VERSION_CHARS = 100  # version
-MAX_DOCUMENT_ID_CHARS = 2048  # document id / path / documentId (a URL is accepted as an id too)
-# A cursor is the base64 of a small JSON object holding a document id (non-ASCII escaped as \uXXXX).
-MAX_CURSOR_CHARS = 4 * (12 * MAX_DOCUMENT_ID_CHARS + 256) // 3
-MAX_CATEGORY_CHARS = 100  # list_libraries category
-MAX_SECTION_CHARS = 500  # list_documents section
-MAX_NAME_CHARS = 200  # tool, prompt and resource names, and any other string argument
-
-# -- what results and errors quote back ----------------------------------------------------------------
-# The most characters of caller input any result or error quotes back (then "…").
-MAX_ECHO_CHARS = 80
-# The most items of a caller's list (keywords, or terms derived from the query) a result repeats.
-MAX_ECHO_ITEMS = 12
 
 
 def echo(value: object, limit: int = MAX_ECHO_CHARS) -> str:

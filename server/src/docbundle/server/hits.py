@@ -8,7 +8,7 @@ runs the mode ``semantic.choose`` picks for it, and the answer says which ran an
 each ranks (and fuses) its own pages, then the lists are merged by score: as they are when every
 library scored the same way, else by reciprocal rank of each library's pages (``semantic.rescale``).
 
-A search across libraries searches the libraries ``routing.Router`` chooses (the K the routing index ranks
+A search across libraries searches the libraries ``routing.Router`` chooses (the K the route index ranks
 best, or every one of a small catalogue), ``WORKERS`` at a time, and starts none once its time budget is
 spent: those are counted (``notReached``), never blamed on the question. It skips (and reports) a
 library that fails, whatever the failure; a bundle whose
@@ -56,6 +56,15 @@ log = logging.getLogger(__name__)
 
 PER_DOC = 2  # hits per document, at most
 WORKERS = 4  # libraries a search across libraries searches at once
+# How much of a list or a message a result's notes quote, in characters (then "…"): enough to read,
+# never so much that a note crowds out the hits inside maxTokens.
+FAILURE_CHARS = 200  # a failed bundle's error text, in the line that says the search failed there
+HELD_CHARS = 200  # the terms a no-topic question's hits merely hold
+WORDS_CHARS = 300  # the informative words no section holds, in a weak match's note
+MODE_NOTE_CHARS = 600  # where each mode ran and why, across libraries (a line per mode and problem)
+# Tokens a hit costs beyond its header, text and cut note: the four newlines ``render_search`` puts
+# around it (a blank line and three joins), a token each at most, so the fitting never falls short.
+HIT_JOIN_TOKENS = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,7 +168,7 @@ def search(
     """Search one library, or across libraries: those ``router`` chooses (every one without a router)."""
     route: Route | None = None
     if library_id is not None:
-        targets = [catalog.resolve(library_id, version)]
+        targets = [catalog.version_entry(library_id, version)]
     else:
         # Imported here: the engine (and whoosh behind it) is not loaded by a server that never searches.
         from docbundle.bundle.search import query_words
@@ -284,7 +293,7 @@ def _failure(entry: VersionEntry, exc: Exception, catalog: Catalog) -> str:
         exc,
         exc_info=not isinstance(exc, OSError),
     )
-    text = clip(str(exc), 200).replace(str(catalog.root), "<bundles>")
+    text = clip(str(exc), FAILURE_CHARS).replace(str(catalog.root), "<bundles>")
     return f"the search failed in this bundle ({type(exc).__name__}: {text})"
 
 
@@ -400,13 +409,13 @@ def _match_note(verdict: WordMatch, got: _Gathered, ran: RanMode, single: bool) 
     """The one line that says the hits may not be about the question (``verdict`` weak or no_topic)."""
     hybrid = ran == "hybrid"
     if verdict == "no_topic":
-        held = clip(", ".join(got.terms) or "nothing", 200)
+        held = clip(", ".join(got.terms) or "nothing", HELD_CHARS)
         return (
             "Weak match: the question has no informative word (only stop words and question words), so "
             + ("these hits were ranked by meaning alone" if hybrid else f"these hits merely hold {held}")
             + "; name the topic (an API, a feature, an error message)."
         )
-    words = clip(", ".join(got.informative), 300)
+    words = clip(", ".join(got.informative), WORDS_CHARS)
     if len(got.informative) > 1:
         what = f"no section holds most of the question's words ({words}; rarer words count more)"
     else:
@@ -437,7 +446,7 @@ def _mode_of(got: _Gathered, requested: SearchMode | None) -> tuple[RanMode, str
     where = "; ".join(f"{m} in {', '.join(libs)}" for m, libs in by_mode.items())
     why = "; ".join(f"{lib_id}: {c.problem}" for lib_id, c in explain if c.problem)
     head = "default" if requested is None else f"{requested} was asked for"
-    return mode, clip(f"{head}: {where}" + (f" ({why})" if why else ""), 600)
+    return mode, clip(f"{head}: {where}" + (f" ({why})" if why else ""), MODE_NOTE_CHARS)
 
 
 def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
@@ -465,7 +474,9 @@ def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
             )
         )
     # What each hit costs besides its text: its header, and the note added when it is cut.
-    overheads = [estimate_tokens(hit_header(h)) + estimate_tokens(cut_note(h)) + 4 for h in full]
+    overheads = [
+        estimate_tokens(hit_header(h)) + estimate_tokens(cut_note(h)) + HIT_JOIN_TOKENS for h in full
+    ]
     # Leave out the lowest-ranked hits until every kept one can show a useful amount of text.
     kept = len(full)
     while kept > 1 and sum(overheads[:kept]) + kept * MIN_TEXT_TOKENS > available:

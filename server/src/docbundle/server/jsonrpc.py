@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, clip
+from .bounds import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
+from .errors import clip
 
 # The error code of JSON-RPC error bodies the transports write themselves (the server-defined range).
 REJECTED = -32001

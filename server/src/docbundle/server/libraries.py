@@ -14,19 +14,13 @@ import json
 
 from docbundle.bundle.manifest import in_obtained_order
 
+from .bounds import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, MAX_LIBRARY_ID_CHARS
 from .budget import estimate_tokens
 from .catalog import Catalog, LibraryEntry, VersionEntry
 from .catalog.projection import holds, words
 from .encoder import describe
-from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS, MAX_LIBRARY_ID_CHARS, BadCursorError, clip, echo
-from .models import (
-    LibraryList,
-    LibraryMatch,
-    LibraryMatches,
-    LibrarySummary,
-    VersionList,
-    VersionSummary,
-)
+from .errors import BadCursorError, clip, echo
+from .models import LibraryList, LibraryMatch, LibraryMatches, LibrarySummary, VersionList, VersionSummary
 from .render import library_lines, render_libraries
 from .resolve import MAX_RESOLVE_WORDS, Resolver, library_languages, scored_words
 from .semantic import vector_problem

@@ -1,4 +1,4 @@
-"""The results of the operations: pydantic models, camelCase on the wire, and the bounds that shape them.
+"""The results of the operations: pydantic models, camelCase on the wire (their bounds live in ``bounds``).
 
 MCP publishes each model's JSON Schema as a tool's output schema (``mcp.tools``); ``render`` turns each
 into the markdown text a model reads; ``docs`` builds them. Every result names the library, version,
@@ -15,16 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
-from .bounds import DEFAULT_LIMIT as DEFAULT_LIMIT
-from .bounds import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
-from .bounds import DEFAULT_WINDOW as DEFAULT_WINDOW
-from .bounds import LIST_MAX_TOKENS as LIST_MAX_TOKENS
-from .bounds import MAX_LIMIT as MAX_LIMIT
-from .bounds import MAX_MAX_TOKENS as MAX_MAX_TOKENS
-from .bounds import MAX_WINDOW as MAX_WINDOW
-from .bounds import MIN_MAX_TOKENS as MIN_MAX_TOKENS
+from .bounds import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
 from .catalog import State
-from .errors import MAX_ECHO_CHARS, MAX_ECHO_ITEMS
 from .words import NextStep
 
 # Wall-clock seconds one search call may spend scoring, over every library it searches; then it

@@ -177,7 +177,7 @@ def _proxy_origins() -> frozenset[tuple[str, int]]:
 class Guard:
     """The address policy and the deadline of the downloads of one ``pull`` (see the module docstring).
 
-    ``origin`` is the release's own (scheme, host, port); ``resolve`` is injectable for tests.
+    ``origin`` is the release's own (scheme, host, port); ``lookup`` (DNS) is injectable for tests.
     """
 
     origin: tuple[str, str, int]
@@ -186,7 +186,7 @@ class Guard:
     pinned: frozenset[str] | None = None  # what the origin's name resolved to the first time
 
     @staticmethod
-    def resolve(host: str, port: int) -> list[str]:
+    def lookup(host: str, port: int) -> list[str]:
         """Every address ``host`` resolves to (numeric forms such as ``2130706433`` included)."""
         seen: dict[str, None] = {}
         for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
@@ -198,7 +198,7 @@ class Guard:
         key = (scheme, host_key(host), port)
         literal = parse_ip(host_key(host))
         try:
-            found = [str(literal)] if literal is not None else self.resolve(host_key(host), port)
+            found = [str(literal)] if literal is not None else self.lookup(host_key(host), port)
         except (OSError, UnicodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise PullError(

@@ -1,12 +1,12 @@
-"""Which libraries a search across libraries searches: the K the catalogue's routing index ranks best.
+"""Which libraries a search across libraries searches: the K the route index ranks best.
 
 A search without ``libraryId`` asks ``Router.route``. With at most K libraries in the catalogue (K is
 ``CatalogSettings.route_libraries``, ``--route-libraries``, 10 by default) every one is searched, as before.
 With more, the query's words (analysed as the search analyses them, ``bundle.search.query_words``;
-never whoosh's query parser) are looked up in the routing index (``bundle.routeindex``), and the K
+never whoosh's query parser) are looked up in the route index (``bundle.routeindex``), and the K
 libraries it scores best are searched; a library holding none of the words is not.
 
-The routing index is kept fresh and trustworthy here. Anyone who can write the bundles folder can
+The route index is kept fresh and trustworthy here. Anyone who can write the bundles folder can
 write ``routing.idx``, and its build ids prove nothing about its postings: moved from one library to
 another they hide a library without a word. So the server routes only by an index it made itself, in
 this process, from each served bundle's routing record, read through ``untrusted`` and checked against
@@ -61,9 +61,9 @@ from .errors import CancelledError
 
 log = logging.getLogger(__name__)
 
-ROUTE_INDEX_WAIT_SECONDS = 5.0  # the longest a search waits for the routing index being (re)built
+ROUTE_INDEX_WAIT_SECONDS = 5.0  # the longest a search waits for the route index being (re)built
 RETRY_SECONDS = 60.0  # after a failed rebuild, the next one starts no sooner than this
-MAX_ROUTE_WORDS = 32  # query words looked up in the routing index
+MAX_ROUTE_WORDS = 32  # query words looked up in the route index
 SHOWN = 5  # libraries an answer names (plus the count of the others)
 
 Method = Literal["all", "routed", "unrouted"]
@@ -74,7 +74,7 @@ class Route:
     """The libraries a search across libraries searches, in that order, and how they were chosen."""
 
     targets: list[VersionEntry]
-    method: Method  # all: the catalogue is small; routed: by the routing index; unrouted: in order
+    method: Method  # all: the catalogue is small; routed: by the route index; unrouted: in order
     total: int  # libraries in the catalogue
     reason: str  # how they were chosen, one line
 
@@ -93,7 +93,7 @@ def _derived(lib: IndexedLibrary) -> bool:
 
 
 class Router:
-    """The routing index of one catalogue, kept fresh, and the choice of libraries for a query."""
+    """The route index of one catalogue, kept fresh, and the choice of libraries for a query."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
@@ -143,7 +143,7 @@ class Router:
         }
 
     def index(self, wait: float, cancel: Deadline | None = None) -> tuple[RouteIndex | None, str]:
-        """The routing index and, when it is not a fresh one, why: None (no index yet: a build was
+        """The route index and, when it is not a fresh one, why: None (no index yet: a build was
         started, or failed), or this process's previous one while it is rebuilt (its entries whose
         build changed are not chosen: ``_choosable``)."""
         snapshot = self.catalog.snapshot()
@@ -207,9 +207,7 @@ class Router:
                     written, self.in_memory = digest, False
                 except OSError as exc:
                     if not self.in_memory:
-                        log.info(
-                            "routing index kept in memory: the bundles folder cannot be written (%s)", exc
-                        )
+                        log.info("route index kept in memory: the bundles folder cannot be written (%s)", exc)
                     self.in_memory = True
             builds = {(s.library_id, s.version): s.build_id for s in served}
             with self._lock:
@@ -219,14 +217,14 @@ class Router:
                 self._fresh_for = None  # checked against the catalogue at the next search
             for key, (build, why) in self._unindexable.items():
                 if before.get(key, ("",))[0] != build:
-                    log.warning("left out of the routing index: %s/%s: %s", key[0], key[1], why)
+                    log.warning("left out of the route index: %s/%s: %s", key[0], key[1], why)
             log.info(
-                "routing index built: %d library versions in %.2f s",
+                "route index built: %d library versions in %.2f s",
                 len(index.libraries),
                 time.monotonic() - started,
             )
         except Exception as exc:
-            log.exception("building the routing index failed")
+            log.exception("building the route index failed")
             with self._lock:
                 self._failed = (time.monotonic(), f"{type(exc).__name__}: {exc}")
         finally:

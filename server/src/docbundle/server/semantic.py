@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from docbundle.bundle import hybrid
 from docbundle.bundle.manifest import Manifest, VectorsInfo
-from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch
+from docbundle.bundle.query import Deadline, OutOfTime, RanMode, SearchMode, WordMatch, rank_pool
 
 from .encoder import Encoded, EncoderBusy, QueryEncoder, describe
 
@@ -43,11 +43,7 @@ if TYPE_CHECKING:
 
     from .catalog import OpenedLibrary
 
-# Sections scored for the semantic mode's hits before at most per_doc per page are kept: as the keyword
-# engine's pool (max(50, 8 × limit)).
-_POOL_MIN, _POOL_PER_HIT = 50, 8
-
-Scale = Literal["keyword", "fused", "cosine"]
+Scale = Literal["keyword", "fused", "vector"]
 SEMANTIC_MODES: tuple[SearchMode, ...] = ("hybrid", "semantic")
 
 
@@ -194,8 +190,8 @@ def rank(
             ranking = rank(lib, "balanced", query, keywords, limit, per_doc, deadline, vector)
             return replace(ranking, fallback=str(busy))
         except OutOfTime:
-            return Ranking(hits=[], stopped=True, scale="cosine")
-        return Ranking(hits=_best_sections(scores, searcher, limit, per_doc), scale="cosine")
+            return Ranking(hits=[], stopped=True, scale="vector")
+        return Ranking(hits=_best_sections(scores, searcher, limit, per_doc), scale="vector")
     depth = max(hybrid.DEPTH, limit)  # pages per side; the default limit (5) and up to 10: as tuned
     kw = searcher.search(
         query, keywords=keywords, mode="balanced", limit=depth * per_doc, per_doc=per_doc, deadline=deadline
@@ -267,7 +263,7 @@ def _best_sections(scores: Any, searcher: Any, limit: int, per_doc: int) -> list
     import numpy as np
 
     n = int(scores.shape[0])
-    size = min(n, max(_POOL_MIN, _POOL_PER_HIT * limit))
+    size = min(n, rank_pool(limit))  # the keyword engine's pool size (query.rank_pool)
     if size == 0:
         return []
     pool = np.argpartition(-scores, size - 1)[:size] if n > size else np.arange(n)

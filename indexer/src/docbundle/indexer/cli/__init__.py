@@ -46,7 +46,7 @@ found.
 library built or unchanged and passed its checks; 1 a library failed or regressed; 2 a configuration
 error. ``--plan`` prints the CI matrices (``--dry-run``: the shards and releases, no network), ``--merge
 DIR ... --release TAG`` merges the shards' release folders into one release, ``--roll DIR ... --previous
-FILE`` writes the catalogue index of ``bundles-latest`` that ``docbundle pull`` reads, with the
+FILE`` writes the release index of ``bundles-latest`` that ``docbundle pull`` reads, with the
 catalogue's health ``status.json`` and the catalogue page ``catalogue.html``.
 
 Any command whose reader closes stdout early (``| head``) stops quietly with 141 (128 + SIGPIPE).
@@ -144,7 +144,7 @@ def _end_without_teardown(code: int) -> NoReturn:
     """End the process with ``code`` (``main``'s exit code) without the interpreter's teardown.
 
     Freeing every object and module of a finished build took ~0.1 s after the last line was printed
-    (issue 22, item 5), for nothing: the bundles, the catalogue index and the crawl cache are written
+    (issue 22, item 5), for nothing: the bundles, the release index and the crawl cache are written
     and closed by then. So the exit handlers run first (the page workers are stopped, multiprocessing's
     and logging's clean-up), stdout and stderr are flushed, and ``os._exit`` ends the process with
     ``main``'s exit code. When another non-daemon thread is still running, or a stream cannot be

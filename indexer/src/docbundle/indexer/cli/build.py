@@ -98,8 +98,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from ..pipeline.cache import CrawlCache
     from ..pipeline.progress import make_progress
 
-    catalogue = load_config(args.config)
-    libraries = [catalogue.get(i) for i in args.library] if args.library else catalogue.libraries
+    config = load_config(args.config)
+    libraries = [config.get(i) for i in args.library] if args.library else config.libraries
     out = args.out if args.out is not None else default_bundles()
     cache = None if args.no_cache else CrawlCache(args.cache or out / CACHE_DIR)
     progress = None if args.quiet else make_progress
@@ -109,7 +109,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     # The catalogue's route index (for servers over this folder) is rebuilt once, after the last build.
     with fewer_collections(), batch(out):
         for lib in libraries:
-            for target in catalogue.targets(lib):
+            for target in config.targets(lib):
                 if not args.quiet:
                     print(
                         f"docbundle-index: building {lib.id}@{target.version.name} from {target.source}",
@@ -206,8 +206,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         print(f"docbundle-index: {add.render_all_failed(found)}", file=sys.stderr)
         return EXIT_FAILED
     choice = None
-    catalogue = add.configured(args.config)
-    home = add.version_home(catalogue, found, args.id)
+    config = add.configured(args.config)
+    home = add.version_home(config, found, args.id)
     if home is not None:  # a new release of a listed library: one more [[library.version]] of it
         library_id = home.id
         added = add.append_version(
@@ -222,7 +222,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     elif args.id:
         library_id = args.id
     else:
-        choice = add.choose_id(found, [lib.id for lib in catalogue.libraries] if catalogue else [])
+        choice = add.choose_id(found, [lib.id for lib in config.libraries] if config else [])
         library_id = choice.id
     if home is None:
         added = add.append_entry(

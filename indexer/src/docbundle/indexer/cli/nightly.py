@@ -35,15 +35,13 @@ def _nightly_plan(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"--target-minutes must be a positive number of minutes (e.g. 30), not {target_minutes:g}"
         )
-    catalogue = load_config(args.config)
+    config = load_config(args.config)
     ids = [i for group in args.library for i in group.split(",") if i]
     if ids:  # a manual run of a few libraries: plan only those
-        catalogue = msgspec.structs.replace(
-            catalogue, libraries=[catalogue.get(i) for i in dict.fromkeys(ids)]
-        )
+        config = msgspec.structs.replace(config, libraries=[config.get(i) for i in dict.fromkeys(ids)])
     prefix = args.release_prefix or f"bundles-{time.strftime('%Y%m%d', time.gmtime())}"
     the_plan = plan.make_plan(
-        catalogue,
+        config,
         plan.read_timings(args.timings),
         plan.read_documents(args.previous),
         release_prefix=prefix,
@@ -77,7 +75,7 @@ def _shard_timings(folders: list[Path]) -> list[Timings]:
 
 
 def _nightly_roll(args: argparse.Namespace) -> int:
-    """``nightly --roll``: the catalogue index, timings, ``status.json`` and ``catalogue.html`` of
+    """``nightly --roll``: the release index, timings, ``status.json`` and ``catalogue.html`` of
     ``bundles-latest``, from tonight's release folders and last night's files."""
     from docbundle.bundle.release import roll
     from docbundle.bundle.status import STATUS
@@ -85,17 +83,17 @@ def _nightly_roll(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..release import plan, status
 
-    catalogue = load_config(args.config)
+    config = load_config(args.config)
     rolled = roll(args.previous, args.roll, args.dist)
-    keep = {lib.id for lib in catalogue.libraries}
+    keep = {lib.id for lib in config.libraries}
     timings = plan.merge_timings(plan.read_timings(args.timings), _shard_timings(args.roll), keep)
     plan.write_timings(timings, args.dist / plan.TIMINGS)
     previous = args.previous_status or (args.previous.parent / STATUS if args.previous else None)
     health = status.publish_health(
-        catalogue, rolled, args.roll, args.dist, previous=previous, plan_file=args.plan_file
+        config, rolled, args.roll, args.dist, previous=previous, plan_file=args.plan_file
     )
     releases = len({e.release for e in rolled})
-    print(f"nightly: {len(rolled)} bundle(s) in the catalogue index, in {releases} release(s), {args.dist}")
+    print(f"nightly: {len(rolled)} bundle(s) in the release index, in {releases} release(s), {args.dist}")
     print(status.render_health(health))
     return EXIT_OK
 
@@ -164,7 +162,7 @@ NIGHTLY = Command(
     help="the nightly release job: plan, build, check and package what changed, publish",
     description="The nightly job for one shard of the catalogue: build, check, and package what changed. "
     "--plan splits the catalogue into CI jobs and releases; --merge and --roll make the releases and the "
-    "catalogue index (docs/releases.md).",
+    "release index (docs/releases.md).",
     run=cmd_nightly,
     args=(
         arg("--config", type=Path, default=DEFAULT_CONFIG),
@@ -207,7 +205,7 @@ NIGHTLY = Command(
                     "--previous",
                     type=Path,
                     metavar="FILE",
-                    help="last night's catalogue index.json (bundles-latest): document counts for --plan, "
+                    help="last night's release index.json (bundles-latest): document counts for --plan, "
                     "the entries --roll keeps",
                 ),
                 arg(
@@ -264,7 +262,7 @@ NIGHTLY = Command(
                     type=Path,
                     nargs="+",
                     metavar="DIR",
-                    help="write the catalogue index, timings, status.json and catalogue.html of "
+                    help="write the release index, timings, status.json and catalogue.html of "
                     "bundles-latest into --dist: the merged release folders DIR replace the bundles of "
                     "--previous",
                 ),

@@ -75,7 +75,7 @@ EXPORT = Command(
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Run ``diff``."""
-    from docbundle.bundle.layout import resolve_bundle
+    from docbundle.bundle.layout import bundle_at
 
     from ..release.diff import diff_bundles
     from ..release.regress import load_golden, regress
@@ -84,7 +84,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         diff = diff_bundles(args.old, args.new)
         if not args.golden:
             return _Compared(diff)
-        new, old = resolve_bundle(args.new), resolve_bundle(args.old)
+        new, old = bundle_at(args.new), bundle_at(args.old)
         golden = load_golden(args.golden)
         return _Compared(diff, regress(new, golden, baseline=old), regress(old, golden))
 
@@ -151,19 +151,19 @@ def _render_compared(c: _Compared) -> str:
 
 def cmd_regress(args: argparse.Namespace) -> int:
     """Run ``regress``."""
-    from docbundle.bundle.layout import resolve_bundle
+    from docbundle.bundle.layout import bundle_at
     from docbundle.bundle.reader import read_manifest
 
     from ..release.regress import load_golden, regress, render_regress
 
     def make() -> RegressReport:
-        bundle = resolve_bundle(args.bundle)
+        bundle = bundle_at(args.bundle)
         golden_path = args.golden
         if golden_path is None:
             library = read_manifest(bundle).library.id
             golden_path = DEFAULT_GOLDEN_DIR / f"{library}.toml"
         golden = load_golden(golden_path)
-        baseline = resolve_bundle(args.baseline) if args.baseline else None
+        baseline = bundle_at(args.baseline) if args.baseline else None
         return regress(bundle, golden, baseline=baseline, split=args.split)
 
     report = _report(args, "cannot run the golden queries", make, lambda r: render_regress(r) + "\n")
@@ -207,14 +207,14 @@ REGRESS = Command(
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Run ``audit``."""
-    from docbundle.bundle.layout import resolve_bundle
+    from docbundle.bundle.layout import bundle_at
 
     from ..release.audit import audit_bundle, render_audit
 
     report = _report(
         args,
         "cannot audit",
-        lambda: audit_bundle(resolve_bundle(args.bundle)),
+        lambda: audit_bundle(bundle_at(args.bundle)),
         lambda r: render_audit(r) + "\n",
     )
     return EXIT_OK if report is not None else EXIT_FAILED
@@ -239,7 +239,7 @@ AUDIT = Command(
 def cmd_package(args: argparse.Namespace) -> int:
     """Run ``package``."""
     from docbundle.bundle.errors import BundleError
-    from docbundle.bundle.layout import current_bundles, resolve_bundle
+    from docbundle.bundle.layout import bundle_at, current_bundles
     from docbundle.bundle.release import package
 
     try:
@@ -248,7 +248,7 @@ def cmd_package(args: argparse.Namespace) -> int:
             is_root = (
                 given.is_dir() and not (given / "manifest.json").exists() and not (given / "CURRENT").exists()
             )
-            bundles += current_bundles(given) if is_root else [resolve_bundle(given)]
+            bundles += current_bundles(given) if is_root else [bundle_at(given)]
         if not bundles:
             print(f"docbundle-index: no bundles under {', '.join(map(str, args.bundles))}", file=sys.stderr)
             return EXIT_FAILED
@@ -266,7 +266,7 @@ PACKAGE = Command(
     "package",
     help="pack bundles as release assets (archives, SHA256SUMS, index.json)",
     description="Verify and pack every bundle a CURRENT names under DIR (or the given bundles) into "
-    "deterministic .tar.gz archives, with SHA256SUMS and a catalogue index.json.",
+    "deterministic .tar.gz archives, with SHA256SUMS and a release index.json.",
     run=cmd_package,
     args=(
         arg("bundles", type=Path, nargs="+", metavar="DIR|BUNDLE", help="bundles directory or bundles"),

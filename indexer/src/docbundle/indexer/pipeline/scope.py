@@ -45,19 +45,19 @@ from docbundle.common.netpolicy import IPAddress, address_problem, host_key, par
 from ..errors import AddressRefused, LocalRefused
 
 __all__ = [
+    "AddressGate",
     "AddressRefused",
     "CrawlScope",
     "GuardedTransport",
     "HostRule",
     "LocalRefused",
     "LocalRoot",
-    "NetPolicy",
     "address_problem",
 ]
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
-#: Resolves (host, port) to IP address strings; injectable for tests.
-Resolver = Callable[[str, int], Awaitable[list[str]]]
+#: Looks (host, port) up in DNS: its IP address strings; injectable for tests.
+HostLookup = Callable[[str, int], Awaitable[list[str]]]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-._")
@@ -127,7 +127,7 @@ def _port(text: str, usage: str) -> int:
     return int(text)
 
 
-async def _system_resolve(host: str, port: int) -> list[str]:
+async def _system_lookup(host: str, port: int) -> list[str]:
     infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     seen: dict[str, None] = {}
     for _family, _type, _proto, _canon, sockaddr in infos:
@@ -136,12 +136,13 @@ async def _system_resolve(host: str, port: int) -> list[str]:
 
 
 @dataclass
-class NetPolicy:
-    """Which addresses a crawl may connect to; ``checked`` resolves and checks one connection."""
+class AddressGate:
+    """The gate a crawl's connections pass: which addresses it may connect to (the rules are
+    ``docbundle.common.netpolicy``'s); ``checked`` looks up and checks one connection."""
 
     origins: frozenset[tuple[str, str, int]] = frozenset()
     allow: tuple[HostRule, ...] = ()
-    resolver: Resolver = _system_resolve
+    lookup: HostLookup = _system_lookup
     # The addresses each origin resolved to the first time: its exemption covers only those.
     pinned: dict[tuple[str, str, int], frozenset[str]] = field(default_factory=dict)
 
@@ -149,7 +150,7 @@ class NetPolicy:
         """Resolve ``host`` once and return its addresses, or raise AddressRefused naming the problem."""
         key = (scheme, host_key(host), port)
         literal = parse_ip(host_key(host))
-        addresses = [str(literal)] if literal is not None else await self.resolver(host_key(host), port)
+        addresses = [str(literal)] if literal is not None else await self.lookup(host_key(host), port)
         if not addresses:
             raise OSError(f"{host} did not resolve to any address")
         pinned = self.pinned.get(key)
@@ -262,7 +263,7 @@ def _readable(sock: Any) -> bool:
 class _GuardedBackend(httpcore.AsyncNetworkBackend):
     """Connects only to addresses the policy checked, to the checked address itself."""
 
-    def __init__(self, policy: NetPolicy, scheme: str) -> None:
+    def __init__(self, policy: AddressGate, scheme: str) -> None:
         self._policy = policy
         self._scheme = scheme
         self._inner = httpcore.AnyIOBackend()
@@ -310,7 +311,7 @@ class _GuardedBackend(httpcore.AsyncNetworkBackend):
 class _GuardedPool(httpcore.AsyncConnectionPool):
     """A connection pool whose connections go through ``_GuardedBackend`` (one per origin scheme)."""
 
-    def __init__(self, policy: NetPolicy, **kwargs: Any) -> None:
+    def __init__(self, policy: AddressGate, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._policy = policy
 
@@ -337,7 +338,7 @@ class GuardedTransport(httpx.AsyncHTTPTransport):
     would resolve and connect on its own, out of the policy's sight.
     """
 
-    def __init__(self, policy: NetPolicy, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
+    def __init__(self, policy: AddressGate, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
         super().__init__(verify=ssl_context, http1=True, http2=False, limits=limits, trust_env=False)
         self._pool = _GuardedPool(
             policy,
@@ -419,7 +420,7 @@ class LocalRoot:
 class CrawlScope:
     """Everything a crawl may touch: ``local`` (None: no local files) and the network ``policy``."""
 
-    policy: NetPolicy
+    policy: AddressGate
     local: LocalRoot | None = None
 
     @classmethod
@@ -439,14 +440,14 @@ class CrawlScope:
             try:
                 url = httpx.URL(source)
             except httpx.InvalidURL:
-                return cls(NetPolicy(frozenset(), rules))  # fetching it fails with the reason
+                return cls(AddressGate(frozenset(), rules))  # fetching it fails with the reason
             origin = (
                 url.scheme,
                 host_key(url.raw_host.decode("ascii")),
                 url.port or _DEFAULT_PORTS[url.scheme],
             )
-            return cls(NetPolicy(frozenset({origin}), rules))
+            return cls(AddressGate(frozenset({origin}), rules))
         path = Path(url2pathname(parts.path)) if scheme == "file" else Path(source)
         folder = path if path.is_dir() else path.parent
         root = Path(local_root) if local_root is not None else folder
-        return cls(NetPolicy(frozenset(), rules), LocalRoot.of(root, base=folder))
+        return cls(AddressGate(frozenset(), rules), LocalRoot.of(root, base=folder))

@@ -74,7 +74,10 @@ log = logging.getLogger(__name__)
 ENV_EMBED = "DOCBUNDLE_EMBED"
 _OFF = {"0", "false", "no", "off"}
 
-Mode = Literal["embed", "off", "skip"]
+#: What a build does about vectors: "embed"; "off", the library opts out, so the bundle has none;
+#: "skip", this run does not embed (switched off, or no extra), so the bundle keeps the vectors it has.
+#: (Not the search modes of ``docbundle.bundle.query``: this was also called ``Mode``.)
+VectorAction = Literal["embed", "off", "skip"]
 #: The value type of the rows a build writes (int8 with a scale per row; docs/semantic.md). Only rows of
 #: this type are reused: a row converted from another is not the row embedding would give.
 ROW_DTYPE: Dtype = "int8"
@@ -86,7 +89,7 @@ Display = Callable[[int, str], contextlib.AbstractContextManager[Progress]]
 class VectorPlan:
     """What a build does about vectors, and why (``reason`` is empty when it embeds)."""
 
-    mode: Mode
+    mode: VectorAction
     embedder: Embedder | None = None
     reason: str = ""
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
-from docbundle.bundle.layout import resolve_bundle
+from docbundle.bundle.layout import bundle_at
 from docbundle.bundle.manifest import Conformance, Manifest, SourceDocument
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import bundle_label, manifest_header
@@ -173,7 +173,7 @@ class _Side:
 
 
 def _load(path: Path) -> _Side:
-    bundle = resolve_bundle(path)
+    bundle = bundle_at(path)
     manifest = verify_bundle(bundle)
     docs: dict[str, _Doc] = {}
     with DocStore(bundle) as store:

@@ -25,7 +25,7 @@ from typing import Literal
 from urllib.parse import quote
 
 import msgspec
-from docbundle.bundle.layout import resolve_bundle
+from docbundle.bundle.layout import bundle_at
 from docbundle.bundle.manifest import LibraryInfo, Manifest, VersionInfo
 from docbundle.bundle.reader import verify_bundle
 from docbundle.bundle.release import bundle_label
@@ -513,7 +513,7 @@ def export_bundle(bundle: Path, fmt: ExportFormat, out: Path, *, force: bool = F
     check_output(out, fmt, force=force)
     if fmt == "sqlite":
         _require_fts5()
-    path = resolve_bundle(bundle)
+    path = bundle_at(bundle)
     if out.resolve().is_relative_to(path.resolve()):
         raise ExportUsageError(f"--out {out} is inside the bundle {path}, whose files may not change")
     manifest = verify_bundle(path)

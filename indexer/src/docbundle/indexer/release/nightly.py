@@ -65,8 +65,8 @@ def run(
     ``progress`` when given; ``timings.json`` records each library's seconds (and ``shard``). First
     embeddings stop ``embed_budget`` seconds after the start (module docstring)."""
     deadline = None if embed_budget is None else time.monotonic() + embed_budget
-    catalogue = load_config(config)
-    chosen = [catalogue.get(i) for i in libraries] if libraries else catalogue.libraries
+    loaded = load_config(config)
+    chosen = [loaded.get(i) for i in libraries] if libraries else loaded.libraries
     cache = CrawlCache(out / CACHE_DIR)
     entries: list[NightlyEntry] = []
     packed: list[PackagedBundle] = []
@@ -77,7 +77,7 @@ def run(
             started = time.monotonic()
             embedding = 0.0
             golden_file = golden_dir / f"{lib.id}.toml"
-            for target in catalogue.targets(lib):
+            for target in loaded.targets(lib):
                 vdir = version_dir(out, lib.id, target.version.name)
                 try:
                     previous: Path | None = current_bundle(vdir)

@@ -1,6 +1,6 @@
 """The catalogue page ``catalogue.html``: one static HTML file to browse the catalogue before pulling.
 
-``--roll`` writes it beside ``status.json`` and the workflow publishes it with the catalogue index (a
+``--roll`` writes it beside ``status.json`` and the workflow publishes it with the release index (a
 person downloads it from ``bundles-latest`` and opens it; it needs no server). It lists every library of
 ``status.json`` (id, name, category, description, versions, state, age, size and the ``docbundle pull``
 command) and filters them by words, category and state in the browser.

@@ -1,7 +1,7 @@
 """The nightly plan: which libraries each CI job builds, and which release each job's archives go to.
 
 ``docbundle-index nightly --plan`` reads the config, last night's timings (``timings.json``, an asset of
-the well-known release ``bundles-latest``) and last night's catalogue index (``index.json``, same
+the well-known release ``bundles-latest``) and last night's release index (``index.json``, same
 release: its document counts), and splits the catalogue into at most ``MAX_SHARDS`` shards (GitHub's
 limit of jobs in one matrix) balanced by expected time, each shard a matrix job. Then it groups the
 shards into releases of at most ``MAX_ARCHIVES_PER_RELEASE`` archives (a GitHub release holds at most
@@ -11,7 +11,7 @@ version a shard builds as one archive, so no release can overflow even on a nigh
 changed. Pure computation: no network, no clock (the release tags' prefix is given).
 
 Expected time of a library: its measured seconds from last night's timings; else its document count
-from the catalogue index times the seconds per document measured over the libraries that have both
+from the release index times the seconds per document measured over the libraries that have both
 (``SECONDS_PER_DOCUMENT`` when none have); else ``DEFAULT_DOCUMENTS`` per version. Every library also
 costs ``SECONDS_PER_LIBRARY`` at least.
 
@@ -49,7 +49,7 @@ from docbundle.bundle.releaseindex import (
 )
 from docbundle.bundle.untrusted import decode, read_regular
 
-from ..config import Catalogue
+from ..config import Config
 from ..errors import ConfigError
 
 MAX_SHARDS = 256  # GitHub Actions: jobs in one workflow run's matrix
@@ -167,7 +167,7 @@ def read_plan(path: Path) -> Plan:
 
 
 def read_documents(path: Path | None) -> dict[str, int]:
-    """Documents per library (all versions) in last night's catalogue index; empty when there is none."""
+    """Documents per library (all versions) in last night's release index; empty when there is none."""
     data = None if path is None else _read(path, MAX_INDEX_BYTES)
     if data is None:
         return {}
@@ -201,9 +201,7 @@ def merge_timings(previous: Timings, tonight: list[Timings], keep: set[str] | No
 # -- planning ---------------------------------------------------------------------------------------
 
 
-def estimates(
-    catalogue: Catalogue, timings: Timings, documents: Mapping[str, int]
-) -> dict[str, tuple[float, int]]:
+def estimates(config: Config, timings: Timings, documents: Mapping[str, int]) -> dict[str, tuple[float, int]]:
     """Expected seconds and archive count (versions) of every library in the config."""
     rates = [
         t.seconds / documents[lib]
@@ -212,7 +210,7 @@ def estimates(
     ]
     per_document = median(rates) if rates else SECONDS_PER_DOCUMENT
     out: dict[str, tuple[float, int]] = {}
-    for lib in catalogue.libraries:
+    for lib in config.libraries:
         versions = len(lib.version) or 1
         if lib.id in timings.libraries:
             seconds = timings.libraries[lib.id].seconds
@@ -236,7 +234,7 @@ def last_shard_count(timings: Timings) -> int:
 
 
 def make_plan(
-    catalogue: Catalogue,
+    config: Config,
     timings: Timings,
     documents: Mapping[str, int],
     *,
@@ -251,7 +249,7 @@ def make_plan(
         raise ConfigError(
             f"{release_prefix[:80]!r} cannot start a release tag (letters, digits, '.', '_', '-')"
         )
-    cost = estimates(catalogue, timings, documents)
+    cost = estimates(config, timings, documents)
     total_archives = sum(n for _, n in cost.values())
     if total_archives > max_shards * MAX_ARCHIVES_PER_RELEASE:
         raise ConfigError(
@@ -306,7 +304,7 @@ def make_plan(
         for item in [*skipped, (load[i], i)]:
             heapq.heappush(heap, item)
 
-    versions = {lib.id: [v.name for v in lib.version] or ["latest"] for lib in catalogue.libraries}
+    versions = {lib.id: [v.name for v in lib.version] or ["latest"] for lib in config.libraries}
     shards: list[Shard] = []
     releases: list[Release] = []
     for i in range(n):

@@ -25,8 +25,8 @@ from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.layout import write_atomically
 from docbundle.bundle.releaseindex import MAX_TEXT_CHARS, PackagedBundle
 from docbundle.bundle.status import (
-    MAX_CATEGORY_CHARS,
     MAX_MESSAGE_CHARS,
+    MAX_STATUS_CATEGORY_CHARS,
     REASONS,
     STATES,
     STATUS,
@@ -37,7 +37,7 @@ from docbundle.bundle.status import (
 )
 from docbundle.bundle.untrusted import decode, read_regular
 
-from ..config import Catalogue, LibraryConfig
+from ..config import Config, LibraryConfig
 from ..errors import ConfigError
 
 #: Failed nights in a row after which a library version is ``unavailable``: three nights rides out a
@@ -145,14 +145,14 @@ def read_previous(path: Path | None) -> CatalogueStatus | None:
         return None
 
 
-def planned_versions(catalogue: Catalogue, library_ids: list[str]) -> set[tuple[str, str]]:
+def planned_versions(config: Config, library_ids: list[str]) -> set[tuple[str, str]]:
     """The (library, version) pairs of ``library_ids`` (a plan's libraries) that the config lists."""
-    known = {lib.id: lib for lib in catalogue.libraries}
+    known = {lib.id: lib for lib in config.libraries}
     return {
         (lib_id, t.version.name)
         for lib_id in library_ids
         if lib_id in known
-        for t in catalogue.targets(known[lib_id])
+        for t in config.targets(known[lib_id])
     }
 
 
@@ -161,22 +161,22 @@ def _cut(text: str, limit: int) -> str:
 
 
 def roll_status(
-    catalogue: Catalogue,
+    config: Config,
     index: list[PackagedBundle],
     reports: list[NightlyEntry],
     previous: CatalogueStatus | None,
     now: str,
     planned: set[tuple[str, str]] | None = None,
 ) -> list[LibraryStatus]:
-    """Tonight's health of every library version the config, the catalogue index or last night's file
+    """Tonight's health of every library version the config, the release index or last night's file
     knows (a version in none of them, removed from the config and never published, is left out).
 
-    ``index``: tonight's catalogue index (``roll``); ``reports``: the shards' entries; ``planned``: the
+    ``index``: tonight's release index (``roll``); ``reports``: the shards' entries; ``planned``: the
     versions tonight's plan gave a shard (None: not known, so an unreported version keeps its entry)."""
     configured = {
         (lib.id, t.version.name): (lib, t.version.latest)
-        for lib in catalogue.libraries
-        for t in catalogue.targets(lib)
+        for lib in config.libraries
+        for t in config.targets(lib)
     }
     served = {(e.library, e.version): e for e in index}
     tonight = {(r.library, r.version): r for r in reports}
@@ -255,7 +255,7 @@ def _describe(
     if config is not None:
         lib, latest = config
         entry.name = _cut(lib.display_name, MAX_TEXT_CHARS)
-        entry.category = _cut(lib.category, MAX_CATEGORY_CHARS)
+        entry.category = _cut(lib.category, MAX_STATUS_CATEGORY_CHARS)
         entry.latest = latest
         entry.description = _cut(lib.description or (bundle.description if bundle else ""), MAX_TEXT_CHARS)
     elif bundle is not None:
@@ -291,7 +291,7 @@ def _counts(
 
 
 def publish_health(
-    catalogue: Catalogue,
+    config: Config,
     index: list[PackagedBundle],
     releases: list[Path],
     out_dir: Path,
@@ -307,10 +307,10 @@ def publish_health(
     planned = None
     if plan_file is not None:
         tonight = [i for shard in plan.read_plan(plan_file).shards for i in shard.libraries]
-        planned = planned_versions(catalogue, tonight)
+        planned = planned_versions(config, tonight)
     reports = [e for folder in releases for e in read_outcomes(folder)]
     checked = iso(now())
-    entries = roll_status(catalogue, index, reports, read_previous(previous), checked, planned)
+    entries = roll_status(config, index, reports, read_previous(previous), checked, planned)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / STATUS).write_bytes(encode_status(checked, UNAVAILABLE_AFTER, entries))
     page.write_page(entries, out_dir, checked, UNAVAILABLE_AFTER)

@@ -38,16 +38,9 @@ from docbundle.bundle.layout import LIBRARY_ID_RE, LIBRARY_ID_RULE, VERSION_RE, 
 from docbundle.bundle.summary import SUMMARY_NAME, update_summary_versions, write_summary_locked
 from docbundle.common.process import collector_paused as _collector_paused
 
+from ..bounds import MAX_LIBRARY_ID_CHARS, MAX_VERSION_CHARS
 from ..encoder import QueryEncoder
-from ..errors import (
-    MAX_LIBRARY_ID_CHARS,
-    MAX_VERSION_CHARS,
-    InvalidIdError,
-    LibraryUnavailableError,
-    UnknownLibraryError,
-    UnknownVersionError,
-    echo,
-)
+from ..errors import InvalidIdError, LibraryUnavailableError, UnknownLibraryError, UnknownVersionError, echo
 from ..lockfile import LockFile
 from ..words import NextStep
 from .entries import (
@@ -275,7 +268,7 @@ class Catalog:
         )
         return update_summary_versions(self.root, due)
 
-    def resolve(self, library_id: str, version: str | None = None) -> VersionEntry:
+    def version_entry(self, library_id: str, version: str | None = None) -> VersionEntry:
         """The entry for a library version (``None`` or an absent "latest" mean the default version)."""
         lib = self.library(library_id)
         if version is None or not version.strip():
@@ -321,7 +314,7 @@ class Catalog:
 
     def open(self, library_id: str, version: str | None = None) -> OpenedLibrary:
         """Open (verified, cached) a library version; raises LibraryUnavailableError with the reason."""
-        return self.open_entry(self.resolve(library_id, version))
+        return self.open_entry(self.version_entry(library_id, version))
 
     def open_entry(self, entry: VersionEntry) -> OpenedLibrary:
         """Open the bundle of a catalogue entry once, whatever the number of concurrent callers (an

@@ -17,7 +17,7 @@ RETIRE_AFTER_SECONDS = 60.0  # a build replaced by a reload stays open this long
 EVICT_AFTER_SECONDS = 5.0
 DEFAULT_RELOAD_SECONDS = 2.0  # how often serve looks for new builds (--reload-interval; 0 = never)
 WARM_TERMS = 1_000  # most frequent terms whose postings a server caches in the background per opened bundle
-DEFAULT_ROUTE_LIBRARIES = 10  # libraries a search across libraries searches, chosen by the routing index
+DEFAULT_ROUTE_LIBRARIES = 10  # libraries a search across libraries searches, chosen by the route index
 MAX_ROUTE_LIBRARIES = 100  # the most --route-libraries may ask for
 # Bundles a server keeps open at once (--max-open): past it the least recently used one is closed
 # (after EVICT_AFTER_SECONDS, for the requests still reading it) and opened again, verified, when asked.

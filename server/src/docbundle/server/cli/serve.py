@@ -154,7 +154,7 @@ def _index_names_soon(server: DocbundleMCP) -> None:
     def build() -> None:
         server.answered.wait(NAMES_INDEX_WAIT_SECONDS)
         server.docs.resolver.index()
-        server.docs.router.prepare()  # the routing index too: seconds at 10,000 libraries
+        server.docs.router.prepare()  # the route index too: seconds at 10,000 libraries
 
     threading.Thread(target=build, name="docbundle-names", daemon=True).start()
 
@@ -497,7 +497,7 @@ SERVE = Command(
             type=_route_libraries,
             default=DEFAULT_ROUTE_LIBRARIES,
             metavar="K",
-            help="a search without libraryId searches the K libraries the routing index ranks best for its "
+            help="a search without libraryId searches the K libraries the route index ranks best for its "
             f"words (0: no routing, every library in turn within the time budget; 1..{MAX_ROUTE_LIBRARIES}; "
             f"default: {DEFAULT_ROUTE_LIBRARIES})",
         ),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from docbundle.bundle.errors import BundleError, BundleNotFoundError
-from docbundle.bundle.layout import CURRENT, resolve_bundle
+from docbundle.bundle.layout import CURRENT, bundle_at
 from docbundle.bundle.userdirs import bundles_origin, default_bundles
 from docbundle.common.clitable import Command, arg
 
@@ -156,7 +156,7 @@ def _provenance_words(found: dict[str, Any]) -> str:
 def _one_bundle(target: Path) -> Path | None:
     """The one bundle ``target`` names (a bundle or a version dir), or None for a bundles directory."""
     try:
-        return resolve_bundle(target)
+        return bundle_at(target)
     except BundleNotFoundError:
         if (target / CURRENT).is_file():
             raise  # a version directory whose CURRENT names no bundle

@@ -8,7 +8,7 @@ every name under ``docbundle_``:
   request but the public endpoints and ``/metrics`` itself;
 - ``library_requests_total`` by ``library``: requests that name a library;
 - ``searches_total`` by ``mode`` (the mode that ran, as the search answer says) and ``kind``
-  (fulltext, hybrid or semantic);
+  (``keyword``: balanced, broad or precise; ``hybrid``; ``vector``: semantic);
 - ``auth_failures_total`` by ``reason`` and ``rate_limited_total`` by ``limit`` (``requests``: the
   token bucket; ``key_checks``: the budget of scrypts for keys not proven yet);
 - ``open_bundles`` and ``open_bundle_bytes`` (summed over the serving processes),
@@ -59,6 +59,9 @@ __all__ = ["CONTENT_TYPE_LATEST", "OUTCOMES", "Metrics"]
 OUTCOMES = ("ok", "error", "client_error", "refused", "rate_limited", "stopped")
 NO_TOOL, OTHER, UNKNOWN = "_none", "_other", "_unknown"
 RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
+# The ``kind`` label of ``searches_total``: one word for each way of searching, the same in the code,
+# the docs and the benchmarks: ``keyword`` (balanced, broad, precise), ``vector`` (semantic), ``hybrid``.
+SEARCH_KINDS: dict[str, str] = {"hybrid": "hybrid", "semantic": "vector"}
 # Access-log outcomes (``HttpApp``) that count as rate_limited (by the limit that refused) and as error;
 # ok stays ok (or stopped), and every other one is a refusal.
 _RATE_LIMITED = {"rate_limited": "requests", "auth_throttled": "key_checks"}
@@ -188,7 +191,7 @@ class Metrics:
         if "libraryId" in fields:
             self.library_requests.labels(self._library(fields["libraryId"])).inc()
         if facts is not None and tool == "search_documents" and facts.mode in RAN_MODES:
-            kind = facts.mode if facts.mode in ("hybrid", "semantic") else "fulltext"
+            kind = SEARCH_KINDS.get(facts.mode, "keyword")
             self.searches.labels(facts.mode, kind).inc()
 
     def scrape(self) -> bytes:

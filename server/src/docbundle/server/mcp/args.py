@@ -13,7 +13,7 @@ One rule for an argument given under several spellings: a spelling whose value i
 as absent; the others must all have the same value, else the call is refused naming the argument
 ("maxTokens was given twice with different values: 300, 500").
 
-Every string argument is bounded (``errors.MAX_*``; see docs/server.md): arguments over their bound are
+Every string argument is bounded (``bounds.MAX_*``; see docs/server.md): arguments over their bound are
 refused with a message that says the limit, and no error quotes back more than ``MAX_ECHO_CHARS``
 characters of what was sent.
 """
@@ -29,8 +29,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import Field, PrivateAttr
 
+from ..bounds import MAX_MAX_TOKENS, MIN_MAX_TOKENS
 from ..errors import ServerError, check_length, echo
-from ..models import MAX_MAX_TOKENS, MIN_MAX_TOKENS, Model
+from ..models import Model
 from ..render import Answer
 
 LibraryIdArg = Annotated[str, Field(description="From resolve_library or list_libraries")]

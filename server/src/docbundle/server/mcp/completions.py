@@ -33,9 +33,10 @@ from mcp.types import (
     ResourceTemplateReference,
 )
 
+from ..bounds import MAX_DOCUMENT_ID_CHARS, MAX_LIBRARY_ID_CHARS
 from ..catalog import LibraryEntry
 from ..docs import Docs
-from ..errors import MAX_DOCUMENT_ID_CHARS, MAX_LIBRARY_ID_CHARS, ServerError
+from ..errors import ServerError
 from ..lookups import lookup_thread
 from ..resolve import complete_ids
 

@@ -10,9 +10,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
 from pydantic import Field
 
+from ..bounds import MAX_LIBRARY_ID_CHARS
 from ..catalog import LibraryEntry
 from ..docs import Docs
-from ..errors import MAX_LIBRARY_ID_CHARS, ServerError
+from ..errors import ServerError
 
 # Prompt arguments and their bounds (any other argument: MAX_NAME_CHARS).
 PROMPT_ARG_CHARS = {"query": MAX_QUERY_CHARS, "topic": MAX_QUERY_CHARS, "libraryId": MAX_LIBRARY_ID_CHARS}

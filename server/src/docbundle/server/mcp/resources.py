@@ -12,19 +12,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import Resource
 
+from ..bounds import RESOURCE_MAX_TOKENS
 from ..catalog import LibraryEntry
-from ..docs import RESOURCE_MAX_TOKENS, Docs
-from ..errors import (
-    MAX_DOCUMENT_ID_CHARS,
-    MAX_LIBRARY_ID_CHARS,
-    MAX_VERSION_CHARS,
-    LibraryUnavailableError,
-    ServerError,
-)
+from ..docs import Docs
+from ..errors import LibraryUnavailableError, ServerError
 from ..libraries import decode_list_cursor, encode_list_cursor
 
-# The longest resource URI: docs://<libraryId>/<version>/<document id>, every character %-encoded.
-MAX_URI_CHARS = 16 + MAX_LIBRARY_ID_CHARS + 3 * (MAX_VERSION_CHARS + MAX_DOCUMENT_ID_CHARS)
 RESOURCES_PAGE = 100  # libraries per resources/list page
 RESOURCES_CURSOR = "resources"  # what a resources/list cursor is tied to (list_libraries' are to filters)
 

@@ -57,10 +57,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from .. import models
+from ..bounds import MAX_NAME_CHARS, MAX_URI_CHARS
 from ..catalog import Catalog
 from ..docs import Docs
 from ..errors import (
-    MAX_NAME_CHARS,
     BadCursorError,
     BadRequestError,
     InvalidIdError,
@@ -77,13 +77,7 @@ from . import sdk
 from .args import Reply, canonical
 from .completions import add_completions
 from .prompts import PROMPT_ARG_CHARS, add_prompts
-from .resources import (
-    MAX_URI_CHARS,
-    DocsResourceNotFound,
-    add_resources,
-    library_resource_page,
-    library_resources,
-)
+from .resources import DocsResourceNotFound, add_resources, library_resource_page, library_resources
 from .schemas import publish
 from .tools import PUBLISHED_REQUIRED, TOOLS
 

@@ -41,10 +41,10 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from .. import models
+from ..bounds import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, LIST_MAX_TOKENS, MAX_LIMIT, MAX_WINDOW
 from ..docs import Docs, check_category, check_document_args, check_list_args, check_name
 from ..errors import check_ids, check_search_input
 from ..lookups import lookup_thread
-from ..models import DEFAULT_LIMIT, DEFAULT_MAX_TOKENS, DEFAULT_WINDOW, LIST_MAX_TOKENS, MAX_LIMIT, MAX_WINDOW
 from ..render import Answer, answer
 from .args import LibraryIdArg, MaxTokensArg, OptLibraryIdArg, Reply, VersionArg, reply, tool_errors
 

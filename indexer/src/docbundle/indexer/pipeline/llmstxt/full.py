@@ -34,7 +34,7 @@ from bisect import bisect_left
 from collections import Counter
 from typing import NamedTuple
 
-from .links import collapse, heading_text, resolve, title_from_url
+from .links import absolute_url, collapse, heading_text, title_from_url
 from .model import InlineDoc
 from .scan import FrontMatter, Head, Scan
 
@@ -150,7 +150,7 @@ def build_docs(
             InlineDoc(
                 title=title,
                 text=text,
-                url=resolve(url, base_url) if url else None,
+                url=absolute_url(url, base_url) if url else None,
                 description=page.description,
                 line=page.start + 1,
             )
@@ -205,7 +205,7 @@ def _doc_tags(text: str, in_fence: bytearray, base_url: str | None) -> tuple[int
                 title=collapse(attrs["title"]),
                 text=text[opener.end() : closer].strip("\n"),
                 section=section,
-                url=resolve(url, base_url) if url else None,
+                url=absolute_url(url, base_url) if url else None,
                 description=collapse(attrs.get("desc") or attrs.get("description") or ""),
                 line=text.count("\n", 0, opener.start()) + 1,
             )

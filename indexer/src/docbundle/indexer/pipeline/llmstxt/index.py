@@ -25,12 +25,12 @@ from typing import NamedTuple
 
 from .links import (
     LinkEntry,
+    absolute_url,
     clean_link_text,
     entries_from_text,
     find_links,
     heading_text,
     is_relative,
-    resolve,
     title_from_url,
 )
 from .model import ConformanceIssue, LlmsLink, LlmsSection, add_issue
@@ -281,7 +281,7 @@ class IndexParser:
         target.links.append(
             LlmsLink(
                 title=title,
-                url=resolve(url, self.base_url),
+                url=absolute_url(url, self.base_url),
                 notes=notes,
                 section=target.name,
                 optional=target.optional,

@@ -22,13 +22,13 @@ from urllib.parse import unquote, urljoin, urlsplit
 __all__ = [
     "FoundLink",
     "LinkEntry",
+    "absolute_url",
     "clean_link_text",
     "collapse",
     "entries_from_text",
     "find_links",
     "heading_text",
     "is_relative",
-    "resolve",
     "title_from_url",
     "unescape",
 ]
@@ -97,7 +97,7 @@ def is_relative(url: str) -> bool:
     return _SCHEME_RE.match(url) is None
 
 
-def resolve(url: str, base_url: str | None) -> str:
+def absolute_url(url: str, base_url: str | None) -> str:
     """``url`` made absolute against ``base_url`` (as written when that fails)."""
 
     if base_url is None or not is_relative(url):
