@@ -405,3 +405,66 @@ def test_pull_fetches_and_checks_the_attestation_the_index_names(
     code, _, err = _pull(site, tmp=tmp_path)
     assert code == 1 and NOT_A_BUNDLE in err and "attestation" not in err, err  # a missing one is no error
     assert not (tmp_path / "b" / "demo").exists()
+
+
+async def _listed(bundles: Path) -> tuple[dict[str, Any], str]:
+    """``list_libraries`` of a real ``docbundle serve`` over ``bundles`` (stdio, the MCP SDK's client):
+    the golden library's structured entry, and the markdown a model reads."""
+    import sys
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "docbundle.server", "serve", "--bundles", str(bundles)],
+        env=dict(os.environ),  # the SDK passes few variables on; this test's PYTHONPATH, if any, too
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            result = await client.call_tool("list_libraries", {})
+    assert not result.is_error and isinstance(result.structured_content, dict)
+    (entry,) = result.structured_content["libraries"]
+    text = result.content[0].text  # type: ignore[union-attr]
+    return entry, text
+
+
+@pytest.mark.anyio
+async def test_list_libraries_says_what_install_found_of_a_bundles_provenance(
+    release: Path, tmp_path: Path
+) -> None:
+    """The answer of list_libraries says whether the served bundle's attestation was verified at install
+    (and by whom), found missing, or never looked at; a record that names another manifest is not shown,
+    and one that is not a regular file neither hangs the server nor fails the library."""
+    from docbundle.server import provenance
+
+    archive = release / packaged_entry(release).archive
+    bundles = tmp_path / "bundles"
+    code, _, err = docbundle("install", str(archive), "--bundles", str(bundles), tmp=tmp_path)
+    assert code == 0, err
+    entry, text = await _listed(bundles)
+    note = "missing at install: has no attestation (no .sigstore.json beside it)"
+    assert entry["provenance"] == note and f"\n  provenance: {note}" in text
+
+    # What install writes for a genuine attestation (nothing here can sign a bundle archive).
+    vdir = bundles / "golden" / "latest"
+    build = read_current(vdir)
+    assert build is not None
+    signer = "https://github.com/OWNER/REPO/.github/workflows/nightly.yml@refs/heads/main"
+    genuine = provenance.Provenance("verified", signer=signer, signed_at="2026-12-01T03:04:05Z")
+    manifest_sha = packaged_entry(release).manifest_sha256
+    record = dict(archive=archive.name, archive_sha256=packaged_entry(release).sha256, attestation=None)
+    provenance.record(vdir, build, manifest_sha256=manifest_sha, found=genuine, **record)  # type: ignore[arg-type]
+    entry, text = await _listed(bundles)
+    assert entry["provenance"] == f"verified at install: signed by {signer} at 2026-12-01T03:04:05Z"
+
+    provenance.record(vdir, build, manifest_sha256="0" * 64, found=genuine, **record)  # type: ignore[arg-type]
+    entry, text = await _listed(bundles)
+    assert entry["provenance"] is None and "provenance:" not in text  # another manifest's record
+    assert entry["status"] != "failed"
+
+    path = vdir / f"{build}.provenance.json"
+    path.unlink()
+    os.mkfifo(path)  # a FIFO where the record goes: read without blocking, refused, not shown
+    entry, _ = await _listed(bundles)
+    assert entry["provenance"] is None and entry["status"] != "failed"

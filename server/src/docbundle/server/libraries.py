@@ -56,6 +56,7 @@ def summary(catalog: Catalog, lib: LibraryEntry) -> LibrarySummary:
         safety_kinds=list(m.safety_kinds) if m else [],
         obtained=in_obtained_order(m.obtained) if m else {},
         vectors=vectors_summary(catalog, entry),
+        provenance=entry.provenance if entry.checked else None,
     )
 
 

@@ -84,6 +84,11 @@ class LibrarySummary(Model):
         description="The default version's semantic vectors: their embedder, and whether hybrid search can "
         "use them here (null: it has none; keyword search only)",
     )
+    provenance: str | None = Field(
+        default=None,
+        description="Signed provenance as docbundle install recorded it (verified, missing or unchecked; "
+        "null: no record); docbundle verify checks it again",
+    )
 
 
 class LibraryList(Model):

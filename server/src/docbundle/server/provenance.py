@@ -35,6 +35,7 @@ cryptography and requests) is imported only inside ``_verify``: start-up never l
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ from docbundle.bundle.errors import BundleFormatError
 from docbundle.bundle.untrusted import decode, read_regular
 
 from .errors import ProvenanceError
+
+log = logging.getLogger(__name__)
 
 #: The OIDC issuer of GitHub Actions' tokens, which Fulcio writes into the certificate.
 ISSUER = "https://token.actions.githubusercontent.com"
@@ -357,6 +360,32 @@ def read_record(vdir: Path, build_id: str) -> Record | None:
     if rec.format != RECORD_FORMAT or rec.version != RECORD_VERSION:
         raise ProvenanceError(f"{path} is not a provenance record this docbundle reads")
     return rec
+
+
+def record_claim(vdir: Path, build_id: str, manifest_sha256: str) -> str | None:
+    """What ``list_libraries`` shows of a served build's provenance: the state ``install`` recorded
+    (``verified``, ``unchecked``, ``missing``), with the signer when verified, or None when there is no
+    record (a build made here, an older install). A record for another manifest than the one served, or
+    one that cannot be read, is not shown (a line is logged). The server does not check the attestation
+    again (that is ``docbundle verify``): the record is what was found at install time, and anyone who
+    can write the bundles folder can write it, so the answer says "recorded at install"."""
+    try:
+        rec = read_record(vdir, build_id)
+    except (ProvenanceError, OSError) as exc:
+        log.warning("ignoring the provenance record of %s/%s: %s", vdir.name, build_id, exc)
+        return None
+    if rec is None:
+        return None
+    if rec.manifest_sha256 != manifest_sha256:
+        log.warning(
+            "ignoring the provenance record of %s/%s: it names another manifest than the one served",
+            vdir.name,
+            build_id,
+        )
+        return None
+    if rec.state == "verified":
+        return f"verified at install: signed by {rec.signer[:300]} at {rec.signed_at[:40]}"
+    return f"{rec.state[:20]} at install: {rec.note[:300]}"
 
 
 def recheck(vdir: Path, build_id: str, manifest_sha256: str, rules: Policy) -> Provenance:

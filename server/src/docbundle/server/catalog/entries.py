@@ -54,6 +54,7 @@ from docbundle.bundle.summary import SUMMARY_NAME, SummaryEntry, entry_from_mani
 from docbundle.bundle.untrusted import read_descriptor, read_regular
 
 from ..lockfile import LockFile
+from ..provenance import record_claim
 
 if TYPE_CHECKING:
     from docbundle.bundle.reader import Bundle
@@ -121,6 +122,9 @@ class VersionEntry:
     # The bundles folder of an unchecked entry: its bundle's path is made from it when first asked for
     # (a start over 10,000 libraries makes no path at all).
     root: Path | None = None
+    # What ``docbundle install`` recorded of the bundle's provenance (``provenance.record_claim``), read
+    # when the version is checked: a claim of whoever can write the folder, shown as such.
+    provenance: str | None = None
 
     @cached_property
     def bundle_path(self) -> Path | None:
@@ -350,7 +354,8 @@ class Reading:
             problem = _check_pin(self.lock, library_id, version, meta)
             if problem is not None:
                 return VersionEntry(library_id, version, bundle, meta, problem, pin_refused=True)
-        return VersionEntry(library_id, version, bundle, meta, problem)
+        claim = record_claim(vdir, build_id, manifest_sha) if problem is None else None
+        return VersionEntry(library_id, version, bundle, meta, problem, provenance=claim)
 
 
 def _check_manifest(meta: SummaryEntry, library_id: str, version: str, build_id: str) -> str | None:
