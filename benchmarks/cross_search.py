@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/cross_search.py [--libraries 1000] [--pages 6] [--passes 3] [--busy 0]
-                                      [--work DIR] [--reuse] [--seed 7]
+                                      [--max-open N] [--work DIR] [--reuse] [--seed 7]
 
 Generates ``--libraries`` libraries of ``--pages`` pages each into ``--work`` (``catalog_scale
 .generate_catalog``: a few built for real from one shared vocabulary, the others copies of them under new
@@ -13,6 +13,9 @@ the libraries for each, most of them holding every word) ``--passes`` times over
 p50 and p99 of the searches (wall time from the call to its answer, milliseconds), how many stopped at
 the time budget (their answers say ``stopped``), the server's RSS and its threads after the pass. With
 ``--busy N`` it first starts N CPU-bound processes beside the server (and stops them at the end).
+``--max-open N`` passes that option to ``serve`` (the one departure from its defaults): at the default
+32 the ten questions' 100 bundles are closed before they are asked again, so nothing is warmed; at 128
+the later passes reuse open bundles, and the warm-up (one thread, a quarter of a core) runs beside them.
 
 The bars (issue 35): no search stopped, p50 <= 300 ms, p99 <= 1 s, RSS <= 250 MB, on a quiet machine and
 with ``--busy 2``. The load average is printed first: the figures mean little on a shared machine.
@@ -66,14 +69,14 @@ def _threads(pid: int | None) -> int:
     return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:")), -1)
 
 
-async def _passes(bundles: Path, passes: int) -> list[dict[str, float]]:
+async def _passes(bundles: Path, passes: int, serve: list[str]) -> list[dict[str, float]]:
     """Each pass's figures, from one ``docbundle serve`` over stdio."""
     import anyio
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "docbundle.server", "serve", "--bundles", str(bundles)],
+        args=["-m", "docbundle.server", "serve", "--bundles", str(bundles), *serve],
         env=dict(os.environ),  # the SDK passes only a few variables by default: PYTHONPATH too
     )
     out: list[dict[str, float]] = []
@@ -118,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pages", type=int, default=6)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--busy", type=int, default=0, help="CPU-bound processes beside the server")
+    ap.add_argument("--max-open", type=int, default=None, help="serve's --max-open (default: its own)")
     ap.add_argument("--work", type=Path, default=None, help="where the catalogue is generated (kept)")
     ap.add_argument("--reuse", action="store_true", help="measure the catalogue already in --work")
     ap.add_argument("--seed", type=int, default=7)
@@ -138,8 +142,10 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"docbundle serve (defaults) over stdio, {args.libraries} libraries, {len(QUESTIONS)} questions "
             f"x {args.passes}, {args.busy} busy process(es) beside it"
+            + (f", --max-open {args.max_open}" if args.max_open is not None else "")
         )
-        rows = anyio.run(_passes, bundles, args.passes)
+        serve = ["--max-open", str(args.max_open)] if args.max_open is not None else []
+        rows = anyio.run(_passes, bundles, args.passes, serve)
     finally:
         for proc in busy:
             stop(proc, GRACE_SECONDS)

@@ -33,8 +33,9 @@ from .entries import OpenedLibrary
 WARM_DELAY_SECONDS = 1.0  # a bundle's warm-up starts this long after it opened (the first answer goes first)
 WARM_PAUSE_SECONDS = 0.002  # the shortest sleep between two terms of the warm-up
 # The warm-up's share of one core while it runs: it sleeps (1 / share - 1) times the CPU each term cost.
-# A search across libraries needs the interpreter most (its ten libraries searched by four threads); a
-# quarter leaves it three (the issue-35 benchmark, benchmarks/cross_search.py, holds its bars with it).
+# A search across libraries needs the interpreter most (its ten libraries searched by four threads): a
+# quarter leaves it three. benchmarks/cross_search.py --max-open 128 runs the warm-up beside its later
+# passes: they held issue 35's bars with two busy processes beside the server (docs/benchmarks.md).
 WARM_CPU_SHARE = 0.25
 WARM_THREAD_NAME = "docbundle-warm"  # the one warm-up thread of a catalogue (a stack dump names it)
 
