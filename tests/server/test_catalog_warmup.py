@@ -20,16 +20,18 @@ from pathlib import Path
 
 import anyio
 import pytest
+from docbundle.bundle.reader import open_bundle
+from docbundle.bundle.search import BundleSearcher
 from docbundle.server.catalog import Catalog, CatalogSettings
+from docbundle.server.catalog.warmup import WARM_CPU_SHARE, WARM_THREAD_NAME
 from docbundle.server.mcp.server import create_server
 from mcp import Client
-from serverkit import install_golden, private_copy, search_text
+from serverkit import GOLDEN_BUILD, install_golden, private_copy, search_text
 
 pytestmark = pytest.mark.anyio
 
 LIBRARIES = 40  # more than a search across libraries routes to (10), fewer than --max-open (32) twice over
 QUESTIONS = ("routing table", "useEffect cleanup", "결제위젯 연동", "sap.m.Table rows", "hooks effect")
-WARM_THREAD = "docbundle-warm"
 HANG_GUARD_SECONDS = 120.0  # how long a test waits for the warm-up it expects (a hang guard only)
 WARMED = re.compile(r"^(\S+)/latest: \d+ terms' postings cached")
 
@@ -62,7 +64,7 @@ async def serve(root: Path, settings: CatalogSettings) -> AsyncIterator[Client]:
 
 
 def _warm_threads() -> int:
-    return sum(t.name == WARM_THREAD for t in threading.enumerate())
+    return sum(t.name == WARM_THREAD_NAME for t in threading.enumerate())
 
 
 def _warmed(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -86,7 +88,7 @@ async def test_searches_across_many_libraries_never_run_two_warm_ups_at_once(
 
     def counted(thread: threading.Thread) -> None:
         nonlocal most
-        if thread.name == WARM_THREAD:
+        if thread.name == WARM_THREAD_NAME:
             most = max(most, _warm_threads() + 1)
         start(thread)
 
@@ -131,3 +133,33 @@ async def test_a_bundle_closed_past_max_open_is_not_warmed(
             await search_text(client, query="routing table", libraryId=lib)
         await _until(lambda: "lib02" in _warmed(caplog))
         assert "lib00" not in _warmed(caplog) and "lib02" in _warmed(caplog)
+
+
+def test_the_warm_up_sleeps_in_proportion_to_the_cpu_each_term_cost(
+    many_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between two terms it waits (1 / share - 1) times the term's CPU: at most ``share`` of a core."""
+    from docbundle.bundle import search as search_module
+
+    ticks = iter(range(10_000))
+    monkeypatch.setattr(search_module.time, "thread_time", lambda: 0.01 * next(ticks))  # 10 ms a term
+
+    class Stop(threading.Event):
+        """Never set; records how long each pause between two terms would wait."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.waits: list[float] = []
+
+        def wait(self, timeout: float | None = None) -> bool:
+            self.waits.append(timeout or 0.0)
+            return False
+
+    bundle = open_bundle(many_root / "lib00" / "latest" / GOLDEN_BUILD)
+    try:
+        stop = Stop()
+        done = BundleSearcher(bundle).warm(4, stop, pause=0.002, share=WARM_CPU_SHARE)
+    finally:
+        bundle.close()
+    assert done == 4
+    assert stop.waits == pytest.approx([0.01 * (1 / WARM_CPU_SHARE - 1)] * 3)  # after terms 1, 2 and 3

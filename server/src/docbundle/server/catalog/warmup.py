@@ -10,7 +10,8 @@ thread, nor for more than a share of one core:
 
 - one thread per catalogue (``Warmer``, started on the first bundle it is asked to warm) warms one
   bundle at a time, in the order asked, from a queue of at most ``max_open`` bundles (one further back
-  would be closed past ``--max-open`` before its turn; the oldest is dropped);
+  would be closed past ``--max-open`` before its turn; the oldest is dropped, and queued again if a
+  request uses it again);
 - between two terms it sleeps in proportion to the CPU the term cost, so that it uses at most
   ``WARM_CPU_SHARE`` of a core, and it starts a bundle no sooner than ``WARM_DELAY_SECONDS`` after the
   bundle opened (the request that opened it answers first);
@@ -62,7 +63,8 @@ class Warmer:
             opened.warm_asked = True
             self._queue.append((opened, opened_at + WARM_DELAY_SECONDS))
             while len(self._queue) > self._bound:
-                self._queue.popleft()
+                dropped, _due = self._queue.popleft()
+                dropped.warm_asked = False  # asked again later (if still open), it is queued again
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=WARM_THREAD_NAME, daemon=True)
                 self._thread.start()
