@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2
+import httpkit
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -204,7 +204,7 @@ async def _over_stdio(command: str, args: list[str], env: dict[str, str]) -> Non
 
 async def _over_http(url: str, headers: Mapping[str, str]) -> None:
     async with asyncio.timeout(RUN_SECONDS), AsyncExitStack() as stack:
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=dict(headers), timeout=RUN_SECONDS))
+        http = await stack.enter_async_context(httpkit.client(headers=headers))
         client = await stack.enter_async_context(Client(streamable_http_client(url, http_client=http)))
         await _answers(client)
 
