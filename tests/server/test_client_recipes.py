@@ -6,7 +6,8 @@ A new user copied the VS Code snippet and got a server with 0 libraries (it name
 and docs/*.md that a client or a person runs carries a marker on the line before its fence,
 ``<!-- recipe: KIND -->``, and this module runs it with KIND's runner, after the quick start's own build
 (``docbundle-index build --config bundles/libraries.toml --library docbundle``) into a fresh home
-folder, so the per-user folder case is the real one:
+folder, so the per-user folder case is the real one, with both distributions freshly installed into a
+new virtual environment (``_fresh_install``: built from this checkout, offline):
 
 - ``config``: a client's JSON (``mcpServers`` or VS Code's ``servers``). Each server in it is started as
   the client would (``command``, ``args``, ``env``, a ``PATH`` without the virtual environment), or
@@ -37,6 +38,7 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -51,8 +53,6 @@ from serverkit import HttpServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-# The virtual environment's scripts folder: where `docbundle` and `docbundle-index` are installed.
-BIN = Path(sys.executable).parent
 # The PATH a client started from a desktop has: not the virtual environment's.
 CLIENT_PATH = "/usr/bin:/bin"
 # Seconds a snippet, a command or a client's calls may take before the test fails: a bound on a hang.
@@ -105,6 +105,7 @@ class Setting:
     placeholders."""
 
     env: dict[str, str]
+    bin: Path
     key: str
     bundles: Path
     workspace: Path
@@ -127,7 +128,7 @@ def _fresh_env(home: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("DOCBUNDLE_", "XDG_")) and k not in {"HOME", "VIRTUAL_ENV"}
+        if not k.startswith(("DOCBUNDLE_", "XDG_")) and k not in {"HOME", "VIRTUAL_ENV", "PYTHONPATH"}
     }
     return env | {"HOME": str(home), "DOCBUNDLE_EMBED": "0"}
 
@@ -138,14 +139,37 @@ def _run(argv: list[str], env: Mapping[str, str], **kw: Any) -> subprocess.Compl
     )
 
 
+def _fresh_install(venv: Path, env: Mapping[str, str]) -> Path:
+    """``pip install ./server ./indexer`` into a new virtual environment; its scripts folder.
+
+    docbundle's two distributions are built from this checkout and installed (no index, no network);
+    their dependencies are this test environment's, seen through a ``.pth`` file, so nothing is
+    downloaded. The commands, their scripts and their paths are then a user's, not the editable
+    install's."""
+    made = _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env)
+    assert made.returncode == 0, made.stderr
+    python = venv / "bin" / "python"
+    where = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], env)
+    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    Path(where.stdout.strip(), "dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps"]
+    offline = ["--no-index", "--no-build-isolation", "--no-cache-dir"]
+    installed = _run([*pip, *offline, str(ROOT / "server"), str(ROOT / "indexer")], env)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    imported = _run([str(python), "-c", "import docbundle.server as s; print(s.__file__)"], env)
+    assert Path(imported.stdout.strip()).is_relative_to(venv), imported.stdout + imported.stderr
+    return venv / "bin"
+
+
 @pytest.fixture(scope="module")
 def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
     """The quick start in a fresh home (the build into the per-user folder, a key), and two servers:
     ``nox -s serve``'s (no keys, in place of port 8000) and a shared one with keys."""
     home = tmp_path_factory.mktemp("home")
     env = _fresh_env(home)
+    bin_ = _fresh_install(tmp_path_factory.mktemp("venv"), env)
     build = [
-        str(BIN / "docbundle-index"),
+        str(bin_ / "docbundle-index"),
         "build",
         "--config",
         "bundles/libraries.toml",
@@ -154,7 +178,7 @@ def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
     ]
     built = _run(build, env, cwd=ROOT)
     assert built.returncode == 0, built.stderr
-    made = _run([str(BIN / "docbundle"), "keys", "create", "--name", "recipes"], env)
+    made = _run([str(bin_ / "docbundle"), "keys", "create", "--name", "recipes"], env)
     assert made.returncode == 0, made.stderr
     key = made.stdout.strip()
     # The build's summary names the folder it wrote: the per-user one of the fresh home.
@@ -170,11 +194,12 @@ def setting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting]:
     ):
         yield Setting(
             env=env,
+            bin=bin_,
             key=key,
             bundles=bundles,
             workspace=workspace,
             fill={
-                "/path/to/venv/bin/docbundle": str(BIN / "docbundle"),
+                "/path/to/venv/bin/docbundle": str(bin_ / "docbundle"),
                 "http://127.0.0.1:8000": open_server.url.removesuffix("/mcp"),
                 "https://docs.example.com": keyed.url.removesuffix("/mcp"),
                 EXAMPLE_KEY: key,
@@ -270,7 +295,7 @@ def _docker(args: list[str], setting: Setting) -> None:
     assert any(a.endswith(":/bundles:ro") or a.endswith(":/bundles") for a in args), args
     image = args.index("docbundle")
     env = setting.client_env(DOCBUNDLE_BUNDLES=str(setting.bundles))
-    asyncio.run(_over_stdio(str(BIN / "docbundle"), args[image + 1 :], env))
+    asyncio.run(_over_stdio(setting.fill["/path/to/venv/bin/docbundle"], args[image + 1 :], env))
 
 
 def _commands(text: str) -> list[str]:
@@ -317,7 +342,11 @@ def _run_claude_code(recipe: Recipe, setting: Setting) -> None:
 def _run_python(recipe: Recipe, setting: Setting, tmp_path: Path) -> None:
     script = tmp_path / "snippet.py"
     script.write_text(setting.filled(recipe.text), encoding="utf-8")
-    ran = _run([sys.executable, str(script)], setting.client_env(DOCBUNDLE_KEY=setting.key), cwd=tmp_path)
+    ran = _run(
+        [str(setting.bin / "python"), str(script)],
+        setting.client_env(DOCBUNDLE_KEY=setting.key),
+        cwd=tmp_path,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "docbundle" in ran.stdout, ran.stdout
 
@@ -335,7 +364,7 @@ def _no_rpc_error(out: str) -> None:
 
 
 def _run_shell(recipe: Recipe, setting: Setting, tmp_path: Path) -> None:
-    env = setting.client_env(DOCBUNDLE_KEY=setting.key, PATH=f"{BIN}:{CLIENT_PATH}")
+    env = setting.client_env(DOCBUNDLE_KEY=setting.key, PATH=f"{setting.bin}:{CLIENT_PATH}")
     for command in _commands(setting.filled(recipe.text)):
         ran = _run(["bash", "-c", command], env, cwd=tmp_path)
         assert ran.returncode == 0, f"{command}\n{ran.stdout}{ran.stderr}"
