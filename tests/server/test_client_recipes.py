@@ -63,7 +63,8 @@ FENCED = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 INLINE = re.compile(r"`([^`\n]+)`")
 # What makes a snippet a client's: it configures one, is client code, or calls the MCP endpoint.
 CLIENT_SNIPPET = re.compile(
-    r'"mcpServers"|"servers"\s*:|\bfrom mcp\b|\bimport mcp\b|claude mcp |curl [^\n]*/mcp'
+    r"mcpServers|context_servers|\"servers\"\s*:|\bfrom mcp\b|\bimport mcp\b|claude mcp |curl [^\n]*/mcp"
+    r"|\"command\"\s*:\s*\"[^\"]*docbundle"
 )
 # Placeholders the docs leave to their reader; anything else of this shape left in a snippet fails.
 UNFILLED = re.compile(r"/path/to/|example\.com")
