@@ -21,7 +21,7 @@ every name under ``docbundle_``:
   as before that they are what ``catalog.json`` claims; a build label only in its shape (a build id; 64 hex digits), else left out.
 
 Label values come from fixed sets, never from request text: ``route`` is the path asked for when it is
-one of the routes ``HttpApp`` counts (``routes``: ``/mcp``, the operator page's files and
+one of the routes ``HttpApp`` counts (``app.COUNTED_ROUTES``: ``/mcp``, the operator page's files and
 ``/ui/libraries``), else ``_other`` (issue 35: the page's requests were counted as unreadable MCP
 requests); ``tool``, on ``/mcp``, is the name of a registered tool, ``_none`` (an MCP request that calls
 no tool: initialize, tools/list ...), ``_other`` (a tools/call naming no registered tool) or ``_unknown``
@@ -57,7 +57,7 @@ from ..catalog import Catalog, Event, VersionEntry, VersionView
 from ..jsonrpc import ReplyFacts
 from .serve import MULTIPROC_ENV
 
-__all__ = ["CONTENT_TYPE_LATEST", "OUTCOMES", "Metrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "MCP_ROUTE", "OUTCOMES", "Metrics"]
 
 OUTCOMES = ("ok", "error", "client_error", "refused", "rate_limited", "stopped")
 NO_TOOL, OTHER, UNKNOWN = "_none", "_other", "_unknown"
