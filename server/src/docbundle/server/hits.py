@@ -466,7 +466,7 @@ def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
                 title=doc.title,
                 heading_path=list(chunk.heading_path),
                 section=doc.section,
-                url=doc.url,
+                url=cited_url(doc.url, chunk.anchor),
                 uri=doc_uri(lib.entry.library_id, lib.entry.version, doc.id),
                 score=round(r.score, 4),
                 text=without_html_comments(chunk.text),
@@ -491,6 +491,14 @@ def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
             text, _ = fit_text(h.text, give)
             hits.append(h.model_copy(update={"text": text, "truncated": True}))
     return hits, len(full) - kept
+
+
+def cited_url(url: str, anchor: str) -> str:
+    """A hit's citation: its page's URL with the id of its section's heading as the fragment (in place
+    of one the page's URL had), or the URL as it is when the heading has no id (docs/html.md)."""
+    if not anchor:
+        return url
+    return f"{url.partition('#')[0]}#{anchor}"
 
 
 def _empty_advice(

@@ -10,6 +10,7 @@ The rooms (imports run down this list; each module's docstring states its bounds
 
     convert.py    convert_html and CONVERTER_ID: the steps in order, the title, the markdown clean-up
     normalise.py  code blocks, admonitions, definition terms, tables of code rewritten in the tree
+    anchors.py    find_anchors, mark_anchors, take_anchors: heading ids carried through the conversion
     content.py    select_main and remove_chrome: the main element, the chrome inside it
     generator.py  detect_generator: which documentation generator wrote the page
     refresh.py    meta_refresh_target, refresh_url: where a meta refresh redirects
