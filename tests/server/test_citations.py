@@ -60,7 +60,9 @@ def _serve(site: Site) -> str:
 def _built(site: Site, tmp_path: Path) -> Path:
     """The site built by ``docbundle-index build`` (a fresh process); the bundles folder."""
     out = tmp_path / "bundles"
-    build(tmp_path / "libraries.toml", out, Tree(_serve(site)), fresh=FreshProcess(hash_seed="0", workers="0"))
+    build(
+        tmp_path / "libraries.toml", out, Tree(_serve(site)), fresh=FreshProcess(hash_seed="0", workers="0")
+    )
     return out
 
 
@@ -74,7 +76,11 @@ async def test_a_hit_cites_its_sections_anchor(site: Site, tmp_path: Path) -> No
     page = site.url(PAGE)
     # (a question only one section answers, the heading that ends its path, the URL its hit cites)
     cases = [
-        ("controlling explicitly group", "Controlling transactions explicitly", "#controlling-transactions-explicitly"),
+        (
+            "controlling explicitly group",
+            "Controlling transactions explicitly",
+            "#controlling-transactions-explicitly",
+        ),
         ("atomicity defining property", "atomic(using=None)", "#django.db.transaction.atomic"),
         ("savepoint marks point", "Savepoints", "#savepoints"),
         # A heading without an id (nor a section of its own): the page's URL, as before.
@@ -87,6 +93,15 @@ async def test_a_hit_cites_its_sections_anchor(site: Site, tmp_path: Path) -> No
             assert (top["headingPath"][-1], top["url"]) == (heading, page + anchor), query
             # The text the model reads has the heading without the id it cites.
             assert "{#" not in top["text"] and "\ue000" not in top["text"]
+            async with connect(catalog) as client:
+                context = await call(
+                    client,
+                    "get_chunk_with_context",
+                    libraryId="django",
+                    documentId=top["documentId"],
+                    chunkId=top["chunkId"],
+                )
+            assert context["url"] == top["url"]  # the chunk in context cites the same section
 
 
 @pytest.mark.semantic

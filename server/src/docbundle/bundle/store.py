@@ -96,7 +96,9 @@ def _written(rec: DocRecord) -> DocRecord:
     """``rec`` as it is written: its chunks without an anchor as four elements (``ChunkRecord``)."""
     if all(c.anchor for c in rec.chunks):
         return rec
-    chunks: list[Any] = [c if c.anchor else _BareChunk(c.text, c.heading_path, c.start_line, c.end_line) for c in rec.chunks]
+    chunks: list[Any] = [
+        c if c.anchor else _BareChunk(c.text, c.heading_path, c.start_line, c.end_line) for c in rec.chunks
+    ]
     return msgspec.structs.replace(rec, chunks=chunks)
 
 

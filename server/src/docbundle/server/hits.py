@@ -35,7 +35,7 @@ from docbundle.bundle.store import DocRecord
 from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
 from .catalog import Catalog, OpenedLibrary, VersionEntry
 from .comments import without_html_comments
-from .documents import doc_uri, source
+from .documents import cited_url, doc_uri, source
 from .encoder import QUERY_TOKENS
 from .errors import (
     BadRequestError,
@@ -491,14 +491,6 @@ def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
             text, _ = fit_text(h.text, give)
             hits.append(h.model_copy(update={"text": text, "truncated": True}))
     return hits, len(full) - kept
-
-
-def cited_url(url: str, anchor: str) -> str:
-    """A hit's citation: its page's URL with the id of its section's heading as the fragment (in place
-    of one the page's URL had), or the URL as it is when the heading has no id (docs/html.md)."""
-    if not anchor:
-        return url
-    return f"{url.partition('#')[0]}#{anchor}"
 
 
 def _empty_advice(

@@ -429,7 +429,9 @@ def _bounded(
         return plain, "\n".join(b.code for b in pieces if b.code), sum(b.words for b in pieces)
 
     return [
-        Chunk(p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words, chunk.anchor)
+        Chunk(
+            p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words, chunk.anchor
+        )
         for p in split_chunk(chunk.text, chunk.start_line, keep, describe, max_chars)
     ]
 
