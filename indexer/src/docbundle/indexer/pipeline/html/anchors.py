@@ -14,8 +14,10 @@ A heading's id, first found of (the rule is the same for every generator; what e
 2. the target of a permalink inside it, ``<a href="#id">`` with a permalink class (Sphinx ``headerlink``,
    ``anchor``, ``header-anchor``, ``hash-link``...);
 3. an ``<a id>`` or ``<a name>`` inside it (DocBook's ``<h2 class="title"><a id="…"></a>``);
-4. the ``id`` of the ``<section>`` or ``<div>`` it opens (it is the first heading among that element's
-   children: Sphinx's ``<section id>``, older Sphinx's ``div.section``).
+4. the ``id`` of the ``<section>``, ``<div>`` or ``<article>`` it opens: the nearest one around it with
+   an id (at most ``MAX_HOLDER_DEPTH`` levels up, inside the main content), when it is the first heading
+   in it (Sphinx's ``<section id>``, older Sphinx's ``div.section``, DocBook's ``div.sect1`` around its
+   ``div.titlepage``).
 
 Nothing is computed from the heading's text: a generator that gives its headings ids writes them in the
 page, and a slug guessed by another rule would cite an anchor the page may not have. An id a URL
@@ -38,6 +40,9 @@ _PERMALINK_CLASSES = frozenset(
     {"headerlink", "anchor", "anchor-link", "anchorjs-link", "hash-link", "header-anchor", "heading-anchor"}
 )
 _HOLDERS = frozenset({"section", "div", "article"})
+# How far up from a heading its section's element is looked for: DocBook puts the heading four levels
+# inside it (``div.sect1#id > div.titlepage > div > div > h2``); further up, an id names a larger part.
+MAX_HOLDER_DEPTH = 6
 # The marks around an id in a heading's text through the conversion: private-use characters, which no
 # page text of a documentation site holds and the converter passes through as they are.
 _OPEN, _CLOSE = "\ue000", "\ue001"
@@ -65,14 +70,20 @@ def _target(heading: LexborNode) -> str:
     return ""
 
 
-def _holder(heading: LexborNode) -> str:
-    parent = heading.parent
-    if parent is None or parent.tag not in _HOLDERS:
-        return ""
-    first = next((c for c in parent.iter() if c.tag in ("h1", "h2", "h3", "h4", "h5", "h6")), None)
-    if first is None or first.mem_id != heading.mem_id:
-        return ""
-    return _usable(parent.attributes.get("id"))
+def _holder(heading: LexborNode, main: LexborNode) -> str:
+    """The id of the nearest ``<section>``, ``<div>`` or ``<article>`` around ``heading`` (inside
+    ``main``) that has one, when ``heading`` is the first heading in it; "" otherwise."""
+    node = heading.parent
+    for _ in range(MAX_HOLDER_DEPTH):
+        if node is None or node.mem_id == main.mem_id:
+            return ""
+        if node.tag in _HOLDERS and node.attributes.get("id") is not None:
+            first = node.css_first(HEADINGS)
+            if first is None or first.mem_id != heading.mem_id:
+                return ""
+            return _usable(node.attributes.get("id"))
+        node = node.parent
+    return ""
 
 
 def find_anchors(main: LexborNode) -> None:
@@ -80,7 +91,7 @@ def find_anchors(main: LexborNode) -> None:
     for heading in main.css(HEADINGS):
         if _usable(heading.attributes.get("id")):
             continue
-        found = _permalink(heading) or _target(heading) or _holder(heading)
+        found = _permalink(heading) or _target(heading) or _holder(heading, main)
         if found:
             heading.attrs["id"] = found
 
