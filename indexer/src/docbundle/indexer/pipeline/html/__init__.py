@@ -20,6 +20,7 @@ The rooms (imports run down this list; each module's docstring states its bounds
 
 from __future__ import annotations
 
+from .anchors import ANCHORS_ID
 from .content import remove_chrome, select_main, text_len, text_lengths
 from .convert import CONVERTER_ID, Converted, convert_html
 from .decode import decode_html
@@ -28,6 +29,7 @@ from .refresh import meta_refresh_target, refresh_url
 from .tree import base_url, parse_html
 
 __all__ = [
+    "ANCHORS_ID",
     "CONVERTER_ID",
     "Converted",
     "base_url",

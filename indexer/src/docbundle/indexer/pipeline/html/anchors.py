@@ -32,8 +32,12 @@ from selectolax.lexbor import LexborNode
 
 from ..blocks import ANCHOR
 
-__all__ = ["find_anchors", "mark_anchors", "take_anchors"]
+__all__ = ["ANCHORS_ID", "find_anchors", "mark_anchors", "take_anchors"]
 
+#: The anchors' rules, in the input hash of a build with an HTML page (``assemble.input_hash``): the
+#: converted markdown is what it was before them (``CONVERTER_ID`` unchanged, so a library of markdown
+#: pages keeps its input hash and its bytes), but a chunk's anchor is new output of the same HTML.
+ANCHORS_ID = "docbundle-html-anchors/1"
 HEADINGS = "h1, h2, h3, h4, h5, h6"
 # The classes documentation generators give a heading's permalink (the ``¶`` or ``#`` glyph link).
 _PERMALINK_CLASSES = frozenset(

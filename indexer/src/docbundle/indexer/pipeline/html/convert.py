@@ -55,7 +55,7 @@ def _short_version(dist: str) -> str:
 #: The converter's name and version, recorded per document in the manifests. Its own number changes
 #: whenever the output for the same HTML may change.
 CONVERTER_ID = (
-    f"docbundle-html/3 (selectolax {_short_version('selectolax')}, "
+    f"docbundle-html/2 (selectolax {_short_version('selectolax')}, "
     f"html-to-markdown {_short_version('html-to-markdown')})"
 )
 
