@@ -47,13 +47,28 @@ def _transactions() -> str:
     )
 
 
+def _notes() -> str:
+    """A page of another library, built without vectors (``semantic = false``): two sections on one topic."""
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Notes</title></head><body><main>'
+        f'<h1 id="notes">Notes</h1><h2 id="rollback">Rollback</h2><p>A savepoint rollback undoes work. {FILLER}</p>'
+        f'<h2 id="nesting">Nesting</h2><p>A nested savepoint rollback keeps the outer one. {FILLER}</p>'
+        "</main></body></html>"
+    )
+
+
 def _serve(site: Site) -> str:
-    """The site's pages and its llms.txt; returns the config that builds library ``django``."""
+    """The sites' pages and llms.txt files; returns the config that builds libraries ``django`` and
+    ``notes`` (without vectors)."""
     site.add(PAGE, _transactions(), content_type=HTML)
     site.add("/llms.txt", f"# Django\n\n> Django docs.\n\n## Docs\n\n- [Transactions]({PAGE})\n")
+    site.add("/notes/page", _notes(), content_type=HTML)
+    site.add("/notes/llms.txt", "# Notes\n\n> Notes.\n\n## Docs\n\n- [Notes](/notes/page)\n")
     return (
         f'[[library]]\nid = "django"\nname = "Django"\nllms_txt = "{site.url("/llms.txt")}"\n'
         "[library.chunking]\nmin_words = 3\n"
+        f'[[library]]\nid = "notes"\nname = "Notes"\nllms_txt = "{site.url("/notes/llms.txt")}"\n'
+        "semantic = false\n[library.chunking]\nmin_words = 3\n"
     )
 
 
@@ -68,7 +83,8 @@ def _built(site: Site, tmp_path: Path) -> Path:
 
 async def _search(catalog: Catalog, **args: Any) -> dict[str, Any]:
     async with connect(catalog) as client:
-        return await call(client, "search_documents", libraryId="django", **args)
+        asked = {"libraryId": "django", **args}
+        return await call(client, "search_documents", **{k: v for k, v in asked.items() if v is not None})
 
 
 async def test_a_hit_cites_its_sections_anchor(site: Site, tmp_path: Path) -> None:
@@ -117,3 +133,15 @@ async def test_two_hybrid_hits_of_one_page_show_different_ordered_scores(site: S
     assert len(same_page) >= 2, hits  # one page, several sections: the case the fused score hid
     assert len({h["score"] for h in same_page}) == len(same_page), scores
     assert scores == sorted(scores, reverse=True)
+
+    # Across libraries, hybrid in one and keywords in the other (ranks rescaled): the same, per page.
+    for catalog in catalog_over(root):
+        result = await _search(catalog, query="savepoint rollback", libraryId=None, limit=10)
+    assert result["routing"] is not None and "notes" in result["modeReason"], result.get("modeReason")
+    hits = result["hits"]
+    assert {h["libraryId"] for h in hits} == {"django", "notes"}
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    for page in {(h["libraryId"], h["documentId"]) for h in hits}:
+        shown = [h["score"] for h in hits if (h["libraryId"], h["documentId"]) == page]
+        assert len(set(shown)) == len(shown), (page, scores)

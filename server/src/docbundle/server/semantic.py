@@ -297,10 +297,21 @@ def _best_sections(scores: Any, searcher: Any, limit: int, per_doc: int) -> list
 
 def rescale(ranking: Ranking) -> list[tuple[float, int, int]]:
     """A ranking's hits scored by reciprocal rank of their page, ``1 / (K + rank)``, for merging with
-    libraries whose scores are on another scale (fused scores are kept: they are on this one)."""
+    libraries whose scores are on another scale (fused scores are kept: they are on this one); a page's
+    further sections a step lower (``section_score``, down towards the next rank's), as in hybrid."""
     if ranking.scale == "fused":
         return ranking.hits
     rank_of: dict[int, int] = {}
+    sections: dict[int, int] = {}
     for _, doc, _ in ranking.hits:
         rank_of.setdefault(doc, len(rank_of) + 1)
-    return [(round(1.0 / (hybrid.K + rank_of[doc]), 6), doc, chunk) for _, doc, chunk in ranking.hits]
+        sections[doc] = sections.get(doc, 0) + 1
+    out: list[tuple[float, int, int]] = []
+    seen: dict[int, int] = {}
+    for _, doc, chunk in ranking.hits:
+        place = seen.get(doc, 0)
+        seen[doc] = place + 1
+        r = rank_of[doc]
+        score = section_score(1.0 / (hybrid.K + r), 1.0 / (hybrid.K + r + 1), place, sections[doc])
+        out.append((score, doc, chunk))
+    return out
