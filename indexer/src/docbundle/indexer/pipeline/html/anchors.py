@@ -74,30 +74,41 @@ def _target(heading: LexborNode) -> str:
     return ""
 
 
-def _holder(heading: LexborNode, main: LexborNode) -> str:
+def _holder(heading: LexborNode, previous: LexborNode | None, main: LexborNode) -> str:
     """The id of the nearest ``<section>``, ``<div>`` or ``<article>`` around ``heading`` (inside
-    ``main``) that has one, when ``heading`` is the first heading in it; "" otherwise."""
+    ``main``, at most ``MAX_HOLDER_DEPTH`` levels up) that has one, when ``heading`` is the first heading
+    in it: when it does not hold ``previous``, the heading before this one. "" otherwise.
+
+    Read from the headings' ancestors only (their depth is bounded, ``tree.parse_html``), never by
+    searching an element's content, so a page of many headings costs time in proportion to them."""
     node = heading.parent
     for _ in range(MAX_HOLDER_DEPTH):
         if node is None or node.mem_id == main.mem_id:
             return ""
         if node.tag in _HOLDERS and node.attributes.get("id") is not None:
-            first = node.css_first(HEADINGS)
-            if first is None or first.mem_id != heading.mem_id:
-                return ""
-            return _usable(node.attributes.get("id"))
+            return "" if _holds(node, previous) else _usable(node.attributes.get("id"))
         node = node.parent
     return ""
 
 
+def _holds(holder: LexborNode, node: LexborNode | None) -> bool:
+    """Whether ``node`` is inside ``holder``."""
+    while node is not None:
+        if node.mem_id == holder.mem_id:
+            return True
+        node = node.parent
+    return False
+
+
 def find_anchors(main: LexborNode) -> None:
     """Give each heading of ``main`` without a usable ``id`` the one its page says (the rules above)."""
+    previous: LexborNode | None = None
     for heading in main.css(HEADINGS):
-        if _usable(heading.attributes.get("id")):
-            continue
-        found = _permalink(heading) or _target(heading) or _holder(heading, main)
-        if found:
-            heading.attrs["id"] = found
+        if not _usable(heading.attributes.get("id")):
+            found = _permalink(heading) or _target(heading) or _holder(heading, previous, main)
+            if found:
+                heading.attrs["id"] = found
+        previous = heading
 
 
 def mark_anchors(main: LexborNode) -> None:
