@@ -601,7 +601,7 @@ def test_parse_page_never_raises_on_front_matter_like_text(text: str) -> None:
     assert set(mdx_page.body.split("\n")) <= {"", *text.split("\n")}
 
 
-def test_a_chunk_records_the_explicit_id_of_the_heading_that_ends_its_path() -> None:
+def test_a_chunk_records_the_explicit_id_of_the_deepest_heading_of_its_path_that_has_one() -> None:
     body = md(
         f"""
         # Guide {{#guide}}
@@ -627,8 +627,9 @@ def test_a_chunk_records_the_explicit_id_of_the_heading_that_ends_its_path() -> 
     got = [(c.heading_path, c.anchor) for c in chunks]
     assert got == [
         (["Guide"], "guide"),
-        # The bare heading ## Install joins what follows it and takes its path: macOS has no id.
-        (["Guide", "macOS"], ""),
+        # The bare heading ## Install joins what follows it and takes its path: macOS has no id, so
+        # the chunk cites the nearest heading above it that has one.
+        (["Guide", "macOS"], "guide"),
         # An API entry stays one with an id beside its code span: Usage's lead joins it (rule 3).
         (["Guide", "Usage", "run(x)"], "mod.run"),
     ]
@@ -651,3 +652,16 @@ def test_anchors_given_by_line_name_headings_without_an_id_in_their_text() -> No
         (["Guide"], ""),
         (["Guide", "Install"], "install"),
     ]
+
+
+def test_a_chunk_under_no_heading_with_an_id_records_none() -> None:
+    body = md(
+        f"""
+        {words(10)}
+
+        # Guide
+
+        {words(10)}
+        """
+    )
+    assert [c.anchor for c in chunk_markdown(body, min_words=5, max_words=100)] == ["", ""]

@@ -51,7 +51,8 @@ def _notes() -> str:
     """A page of another library, built without vectors (``semantic = false``): two sections on one topic."""
     return (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>Notes</title></head><body><main>'
-        f'<h1 id="notes">Notes</h1><h2 id="rollback">Rollback</h2><p>A savepoint rollback undoes work. {FILLER}</p>'
+        f"<h1>Notes</h1><p>An introduction to the notes. {FILLER}</p>"
+        f'<h2 id="rollback">Rollback</h2><p>A savepoint rollback undoes work. {FILLER}</p>'
         f'<h2 id="nesting">Nesting</h2><p>A nested savepoint rollback keeps the outer one. {FILLER}</p>'
         "</main></body></html>"
     )
@@ -99,8 +100,8 @@ async def test_a_hit_cites_its_sections_anchor(site: Site, tmp_path: Path) -> No
         ),
         ("atomicity defining property", "atomic(using=None)", "#django.db.transaction.atomic"),
         ("savepoint marks point", "Savepoints", "#savepoints"),
-        # A heading without an id (nor a section of its own): the page's URL, as before.
-        ("outer savepoint rolling", "Savepoint rollback", ""),
+        # A heading without an id (nor a section of its own): the nearest heading above it that has one.
+        ("outer savepoint rolling", "Savepoint rollback", "#savepoints"),
     ]
     for catalog in catalog_over(root):
         for query, heading, anchor in cases:
@@ -118,6 +119,9 @@ async def test_a_hit_cites_its_sections_anchor(site: Site, tmp_path: Path) -> No
                     chunkId=top["chunkId"],
                 )
             assert context["url"] == top["url"]  # the chunk in context cites the same section
+        # A page whose headings above the hit have no id: the page's URL, as before.
+        top = (await _search(catalog, query="introduction", libraryId="notes", limit=1))["hits"][0]
+        assert (top["headingPath"], top["url"]) == (["Notes"], site.url("/notes/page"))
 
 
 @pytest.mark.semantic

@@ -94,8 +94,8 @@ class Chunk(msgspec.Struct, frozen=True):
     end_line: int
     # Word count of `plain` as used for the size rules (CJK-aware).
     words: int = 0
-    # The explicit id (``{#id}``) of the heading that ends ``heading_path``: the fragment a hit in this
-    # chunk cites. "" when that heading has none.
+    # The id of the deepest heading of ``heading_path`` that has one (``{#id}``, or the HTML converter's):
+    # the fragment a hit in this chunk cites. "" when none has one.
     anchor: str = ""
 
 
@@ -172,14 +172,16 @@ def _heading_paths(blocks: tuple[Block, ...], ids_at: Mapping[int, str]) -> _Pat
 
 
 def _anchor(unit: _Unit, heads: _Paths) -> str:
-    """The id of the heading that ends ``unit``'s path: read where a block of the unit is under that
-    heading (a merged unit's path may be shorter than its first block's, a lead's longer)."""
+    """The id of the deepest heading of ``unit``'s path that has one (its own heading's, else the
+    nearest above it: a hit there is best cited by the closest place the page lets a link reach), read
+    where a block of the unit is under that path (a merged unit's path may be shorter than its first
+    block's, a lead's longer); "" when no heading of the path has an id."""
     depth = len(unit.path)
     if not depth:
         return ""
     for b in range(unit.lo, unit.hi):
         if heads.paths[b][:depth] == unit.path:
-            return heads.anchors[b][depth - 1]
+            return next((a for a in reversed(heads.anchors[b][:depth]) if a), "")
     return ""
 
 
