@@ -508,6 +508,7 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- hostile --hybrid-query  with the semantic extras: hybrid search time by query length, and
                                        another client's latency during the attack (builds its own library)
     nox -s bench -- html               HTML sites served and built: pages indexed, coverage, code, titles
+    nox -s bench -- anchors            the share of the HTML corpora's sections a hit cites with an anchor
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
     nox -s bench -- catalog [--sizes 100,1000,10000]  N generated libraries (+ the five corpora when
                                        present): start, RSS, list_libraries page, resolve_library (issue 22)
@@ -600,6 +601,8 @@ def bench(session: nox.Session) -> None:
         session.run("python", "benchmarks/prepare_speed.py", "--corpora", str(corpora), *sets)
     if which in ("all", "html"):
         session.run("python", "benchmarks/html_sites.py", "--corpora", str(corpora), *sets)
+    if which in ("all", "anchors"):
+        session.run("python", "benchmarks/html_anchors.py", "--corpora", str(corpora), *sets)
     if which in ("all", "http"):
         session.run("python", "benchmarks/http_load.py", *common, "--seconds", "60")
 

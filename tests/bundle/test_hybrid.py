@@ -77,3 +77,13 @@ def test_a_korean_question_gets_the_korean_alpha() -> None:
     assert hybrid.alpha_for("useState 훅") == hybrid.KOREAN_ALPHA
     for other in ("add an item to an array", "如何向数组添加元素", "配列に追加する", ""):
         assert hybrid.alpha_for(other) == hybrid.ALPHA
+
+
+@pytest.mark.parametrize("alpha", [hybrid.ALPHA, hybrid.KOREAN_ALPHA])
+def test_the_floor_is_below_every_fused_page(alpha: float) -> None:
+    """``floor``, which a hybrid hit's score steps down to after the last page, is below every page
+    ``fuse`` returns, a page at the last rank of one list only included."""
+    keyword = list(range(hybrid.DEPTH))
+    semantic = list(range(100, 100 + hybrid.DEPTH))
+    fused = hybrid.fuse(keyword, semantic, alpha, hybrid.K, hybrid.DEPTH)
+    assert min(score for _, score in fused) > hybrid.floor(hybrid.K, hybrid.DEPTH)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
 from docbundle.bundle.errors import BundleFormatError
-from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, ChunkRecord, DocRecord, DocStore, write_store
+from docbundle.bundle.store import DOCS_BIN, DOCS_IDX, ChunkRecord, DocMeta, DocRecord, DocStore, write_store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,3 +83,37 @@ def test_a_garbled_record_is_a_format_error(tmp_path: Path) -> None:
     (tmp_path / DOCS_BIN).write_bytes(bytes(data))
     with DocStore(tmp_path) as store, pytest.raises(BundleFormatError, match="record 0"):
         store.get(0)
+
+
+class _FourElementChunk(msgspec.Struct, frozen=True, array_like=True):
+    """A chunk record as it was before anchors, and as a reader that predates them decodes it."""
+
+    text: str
+    heading_path: list[str]
+    start_line: int
+    end_line: int
+
+
+class _RecordBeforeAnchors(DocMeta, frozen=True, kw_only=True):
+    chunks: list[_FourElementChunk]
+
+
+def test_a_record_without_anchors_is_stored_as_before_and_one_with_them_reads_in_an_older_reader(
+    tmp_path: Path,
+) -> None:
+    plain = _doc(1)
+    before = _RecordBeforeAnchors(
+        **{f: getattr(plain, f) for f in DocMeta.__struct_fields__},
+        chunks=[_FourElementChunk(c.text, c.heading_path, c.start_line, c.end_line) for c in plain.chunks],
+    )
+    write_store(tmp_path, [plain])
+    assert (tmp_path / DOCS_BIN).read_bytes() == msgspec.msgpack.encode(before)
+
+    anchored = msgspec.structs.replace(
+        plain, chunks=[plain.chunks[0], msgspec.structs.replace(plain.chunks[1], anchor="body-id")]
+    )
+    write_store(tmp_path, [anchored])
+    with DocStore(tmp_path) as store:
+        assert store.get(0) == anchored and store.get(0).chunks[1].anchor == "body-id"
+    older = msgspec.msgpack.decode((tmp_path / DOCS_BIN).read_bytes(), type=_RecordBeforeAnchors)
+    assert [c.text for c in older.chunks] == [c.text for c in plain.chunks]

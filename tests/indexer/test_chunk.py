@@ -599,3 +599,69 @@ def test_parse_page_never_raises_on_front_matter_like_text(text: str) -> None:
     assert text.endswith(page.body)
     mdx_page = parse_page(text, mdx=True)
     assert set(mdx_page.body.split("\n")) <= {"", *text.split("\n")}
+
+
+def test_a_chunk_records_the_explicit_id_of_the_deepest_heading_of_its_path_that_has_one() -> None:
+    body = md(
+        f"""
+        # Guide {{#guide}}
+
+        {words(10)}
+
+        ## Install {{#install .cls}}
+
+        ## macOS
+
+        {words(10)}
+
+        ## Usage {{#usage}}
+
+        {words(10)}
+
+        ### `run(x)` {{#mod.run}}
+
+        {words(10)}
+        """
+    )
+    chunks = chunk_markdown(body, min_words=5, max_words=100)
+    got = [(c.heading_path, c.anchor) for c in chunks]
+    assert got == [
+        (["Guide"], "guide"),
+        # The bare heading ## Install joins what follows it and takes its path: macOS has no id, so
+        # the chunk cites the nearest heading above it that has one.
+        (["Guide", "macOS"], "guide"),
+        # An API entry stays one with an id beside its code span: Usage's lead joins it (rule 3).
+        (["Guide", "Usage", "run(x)"], "mod.run"),
+    ]
+
+
+def test_anchors_given_by_line_name_headings_without_an_id_in_their_text() -> None:
+    body = md(
+        f"""
+        # Guide
+
+        {words(10)}
+
+        ## Install
+
+        {words(10)}
+        """
+    )
+    chunks = chunk_markdown(body, min_words=5, max_words=100, anchors={4: "install"})
+    assert [(c.heading_path, c.anchor) for c in chunks] == [
+        (["Guide"], ""),
+        (["Guide", "Install"], "install"),
+    ]
+
+
+def test_a_chunk_under_no_heading_with_an_id_records_none() -> None:
+    body = md(
+        f"""
+        {words(10)}
+
+        # Guide
+
+        {words(10)}
+        """
+    )
+    assert [c.anchor for c in chunk_markdown(body, min_words=5, max_words=100)] == ["", ""]

@@ -608,3 +608,64 @@ def test_any_html_converts_deterministically(html: str) -> None:
     assert first.markdown.encode() == second.markdown.encode()
     assert first == second
     assert isinstance(first.title, str) and first.generator
+
+
+def _anchors(html: str) -> dict[str, str]:
+    """Each heading line of the converted page, with the id it cites."""
+    converted = convert_html(html, "https://docs.example.org/page")
+    lines = converted.markdown.split("\n")
+    assert "\ue000" not in converted.markdown and "{#" not in converted.markdown
+    return {lines[i]: anchor for i, anchor in converted.anchors.items()}
+
+
+@pytest.mark.parametrize(
+    ("generator", "body", "heading", "anchor"),
+    [
+        ("own id (MkDocs, Docusaurus, mdBook)", '<h2 id="install">Install</h2>', "## Install", "install"),
+        (
+            "Sphinx permalink",
+            '<h2>Usage<a class="headerlink" href="#usage">¶</a></h2>',
+            "## Usage",
+            "usage",
+        ),
+        (
+            "VitePress permalink",
+            '<h2>Setup <a class="header-anchor" href="#setup">#</a></h2>',
+            "## Setup",
+            "setup",
+        ),
+        (
+            "DocBook <a id>",
+            '<h2 class="title"><a id="DDL-BASICS"></a>5.1. Basics</h2>',
+            "## 5.1. Basics",
+            "DDL-BASICS",
+        ),
+        (
+            "Sphinx <section id>",
+            '<section id="notes"><h2>Notes</h2><p>Words.</p></section>',
+            "## Notes",
+            "notes",
+        ),
+        (
+            "DocBook div.sect1 around its titlepage",
+            '<div class="sect1" id="ddl-alter"><div class="titlepage"><div><div>'
+            '<h2 class="title">5.6. Modifying Tables</h2></div></div></div><p>Words.</p></div>',
+            "## 5.6. Modifying Tables",
+            "ddl-alter",
+        ),
+    ],
+)
+def test_a_headings_id_is_carried_through_the_conversion(
+    generator: str, body: str, heading: str, anchor: str
+) -> None:
+    page = f"<html><body><main><h1>Page</h1><p>Intro words.</p>{body}<p>More words.</p></main></body></html>"
+    assert _anchors(page) == {heading: anchor}, generator
+
+
+def test_no_id_is_guessed_and_a_section_cites_only_its_first_heading() -> None:
+    page = (
+        "<html><body><main><h1>Page</h1><p>Intro.</p>"
+        '<section id="outer"><h2>Outer</h2><p>Words.</p><h3>Inner, no id</h3><p>Words.</p></section>'
+        '<h2 id="has space">Bad id</h2><p>Words.</p></main></body></html>'
+    )
+    assert _anchors(page) == {"## Outer": "outer"}

@@ -2,7 +2,8 @@
 
 sha256 over a canonical msgpack encoding of: the format version, the analyzer and schema identities,
 the chunking settings, the library's served metadata and search settings, and every document's id, URL, title,
-description, section, optional flag and NFC-normalised text, sorted by document id. Timestamps, HTTP
+description, section, optional flag and NFC-normalised text (and its chunks' anchors, when any has one),
+sorted by document id. Timestamps, HTTP
 headers and crawl order are not part of it, so an unchanged site hashes the same and no new bundle is
 written.
 """
@@ -36,5 +37,8 @@ def content_hash(
     h.update(_enc.encode([library, version, search]))
     for doc in sorted(documents, key=lambda d: d.id):
         text = unicodedata.normalize("NFC", doc.text)
-        h.update(_enc.encode([doc.id, doc.url, doc.title, doc.description, doc.section, doc.optional, text]))
+        fields: list[object] = [doc.id, doc.url, doc.title, doc.description, doc.section, doc.optional, text]
+        if any(c.anchor for c in doc.chunks):  # only then: a page without anchors hashes as it did
+            fields.append([c.anchor for c in doc.chunks])
+        h.update(_enc.encode(fields))
     return h.hexdigest()

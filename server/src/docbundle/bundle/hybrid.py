@@ -69,6 +69,12 @@ def fuse(
     return [(d, scores[d]) for d in order]
 
 
+def floor(k: int = K, depth: int = DEPTH) -> float:
+    """The fused score of a page neither list brought (rank ``depth + 1`` on both sides): below every
+    page ``fuse`` returns for 0 < α < 1, as each of those is within one list's first ``depth``."""
+    return 1.0 / (k + depth + 1)
+
+
 def _ranks(pages: Sequence[T], depth: int) -> dict[T, int]:
     """Rank (from 1) of each of the first ``depth`` distinct pages of a list."""
     rank: dict[T, int] = {}

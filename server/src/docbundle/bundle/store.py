@@ -19,6 +19,7 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -32,7 +33,22 @@ _HEAD = struct.Struct("<8sQ")
 
 
 class ChunkRecord(msgspec.Struct, frozen=True, array_like=True):
-    """One search unit: a section of a page, as markdown source, with its heading path."""
+    """One search unit: a section of a page, as markdown source, with its heading path.
+
+    ``anchor`` is the id of the section's heading on the page (the fragment a hit in it cites), ""
+    when it has none. It is written as a fifth element only when it is set (``write_store``): a record
+    without one is byte for byte what it was before anchors existed, and readers that know four
+    elements ignore a fifth (msgspec drops an array-like struct's extra trailing elements)."""
+
+    text: str
+    heading_path: list[str]
+    start_line: int
+    end_line: int
+    anchor: str = ""
+
+
+class _BareChunk(msgspec.Struct, frozen=True, array_like=True):
+    """A ``ChunkRecord`` without an anchor as it is written: its first four elements only."""
 
     text: str
     heading_path: list[str]
@@ -76,13 +92,23 @@ _dec = msgspec.msgpack.Decoder(DocRecord)
 _id_dec = msgspec.msgpack.Decoder(_DocId)
 
 
+def _written(rec: DocRecord) -> DocRecord:
+    """``rec`` as it is written: its chunks without an anchor as four elements (``ChunkRecord``)."""
+    if all(c.anchor for c in rec.chunks):
+        return rec
+    chunks: list[Any] = [
+        c if c.anchor else _BareChunk(c.text, c.heading_path, c.start_line, c.end_line) for c in rec.chunks
+    ]
+    return msgspec.structs.replace(rec, chunks=chunks)
+
+
 def write_store(directory: Path, records: Iterable[DocRecord]) -> int:
     """Write ``docs.bin`` and ``docs.idx`` into ``directory``; returns the number of records."""
     offsets = array("Q", [0])
     with open(directory / DOCS_BIN, "wb") as fh:
         pos = 0
         for rec in records:
-            data = _enc.encode(rec)
+            data = _enc.encode(_written(rec))
             fh.write(data)
             pos += len(data)
             offsets.append(pos)

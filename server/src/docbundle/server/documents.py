@@ -231,13 +231,22 @@ def chunk_context(
         **src.model_dump(),
         document_id=doc.id,
         title=doc.title,
-        url=doc.url,
+        url=cited_url(doc.url, doc.chunks[chunk_id].anchor),
         chunk_id=chunk_id,
         window_size=window,
         chunk_count=n,
         chunks=views,
         truncated=cut,
     )
+
+
+def cited_url(url: str, anchor: str) -> str:
+    """A section's citation (a search hit's, a chunk's in context): its page's URL with the id of the
+    section's heading as the fragment (in place of one the page's URL had), or the URL as it is when the
+    heading has no id (docs/html.md, "Anchors")."""
+    if not anchor:
+        return url
+    return f"{url.partition('#')[0]}#{anchor}"
 
 
 def _toc_sections(

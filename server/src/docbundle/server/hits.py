@@ -35,7 +35,7 @@ from docbundle.bundle.store import DocRecord
 from .budget import MIN_TEXT_TOKENS, estimate_tokens, fit_text, share
 from .catalog import Catalog, OpenedLibrary, VersionEntry
 from .comments import without_html_comments
-from .documents import doc_uri, source
+from .documents import cited_url, doc_uri, source
 from .encoder import QUERY_TOKENS
 from .errors import (
     BadRequestError,
@@ -466,7 +466,7 @@ def _fit_hits(raw: list[RawHit], available: int) -> tuple[list[SearchHit], int]:
                 title=doc.title,
                 heading_path=list(chunk.heading_path),
                 section=doc.section,
-                url=doc.url,
+                url=cited_url(doc.url, chunk.anchor),
                 uri=doc_uri(lib.entry.library_id, lib.entry.version, doc.id),
                 score=round(r.score, 4),
                 text=without_html_comments(chunk.text),

@@ -12,7 +12,8 @@ from there; α by ``hybrid.alpha_for`` the question, lower for a Korean one): to
 ranking and the pages ranked by their best section's cosine similarity to the query over *every*
 section of the library (never a pool a keyword search chose), each list ``hybrid.DEPTH`` pages deep,
 or ``limit`` when a call asks for more hits than that. A page found by keywords shows its keyword
-hits; a page only the vectors found shows its best sections.
+hits; a page only the vectors found shows its best sections. Each hit's score is its page's fused
+score for the page's first section, a step lower for each further one (``section_score``).
 **semantic** ranks sections by cosine similarity alone (at most ``per_doc`` per page).
 
 **Encoding** the query (``QueryVector``) happens once per call, cut to the model's window and in one of
@@ -217,13 +218,26 @@ def rank(
     semantic_pages = [d for d, _ in rank_documents(scores, starts, depth)]
     alpha = hybrid.alpha_for(" ".join([query or "", *keywords]))
     hits: list[tuple[float, int, int]] = []
-    for page, fused in hybrid.fuse(keyword_pages, semantic_pages, alpha, hybrid.K, depth):
+    pages = hybrid.fuse(keyword_pages, semantic_pages, alpha, hybrid.K, depth)
+    for n, (page, fused) in enumerate(pages):
         chunks = by_page.get(page) or _page_sections(scores, starts, searcher.chunk_count, page, per_doc)
-        for chunk in chunks:
-            hits.append((round(fused, 6), page, chunk))
+        below = pages[n + 1][1] if n + 1 < len(pages) else hybrid.floor(hybrid.K, depth)
+        for j, chunk in enumerate(chunks):
+            hits.append((section_score(fused, below, j, len(chunks)), page, chunk))
             if len(hits) >= limit:
                 return _keyword_side(hits, kw, "fused")
     return _keyword_side(hits, kw, "fused")
+
+
+def section_score(page: float, below: float, place: int, sections: int) -> float:
+    """The score a hybrid hit shows: its page's fused score for the page's first section (``place`` 0),
+    then lower by an equal step for each further one of the page's ``sections`` hits, every step a share
+    of the gap down to ``below`` (the next page's fused score, or ``hybrid.floor`` after the last page).
+
+    So two hits of one page never show the same score, the order of the hits is the fused order of
+    their pages (a page's sections stay above the next page), and the first hit of a page still shows
+    the page's own fused score, which the quality benchmarks and ``rescale`` compare."""
+    return round(page - (page - below) * place / max(sections, 1), 6)
 
 
 def _keyword_side(
@@ -283,10 +297,21 @@ def _best_sections(scores: Any, searcher: Any, limit: int, per_doc: int) -> list
 
 def rescale(ranking: Ranking) -> list[tuple[float, int, int]]:
     """A ranking's hits scored by reciprocal rank of their page, ``1 / (K + rank)``, for merging with
-    libraries whose scores are on another scale (fused scores are kept: they are on this one)."""
+    libraries whose scores are on another scale (fused scores are kept: they are on this one); a page's
+    further sections a step lower (``section_score``, down towards the next rank's), as in hybrid."""
     if ranking.scale == "fused":
         return ranking.hits
     rank_of: dict[int, int] = {}
+    sections: dict[int, int] = {}
     for _, doc, _ in ranking.hits:
         rank_of.setdefault(doc, len(rank_of) + 1)
-    return [(round(1.0 / (hybrid.K + rank_of[doc]), 6), doc, chunk) for _, doc, chunk in ranking.hits]
+        sections[doc] = sections.get(doc, 0) + 1
+    out: list[tuple[float, int, int]] = []
+    seen: dict[int, int] = {}
+    for _, doc, chunk in ranking.hits:
+        place = seen.get(doc, 0)
+        seen[doc] = place + 1
+        r = rank_of[doc]
+        score = section_score(1.0 / (hybrid.K + r), 1.0 / (hybrid.K + r + 1), place, sections[doc])
+        out.append((score, doc, chunk))
+    return out

@@ -43,7 +43,7 @@ from ..naming import MAX_DESCRIPTION, description_from
 from . import write
 from .addresses import display_url, scrub
 from .collect import CrawledPage, obtained
-from .html import CONVERTER_ID
+from .html import ANCHORS_ID, CONVERTER_ID
 from .prepare import CHUNKER_ID, FAILURE_KIND, PageJob, Prepared
 from .source import Source
 
@@ -256,15 +256,19 @@ def input_hash(
             ]
         )
     )
+    html = False
     for page in pages:
         link = page.link
         h.update(msgspec.msgpack.encode([link.url, link.title, link.notes, link.section, link.optional]))
         if obtained(page) == "html":
             # Converted HTML also depends on the address its links are resolved against.
             h.update(msgspec.msgpack.encode(["html", page.result.final_url if page.result else ""]))
+            html = True
         else:
             h.update(msgspec.msgpack.encode([obtained(page)]))
         h.update(hashlib.sha256(page.text.encode()).digest() if page.text is not None else b"\0failed")
+    if html:  # only then, so the input hash of a library of markdown pages stays as it was
+        h.update(msgspec.msgpack.encode(["anchors", ANCHORS_ID]))
     return h.hexdigest()
 
 

@@ -88,6 +88,10 @@ _HTML_MARKUP = re.compile(
 _PLACEHOLDER = re.compile("\0(\\d+)\0")
 _CODE_HEADING = re.compile(r"(`+)(.+?)\1")
 _ADMONITION_NAME = re.compile(r"\A\s*[\w-]*")
+# A heading id a hit's URL can cite as its fragment as it is: no space, no character a URL must escape
+# (RFC 3986's fragment characters, less the few that read as markup); at most ``MAX_ANCHOR_CHARS``.
+MAX_ANCHOR_CHARS = 200  # longer than any generator's slug of a long heading; a longer "id" is text
+ANCHOR = re.compile(r"[\w.:~!$&'()*+,;=@/?%-]{1," + str(MAX_ANCHOR_CHARS) + "}")
 
 
 class Block(NamedTuple):
@@ -104,6 +108,8 @@ class Block(NamedTuple):
     api: bool = False
     # A code block (fenced or indented): never cut, even when it is larger than ``MAX_CHUNK_CHARS``.
     verbatim: bool = False
+    # A heading's explicit id (``## Title {#title}``), the anchor a hit in its section cites; "" if none.
+    anchor: str = ""
 
 
 class Analysis(NamedTuple):
@@ -241,20 +247,27 @@ def _block_text(
     return plain, "\n".join(c for c in code if c)
 
 
-def _without_heading_id(text: str) -> str:
-    """A heading's plain text (markdown-it already dropped its markup) without an explicit ``{#id}``."""
+def _without_heading_id(text: str) -> tuple[str, str]:
+    """A heading's plain text (markdown-it already dropped its markup) without an explicit ``{#id}``,
+    and that id ("" when it has none, or one a URL fragment cannot carry as it is)."""
     text = " ".join(text.split())
-    # Docusaurus/Pandoc explicit heading ids: `## Title {#title}`.
+    # Docusaurus/Pandoc/attr_list explicit heading ids: `## Title {#title}` (`{#title .class}` too).
     if text.endswith("}"):
         cut = text.rfind("{#")
         if cut != -1:
-            text = text[:cut].rstrip()
-    return text
+            attrs = text[cut + 2 : -1].split()
+            anchor = attrs[0] if attrs and ANCHOR.fullmatch(attrs[0]) else ""
+            return text[:cut].rstrip(), anchor
+    return text, ""
 
 
 def _is_api_heading(content: str) -> bool:
-    """Whether a heading's inline markdown is one code span and nothing else (an API signature)."""
-    match = _CODE_HEADING.fullmatch(content.strip())
+    """Whether a heading's inline markdown is one code span and nothing else (an API signature), its
+    explicit ``{#id}`` aside."""
+    content = content.strip()
+    if content.endswith("}") and "{#" in content:
+        content = content[: content.rfind("{#")].rstrip()
+    match = _CODE_HEADING.fullmatch(content)
     return match is not None and match.group(1) not in match.group(2)
 
 
@@ -294,10 +307,11 @@ def scan_blocks(md: MarkdownIt, body: str) -> list[Block]:
                 verbatim=prev.verbatim or tokens[lo].type in _VERBATIM,
             )
         else:
-            title = ""
+            title = anchor = ""
             api = False
             if heading:
-                title = plain = _without_heading_id(plain)
+                title, anchor = _without_heading_id(plain)
+                plain = title
                 api = (
                     lo + 1 < hi
                     and tokens[lo + 1].type == "inline"
@@ -306,7 +320,16 @@ def scan_blocks(md: MarkdownIt, body: str) -> list[Block]:
             verbatim = tokens[lo].type in _VERBATIM
             blocks.append(
                 Block(
-                    max(start, 0), heading, title, plain, code, words, depth if blocks else 0, api, verbatim
+                    max(start, 0),
+                    heading,
+                    title,
+                    plain,
+                    code,
+                    words,
+                    depth if blocks else 0,
+                    api,
+                    verbatim,
+                    anchor,
                 )
             )
 

@@ -53,6 +53,7 @@ Japanese do not separate words; Hangul does, so it is counted by whitespace):
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from math import ceil
@@ -93,6 +94,9 @@ class Chunk(msgspec.Struct, frozen=True):
     end_line: int
     # Word count of `plain` as used for the size rules (CJK-aware).
     words: int = 0
+    # The id of the deepest heading of ``heading_path`` that has one (``{#id}``, or the HTML converter's):
+    # the fragment a hit in this chunk cites. "" when none has one.
+    anchor: str = ""
 
 
 @dataclass(slots=True, eq=False)
@@ -142,24 +146,43 @@ class _Paths(NamedTuple):
 
     paths: list[tuple[str, ...]]
     keeps: list[int]
+    anchors: list[tuple[str, ...]]  # the explicit id of each heading of the path ("" where none)
 
 
-def _heading_paths(blocks: tuple[Block, ...]) -> _Paths:
+def _heading_paths(blocks: tuple[Block, ...], ids_at: Mapping[int, str]) -> _Paths:
     paths: list[tuple[str, ...]] = []
     keeps: list[int] = []
-    stack: list[tuple[int, str, bool]] = []
+    anchors: list[tuple[str, ...]] = []
+    stack: list[Block] = []
     path: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
     keep = 0
     for block in blocks:
         if block.heading and block.title:
-            while stack and stack[-1][0] >= block.heading:
+            while stack and stack[-1].heading >= block.heading:
                 stack.pop()
-            stack.append((block.heading, block.title, block.api))
-            path = tuple(t for _, t, _ in stack)
-            keep = max((k + 1 for k, (_, _, api) in enumerate(stack) if api), default=0)
+            stack.append(block if block.anchor else block._replace(anchor=ids_at.get(block.start, "")))
+            path = tuple(b.title for b in stack)
+            ids = tuple(b.anchor for b in stack)
+            keep = max((k + 1 for k, b in enumerate(stack) if b.api), default=0)
         paths.append(path)
         keeps.append(keep)
-    return _Paths(paths, keeps)
+        anchors.append(ids)
+    return _Paths(paths, keeps, anchors)
+
+
+def _anchor(unit: _Unit, heads: _Paths) -> str:
+    """The id of the deepest heading of ``unit``'s path that has one (its own heading's, else the
+    nearest above it: a hit there is best cited by the closest place the page lets a link reach), read
+    where a block of the unit is under that path (a merged unit's path may be shorter than its first
+    block's, a lead's longer); "" when no heading of the path has an id."""
+    depth = len(unit.path)
+    if not depth:
+        return ""
+    for b in range(unit.lo, unit.hi):
+        if heads.paths[b][:depth] == unit.path:
+            return next((a for a in reversed(heads.anchors[b][:depth]) if a), "")
+    return ""
 
 
 def _starts_section(block: Block, max_depth: int) -> bool:
@@ -321,8 +344,12 @@ def chunk_markdown(
     max_words: int = 500,
     mdx: bool = False,
     max_chars: int = MAX_CHUNK_CHARS,
+    anchors: Mapping[int, str] | None = None,
 ) -> list[Chunk]:
     """Split a markdown body into heading-delimited chunks that are exact, contiguous slices of it.
+
+    ``anchors``: heading ids the body's text does not hold, by the line of their heading (the HTML
+    converter's, ``Converted.anchors``); a heading's own ``{#id}`` goes first.
 
     A chunk over ``max_chars`` characters whose block (other than a code block) is over it too is cut
     by ``longblocks`` (the indexer always uses ``MAX_CHUNK_CHARS``; tests pass other bounds)."""
@@ -333,7 +360,7 @@ def chunk_markdown(
     offsets = analysis.offsets
     max_words = max(max_words, 1)
 
-    heads = _heading_paths(blocks)
+    heads = _heading_paths(blocks, anchors or {})
     units: list[_Unit] = []
     for section in _sections(blocks, heads, max_depth):
         units.extend(_split(section, blocks, heads, analysis.cum_words, min_words, max_words))
@@ -369,6 +396,7 @@ def chunk_markdown(
             start_line=starts[k],
             end_line=ends[k],
             words=unit.words,
+            anchor=_anchor(unit, heads),
         )
         if len(chunk.text) <= max_chars:
             chunks.append(chunk)
@@ -403,7 +431,9 @@ def _bounded(
         return plain, "\n".join(b.code for b in pieces if b.code), sum(b.words for b in pieces)
 
     return [
-        Chunk(p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words)
+        Chunk(
+            p.text, list(chunk.heading_path), p.plain, p.code, p.start_line, p.end_line, p.words, chunk.anchor
+        )
         for p in split_chunk(chunk.text, chunk.start_line, keep, describe, max_chars)
     ]
 

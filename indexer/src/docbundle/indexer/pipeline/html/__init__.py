@@ -10,6 +10,7 @@ The rooms (imports run down this list; each module's docstring states its bounds
 
     convert.py    convert_html and CONVERTER_ID: the steps in order, the title, the markdown clean-up
     normalise.py  code blocks, admonitions, definition terms, tables of code rewritten in the tree
+    anchors.py    find_anchors, mark_anchors, take_anchors: heading ids carried through the conversion
     content.py    select_main and remove_chrome: the main element, the chrome inside it
     generator.py  detect_generator: which documentation generator wrote the page
     refresh.py    meta_refresh_target, refresh_url: where a meta refresh redirects
@@ -19,6 +20,7 @@ The rooms (imports run down this list; each module's docstring states its bounds
 
 from __future__ import annotations
 
+from .anchors import ANCHORS_ID
 from .content import remove_chrome, select_main, text_len, text_lengths
 from .convert import CONVERTER_ID, Converted, convert_html
 from .decode import decode_html
@@ -27,6 +29,7 @@ from .refresh import meta_refresh_target, refresh_url
 from .tree import base_url, parse_html
 
 __all__ = [
+    "ANCHORS_ID",
     "CONVERTER_ID",
     "Converted",
     "base_url",

@@ -124,6 +124,9 @@ def normalise_api_entries(main: LexborNode, tree: LexborHTMLParser) -> None:
                 child.decompose()
                 continue
             block = tree.create_node(f"h{level}" if not headed else "p")
+            anchor = child.attributes.get("id")
+            if anchor and not headed:  # the entry's id, cited by its section (``anchors.py``)
+                block.attrs["id"] = anchor
             code = tree.create_node("code")
             code.insert_child(signature)
             block.insert_child(code)

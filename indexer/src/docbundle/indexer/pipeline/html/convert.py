@@ -11,7 +11,9 @@ The steps, each in its module:
 4. ``links.compact_links``: links become their text, except the first link to each other page of the
    same site, kept with an href relative to the page (resolved against ``<base href>`` or the page URL,
    ``tree.base_url``); images become their alt text; ``title`` attributes go.
-5. Conversion by the compiled ``html-to-markdown``; then no-break spaces become spaces and zero-width
+5. ``anchors``: each heading's id (its own, its permalink's target, its section's) marked in its text,
+   taken out after conversion with its line number (``Converted.anchors``), for the chunker to record.
+6. Conversion by the compiled ``html-to-markdown``; then no-break spaces become spaces and zero-width
    spaces go.
 
 The title is the main content's top heading (a site-name ``<h1>`` outside it is never taken), else the
@@ -22,12 +24,13 @@ the same input gives byte-identical output.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import version as _dist_version
 
 import html_to_markdown
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from .anchors import find_anchors, mark_anchors, take_anchors
 from .api import normalise_api_entries
 from .content import remove_chrome, select_main
 from .generator import detect_generator
@@ -67,6 +70,8 @@ class Converted:
     generator: str
     """``sphinx``, ``mkdocs``, ``docusaurus``, ``mdbook``, ``docbook``, ``vitepress``, ``starlight``,
     ``mintlify``, ``gitbook``, ``nextra``, ``docsy`` or ``generic``."""
+    anchors: dict[int, str] = field(default_factory=dict)
+    """The id of each heading that has one (``anchors.py``), by its line in ``markdown`` (from 0)."""
 
 
 # A title heading some generators put outside their content element.
@@ -195,6 +200,7 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
     title = ""
     markdown = ""
     if main is not None:
+        find_anchors(main)  # before the chrome goes: a Sphinx heading's id is its permalink's target
         remove_chrome(main, generator)
         normalise_code(main, tree, generator)
         normalise_admonitions(main, tree)
@@ -217,6 +223,7 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
         for node in main.css("span[hidden], span[style*='display:none'], span[style*='display: none']"):
             node.decompose()
         main.unwrap_tags(["span"])
+        mark_anchors(main)
         try:
             result = html_to_markdown.convert(main.html or "", _OPTIONS)
             markdown = result.content or ""
@@ -227,8 +234,9 @@ def convert_html(html: str, url: str, *, link_text: str = "") -> Converted:
     markdown = _strip_lines(markdown)
     markdown = _separate_quotes(markdown)
     markdown = _BLANK_LINES_RE.sub("\n\n", markdown).strip("\n")
+    markdown, anchors = take_anchors(markdown)  # last: the lines are numbered as the chunker reads them
     if markdown:
         markdown += "\n"
     if not title:
         title = _document_title(tree) or _clean_title(link_text)
-    return Converted(title=title, markdown=markdown, generator=generator)
+    return Converted(title=title, markdown=markdown, generator=generator, anchors=anchors)

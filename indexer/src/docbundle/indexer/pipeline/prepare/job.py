@@ -102,16 +102,32 @@ def _analyse(values: dict[str, str]) -> Analysed:
     return out
 
 
+def _body_lines(anchors: dict[int, str], text: str, body: str) -> dict[int, str]:
+    """``anchors`` (by line of ``text``) by line of ``body``: the text less what ``parse_page`` took off
+    its top (front matter). Empty when the body is not the text's tail (line endings rewritten), as the
+    lines would not match."""
+    if not anchors or not text.endswith(body):
+        return {}
+    cut = text[: len(text) - len(body)].count("\n")
+    return {line - cut: anchor for line, anchor in anchors.items() if line >= cut}
+
+
 def prepare_page(job: PageJob) -> Prepared:
     """Parse, chunk and analyse one page (converting it to markdown first when it is HTML)."""
     text = job.text
     html_title = ""
+    anchors: dict[int, str] = {}
     if job.html:
         converted = html.convert_html(job.text, job.url, link_text=job.link_title)
-        text, html_title = converted.markdown, converted.title
+        text, html_title, anchors = converted.markdown, converted.title, converted.anchors
     parsed = parse_page(text, mdx=job.mdx)
     chunks = chunk_markdown(
-        parsed.body, max_depth=job.max_depth, min_words=job.min_words, max_words=job.max_words, mdx=parsed.mdx
+        parsed.body,
+        max_depth=job.max_depth,
+        min_words=job.min_words,
+        max_words=job.max_words,
+        mdx=parsed.mdx,
+        anchors=_body_lines(anchors, text, parsed.body),
     )
     # A folder listing only knows file names; a page's own title is better there.
     page_title = html_title or parsed.title
@@ -138,7 +154,7 @@ def prepare_page(job: PageJob) -> Prepared:
     return Prepared(
         title,
         parsed.description,
-        [ChunkRecord(c.text, list(c.heading_path), c.start_line, c.end_line) for c in chunks],
+        [ChunkRecord(c.text, list(c.heading_path), c.start_line, c.end_line, c.anchor) for c in chunks],
         sum(c.words for c in chunks),
         analysed,
         safety=scan_chunks(c.text for c in chunks),
