@@ -244,16 +244,15 @@ function showResult(result) {
     item.appendChild(score);
     const label = sourceLabel(hit);
     const href = safeHref(hit.url);
+    const name = document.createElement(href ? "a" : "span");
+    name.className = "label";
+    name.textContent = label;
     if (href) {
-      const link = document.createElement("a");
-      link.href = href;
-      link.rel = "noopener noreferrer";
-      link.target = "_blank";
-      link.textContent = label;
-      item.appendChild(link);
-    } else {
-      item.appendChild(document.createTextNode(label));
+      name.href = href;
+      name.rel = "noopener noreferrer";
+      name.target = "_blank";
     }
+    item.appendChild(name);
     const where = document.createElement("span");
     where.className = "where";
     where.textContent = " (" + hit.libraryId + " " + hit.version + " · " + hit.documentId + ")";
