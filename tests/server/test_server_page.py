@@ -11,6 +11,7 @@ and the ``playwright`` package: they skip without them, unless ``DOCBUNDLE_REQUI
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable
@@ -22,9 +23,10 @@ from asgikit import serving
 from browserkit import browser_fixture, page_fixture  # noqa: F401  (the browser and page fixtures)
 from docbundle.server.catalog import Catalog
 from docbundle.server.http.options import HttpOptions
-from docbundle.server.http.page import CONTENT_SECURITY_POLICY, MAX_LIBRARY_ROWS
+from docbundle.server.http.page import CONTENT_SECURITY_POLICY, MAX_LIBRARY_ROWS, REQUESTS_PATH, quantile
 from docbundle.server.keys import KeyStore, create_key, revoke_key
-from httpkit import client
+from httpkit import MCP_HEADERS, client
+from metricskit import tool_call
 from serverkit import HttpServerProcess
 from treekit import build
 
@@ -129,6 +131,44 @@ async def test_the_library_list_needs_a_key_when_keys_are_on(
         assert (
             await http.post("/ui/libraries", headers={"Authorization": f"Bearer {active}"})
         ).status_code == 405
+
+
+async def test_the_request_figures_need_a_key_and_count_every_call(
+    page_root: Path, keyfile: tuple[Path, str, str]
+) -> None:
+    """``/ui/requests``: behind the key like ``/metrics``; per tool, the calls, errors and latency
+    quantiles the scrape holds (issue 35: the page had no request, error or latency view)."""
+    path, active, _revoked = keyfile
+    catalog = Catalog.load(page_root)
+    auth = {"Authorization": f"Bearer {active}"}
+    async with serving(catalog, _options(), keys=KeyStore(path)) as app, client(app) as http:
+        assert (await http.get(REQUESTS_PATH)).status_code == 401
+        for i in range(3):
+            call = tool_call(i, "search_documents", libraryId="demo", query="retry attempts")
+            assert (await http.post("/mcp", content=call, headers={**MCP_HEADERS, **auth})).status_code == 200
+        bad = tool_call(9, "search_documents", libraryId="demo", query="x", mode="sideways")
+        await http.post("/mcp", content=bad, headers={**MCP_HEADERS, **auth})
+        r = await http.get(REQUESTS_PATH, headers=auth)
+        assert r.status_code == 200 and r.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        rows = {row["labels"]["tool"]: row for row in r.json()["tools"]}
+    search = rows["search_documents"]
+    assert search["requests"] == 4 and search["outcomes"].get("ok") == 3
+    # The bad mode is the one failure, counted as the scrape's outcome label says (metrics.OUTCOMES).
+    assert search["errors"] == search["outcomes"].get("error", 0)
+    assert search["clientErrors"] == search["outcomes"].get("client_error", 0)
+    assert search["errors"] + search["clientErrors"] == 1
+    assert 0 < search["p50"] <= search["p99"]
+
+
+def test_latency_quantiles_read_a_histogram_as_prometheus_does() -> None:
+    """histogram_quantile's estimate: linear within the bucket the rank falls in; the highest finite
+    bound when it falls in +Inf; nothing before the first observation."""
+    buckets = [(0.01, 50.0), (0.1, 90.0), (1.0, 100.0), (math.inf, 100.0)]
+    assert quantile(0.5, buckets) == 0.01
+    assert quantile(0.7, buckets) == pytest.approx(0.01 + 0.09 * 20 / 40)
+    assert quantile(0.99, buckets) == pytest.approx(0.1 + 0.9 * 9 / 10)
+    assert quantile(0.99, [(0.01, 1.0), (math.inf, 10.0)]) == 0.01
+    assert quantile(0.5, [(0.01, 0.0), (math.inf, 0.0)]) is None and quantile(0.5, []) is None
 
 
 async def test_the_page_follows_the_host_and_origin_rules(page_root: Path) -> None:
