@@ -10,6 +10,7 @@ and the ``playwright`` package: they skip without them, unless ``DOCBUNDLE_REQUI
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -298,6 +299,12 @@ def _rows(pg: Any, selector: str) -> list[list[str]]:
     ]
 
 
+def _facts(pg: Any) -> dict[str, str]:
+    """The structured result as shown: each term of ``#result`` and its value."""
+    terms, values = pg.locator("#result dt").all_inner_texts(), pg.locator("#result dd").all_inner_texts()
+    return dict(zip(terms, values, strict=True))
+
+
 def _request_row(pg: Any, tool: str) -> list[str] | None:
     return next((row for row in _rows(pg, "#requests") if row[0] == tool), None)
 
@@ -312,11 +319,15 @@ def test_with_no_auth_the_page_asks_for_nothing_and_links_its_endpoints(page_roo
         assert "API key" not in page.inner_text("body")
         assert page.is_hidden("#forget-key")  # no key, nothing to forget
         assert page.problems == []
-        for path, shows in (("/readyz", '"status"'), ("/info", '"formatVersions"'), ("/metrics", "docbundle_requests")):
+        for path, shows in (
+            ("/readyz", '"status"'),
+            ("/info", '"formatVersions"'),
+            ("/metrics", "docbundle_requests"),
+        ):
             link = page.locator(f"nav a[href='{path}']")
             assert link.is_visible(), path
             link.click()  # followed, it shows the endpoint's answer (no key needed here)
-            _until(lambda: page.url.endswith(path) and shows in page.inner_text("body"), path)
+            _until(lambda p=path, t=shows: page.url.endswith(p) and t in page.inner_text("body"), path)
             page.go_back()
             page.wait_for_selector("#libraries tbody tr")
 
@@ -375,7 +386,7 @@ def test_a_search_with_version_mode_and_limit_shows_scores_why_and_each_page_onc
         question = "how long does the client wait between retry attempts"
         answer = _search(page, "demo", question, version="2.x", mode="broad", limit="2")
         assert "max_retry_after" in answer
-        facts = dict(zip(page.locator("#result dt").all_inner_texts(), page.locator("#result dd").all_inner_texts()))
+        facts = _facts(page)
         assert facts["mode"] == "broad" and "demo 2.x" in facts["library"]
         assert "attempt" in facts["terms"].split(", ")
         hits = page.locator("#sources li")
@@ -384,12 +395,12 @@ def test_a_search_with_version_mode_and_limit_shows_scores_why_and_each_page_onc
             assert float(hit.locator(".score").inner_text()) > 0  # each hit shows its score first
             label = hit.locator(".label").inner_text()
             parts = label.split(" › ")
-            assert all(a != b for a, b in zip(parts, parts[1:], strict=False)), label
+            assert all(a != b for a, b in itertools.pairwise(parts)), label
         assert "Retries" in hits.first.inner_text()
         assert hits.first.inner_text().count("Retries") == 1
 
         _search(page, "demo", question, mode="", limit="5")  # the default mode says why it ran
-        facts = dict(zip(page.locator("#result dt").all_inner_texts(), page.locator("#result dd").all_inner_texts()))
+        facts = _facts(page)
         assert facts["mode"] == "balanced" and facts.get("why")
         assert page.locator("#sources li").count() <= 5
         assert page.problems == []

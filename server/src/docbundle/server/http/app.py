@@ -74,7 +74,15 @@ from ..observe import span
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
 from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .options import HttpOptions
-from .page import LIBRARIES_PATH, PAGE_HEADERS, PAGE_PATHS, REQUESTS_PATH, library_rows, page_file, request_figures
+from .page import (
+    LIBRARIES_PATH,
+    PAGE_HEADERS,
+    PAGE_PATHS,
+    REQUESTS_PATH,
+    library_rows,
+    page_file,
+    request_figures,
+)
 from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
 from .tracing import start_tracing
