@@ -403,6 +403,11 @@ def test_a_search_with_version_mode_and_limit_shows_scores_why_and_each_page_onc
         facts = _facts(page)
         assert facts["mode"] == "balanced" and facts.get("why")
         assert page.locator("#sources li").count() <= 5
+
+        _search(page, "", question)  # every library: the result says how they were chosen
+        facts = _facts(page)
+        assert "library" not in facts and facts["libraries"].startswith(("all", "routed", "unrouted"))
+        assert "demo" in page.inner_text("#sources")
         assert page.problems == []
 
 
@@ -476,6 +481,7 @@ def test_the_library_table_and_request_figures_refresh_themselves(
         before = len(_rows(page, "#libraries"))
         assert page.input_value("#refresh") == "15"
         page.select_option("#refresh", "5")
+        page.select_option("#library", "")  # every library: a refresh keeps the choice
         install_golden(root, "arrived")
         _until(
             lambda: any(r[0] == "arrived" for r in _rows(page, "#libraries")),
@@ -483,6 +489,7 @@ def test_the_library_table_and_request_figures_refresh_themselves(
             timeout=3 * BROWSER_WAIT,
         )
         assert f"Serving {before + 1} libraries" in page.inner_text("#status")
+        assert page.input_value("#library") == "" and page.is_disabled("#version")
         rates = [row[2] for row in _rows(page, "#requests")]
         assert rates and all(float(rate) >= 0 for rate in rates), rates
         assert page.problems == []

@@ -97,7 +97,7 @@ async function loadLibraries() {
   const body = $("libraries").tBodies[0];
   const rows = [];
   const select = $("library");
-  const chosen = select.value;
+  const chosen = select.options.length ? select.value : null; // null: nothing chosen yet
   select.replaceChildren();
   option(select, "", "all libraries");
   versionsOf = new Map();
@@ -116,7 +116,9 @@ async function loadLibraries() {
     versionsOf.set(lib.id, lib.versions || [lib.version]);
   }
   body.replaceChildren(...rows);
-  select.value = versionsOf.has(chosen) ? chosen : (data.libraries.length ? data.libraries[0].id : "");
+  // A refresh keeps what the person chose ("" is every library); the first load picks the first library.
+  const kept = chosen === "" || versionsOf.has(chosen);
+  select.value = kept ? chosen : (data.libraries.length ? data.libraries[0].id : "");
   showVersions();
   $("libraries-note").textContent =
     data.shown < data.matched
