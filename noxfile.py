@@ -511,6 +511,8 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- html-candidates    HTML -> markdown candidates, installed into this session only (docs/html.md)
     nox -s bench -- catalog [--sizes 100,1000,10000]  N generated libraries (+ the five corpora when
                                        present): start, RSS, list_libraries page, resolve_library (issue 22)
+    nox -s bench -- cross [--busy 2]   ten questions x 3 across 1,000 generated six-page libraries sharing one
+                                       vocabulary, over stdio: p50/p99, searches stopped, RSS (issue 35; no corpora)
     nox -s bench -- semantic [ARGS]    with the semantic extras: hybrid latency, server memory, 1% rebuild and
                                        bundle size over bundles with vectors (docs/semantic.md; not in "all":
                                        the first build embeds every section, which takes hours on 2 cores)
@@ -540,6 +542,10 @@ def bench(session: nox.Session) -> None:
         return
     if session.posargs[:1] == ["hostile"]:
         session.run("python", "benchmarks/hostile.py", *session.posargs[1:])
+        return
+    if session.posargs[:1] == ["cross"]:
+        work = str(Path(session.create_tmp()) / "bench-cross")  # the generated catalogue, kept for --reuse
+        session.run("python", "benchmarks/cross_search.py", "--work", work, *session.posargs[1:])
         return
     if session.posargs[:1] == ["routing-verify"]:
         session.run("python", "benchmarks/routing_verify.py", *session.posargs[1:])

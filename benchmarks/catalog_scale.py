@@ -119,8 +119,8 @@ def _page(rng: random.Random, title: str) -> str:
     return f"# {title}\n\n{' '.join(words)}.\n\n{body}\n"
 
 
-def _build_templates(work: Path, count: int, seed: int) -> list[Path]:
-    """``count`` bundles built by the indexer (``build_target``) from local three-page sites."""
+def _build_templates(work: Path, count: int, seed: int, pages: int = 3) -> list[Path]:
+    """``count`` bundles built by the indexer (``build_target``) from local sites of ``pages`` pages."""
     from docbundle.indexer.config import load_config
     from docbundle.indexer.pipeline.build import build_target
 
@@ -130,7 +130,7 @@ def _build_templates(work: Path, count: int, seed: int) -> list[Path]:
         site = sites / f"t{t}"
         site.mkdir(parents=True, exist_ok=True)
         links = []
-        for p in range(3):
+        for p in range(pages):
             title = f"{rng.choice(WORDS).title()} {rng.choice(WORDS)} guide {p}"
             (site / f"p{p}.md").write_text(_page(rng, title), encoding="utf-8")
             links.append(f"- [{title}](p{p}.md): {rng.choice(WORDS)} and {rng.choice(WORDS)}")
@@ -184,16 +184,16 @@ def _copy_as(template: Path, root: Path, lib_id: str, name: str, description: st
     layout.write_current(vdir, build_id)
 
 
-def generate_catalog(root: Path, n: int, seed: int = 7) -> list[str]:
-    """Write ``n`` small libraries into the bundles folder ``root`` (ids ``lib-00000``...), each a
-    valid bundle that verifies; returns their ids. The summary (catalog.json) is written once at the
+def generate_catalog(root: Path, n: int, seed: int = 7, pages: int = 3) -> list[str]:
+    """Write ``n`` small libraries of ``pages`` pages into the bundles folder ``root`` (ids
+    ``lib-00000``...), all written from ``WORDS``, each a valid bundle that verifies; returns their ids. The summary (catalog.json) is written once at the
     end, as a build of each would have left it."""
     from docbundle.bundle.summary import update_summary
 
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="docbundle-catalog-") as tmp:
-        templates = _build_templates(Path(tmp), min(TEMPLATES, max(n, 1)), seed)
+        templates = _build_templates(Path(tmp), min(TEMPLATES, max(n, 1)), seed, pages)
         ids = []
         for i in range(n):
             lib_id = f"lib-{i:05d}"

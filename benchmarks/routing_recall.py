@@ -183,11 +183,13 @@ def measure(bundles: Path, sets: list[str], k: int, retire_after: float | None =
     from docbundle.server.docs import Docs
     from docbundle.server.routing import MAX_ROUTE_WORDS, ROUTE_INDEX_WAIT_SECONDS
 
-    catalog = (
-        Catalog.load(bundles, settings=CatalogSettings(route_libraries=k))
+    # The settings serve uses (its warm-up included: issue 35), with this run's K and grace time.
+    settings = (
+        CatalogSettings.serving(route_libraries=k)
         if retire_after is None
-        else Catalog.load(bundles, settings=CatalogSettings(route_libraries=k, retire_after=retire_after))
+        else CatalogSettings.serving(route_libraries=k, retire_after=retire_after)
     )
+    catalog = Catalog.load(bundles, settings=settings)
     idle_fds = _open_files()
     docs = Docs(catalog)
     n = len(catalog.library_ids())

@@ -82,7 +82,7 @@ def main() -> None:
         index, _ = read_index(root)
         loaded = time.perf_counter() - t0
         assert index is not None
-        catalog = Catalog.load(root, settings=CatalogSettings(route_libraries=10))
+        catalog = Catalog.load(root, settings=CatalogSettings.serving())  # as serve loads it
         router = Router(catalog)
         t0 = time.perf_counter()
         built, why = router.index(3600.0)

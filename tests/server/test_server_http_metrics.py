@@ -95,7 +95,7 @@ async def test_a_known_mix_of_requests_is_counted_exactly(golden_catalog: Catalo
             assert counted == sent
             for (tool, outcome), n in sent.items():
                 seconds = "docbundle_request_duration_seconds_count"
-                assert value(samples, seconds, tool=tool, outcome=outcome) == n
+                assert value(samples, seconds, route="/mcp", tool=tool, outcome=outcome) == n
         assert value(samples, "docbundle_searches_total", mode="balanced", kind="keyword") == 5
         assert value(samples, "docbundle_library_requests_total", library="golden") == 7
         assert value(samples, "docbundle_bundle_opens_total") == 1
@@ -132,11 +132,11 @@ async def test_client_mistakes_count_as_client_error_and_server_failures_as_erro
             samples = await scrape(http)
     finally:
         catalog.close()
-    assert value(samples, REQUESTS, tool="_other", outcome="client_error") == 1
-    assert value(samples, REQUESTS, tool="search_documents", outcome="client_error") == 3
-    assert value(samples, REQUESTS, tool="list_libraries", outcome="client_error") == 1
-    assert value(samples, REQUESTS, tool="search_documents", outcome="error") == 1
-    assert value(samples, REQUESTS, tool="_other", outcome="error") == 0
+    assert value(samples, REQUESTS, route="/mcp", tool="_other", outcome="client_error") == 1
+    assert value(samples, REQUESTS, route="/mcp", tool="search_documents", outcome="client_error") == 3
+    assert value(samples, REQUESTS, route="/mcp", tool="list_libraries", outcome="client_error") == 1
+    assert value(samples, REQUESTS, route="/mcp", tool="search_documents", outcome="error") == 1
+    assert value(samples, REQUESTS, route="/mcp", tool="_other", outcome="error") == 0
 
 
 async def test_a_search_stopped_at_its_time_budget_counts_as_stopped(
@@ -147,8 +147,8 @@ async def test_a_search_stopped_at_its_time_budget_counts_as_stopped(
         r = await rpc(http, tool_call(1, "search_documents", query=QUERY, libraryId="golden"))
         assert r.json()["result"]["structuredContent"]["stopped"] is True
         samples = await scrape(http)
-    assert value(samples, REQUESTS, tool="search_documents", outcome="stopped") == 1
-    assert value(samples, REQUESTS, tool="search_documents", outcome="ok") == 0
+    assert value(samples, REQUESTS, route="/mcp", tool="search_documents", outcome="stopped") == 1
+    assert value(samples, REQUESTS, route="/mcp", tool="search_documents", outcome="ok") == 0
 
 
 async def test_metrics_need_a_key_when_keys_are_on(golden_catalog: Catalog, tmp_path: Path) -> None:
@@ -189,8 +189,8 @@ async def test_rate_limit_refusals_are_counted(golden_catalog: Catalog) -> None:
         app.limiter = None
         samples = await scrape(http)
     assert value(samples, "docbundle_rate_limited_total", limit="requests") == 4
-    assert value(samples, REQUESTS, tool="_unknown", outcome="rate_limited") == 3
-    assert value(samples, REQUESTS, tool="list_libraries", outcome="ok") == 2
+    assert value(samples, REQUESTS, route="/mcp", tool="_unknown", outcome="rate_limited") == 3
+    assert value(samples, REQUESTS, route="/mcp", tool="list_libraries", outcome="ok") == 2
 
 
 async def test_label_values_stay_bounded_whatever_clients_send(catalog: Catalog) -> None:
@@ -223,13 +223,16 @@ async def test_label_values_stay_bounded_whatever_clients_send(catalog: Catalog)
         await calls(4)
         first = await scrape(http)
         await calls(1000)
+        for _ in range(50):  # made-up paths: one route, `_other`
+            await http.get("/x-" + "".join(c for c in junk() if c.isalnum()))
         after = await scrape(http)
     for label in ("tool", "library"):  # 1,000 more calls: not one new label value
         assert label_values(after, label) == label_values(first, label)
     assert label_values(after, "tool") == TOOL_NAMES | {"_other", "_none"}
     assert label_values(after, "library") == {*catalog.library_ids(), "_other"}  # the gauges name each
     assert label_values(after, "outcome") <= set(OUTCOMES)
-    assert sum(v for (name, _), v in after.items() if name == REQUESTS) == len(TOOL_NAMES) + 1004
+    assert label_values(after, "route") == {"/mcp", "_other"}
+    assert sum(v for (name, _), v in after.items() if name == REQUESTS) == len(TOOL_NAMES) + 1004 + 50
 
 
 async def test_per_library_figures_come_from_the_catalogue(catalog: Catalog) -> None:

@@ -69,7 +69,10 @@ def test_one_scrape_counts_the_requests_of_every_worker(
             for tool, count in mix.items():
                 # no such page, no such tool: the client's own mistakes (issue 31)
                 outcome = "ok" if tool in ("search_documents", "list_libraries") else "client_error"
-                assert value(samples, "docbundle_requests_total", tool=tool, outcome=outcome) == count
+                assert (
+                    value(samples, "docbundle_requests_total", route="/mcp", tool=tool, outcome=outcome)
+                    == count
+                )
             total = sum(v for (name, _), v in samples.items() if name == "docbundle_requests_total")
             assert total == n
             assert value(samples, "docbundle_auth_failures_total", reason="no_key") == 1

@@ -137,7 +137,7 @@ def test_a_server_catalog_warms_each_bundle_it_opens_in_the_background(tmp_path:
 
     root, work = tmp_path / "bundles", tmp_path / "work"
     build(work / "alpha.toml", root, one_page("alpha", "aardvarks"))
-    plain, server = Catalog.load(root), Catalog.load(root, settings=CatalogSettings(warm_terms=1000))
+    plain, server = Catalog.load(root), Catalog.load(root, settings=CatalogSettings.serving())
     try:
         assert len(plain.open("alpha").searcher._cache) == 0  # one-shot commands read on demand
         searcher = server.open("alpha").searcher

@@ -50,7 +50,7 @@ def root(many_root: Path, tmp_path: Path) -> Path:
 @asynccontextmanager
 async def serve(root: Path, k: int = 3) -> AsyncIterator[tuple[Client, Catalog]]:
     """An in-memory client on a server over ``root`` routing to ``k`` libraries; time-boxed."""
-    catalog = Catalog.load(root, settings=CatalogSettings(route_libraries=k))
+    catalog = Catalog.load(root, settings=CatalogSettings.serving(route_libraries=k))  # as serve does
     try:
         with anyio.fail_after(60):
             async with Client(create_server(catalog)) as client:

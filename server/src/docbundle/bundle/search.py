@@ -477,15 +477,18 @@ class BundleSearcher:
         """Estimated bytes held by the postings and positions caches."""
         return self._cache.bytes + self._pos_cache.bytes
 
-    def warm(self, terms: int, stop: threading.Event | None = None, pause: float = 0.0) -> int:
+    def warm(
+        self, terms: int, stop: threading.Event | None = None, pause: float = 0.0, share: float = 1.0
+    ) -> int:
         """Read and cache the postings of the ``terms`` most frequent body terms; returns how many.
 
         A question's first sight of its words costs whoosh's posting-block decoding, which the common
         words dominate (large-en, 8-9 word questions: p50 14 ms CPU cold, 2-3 ms once the 500-2,000
-        commonest terms are cached). The server calls this in a background thread when it opens a
-        bundle (``server.catalog.WARM_TERMS``); ``stop`` ends it early (the bundle is closing), and
-        ``pause`` seconds between terms leave the interpreter to the searches running meanwhile. The
-        cache's bounds still hold.
+        commonest terms are cached). The server calls this in its warm-up thread for the bundles it
+        serves (``server.catalog.warmup``); ``stop`` ends it early (the bundle left the server's pool),
+        and between two terms it waits ``pause`` seconds, or longer to use at most ``share`` of a core
+        (the CPU a term cost, measured with ``time.thread_time``, times ``1 / share - 1``): the searches
+        running meanwhile keep the interpreter. The cache's bounds still hold.
         """
         reader = PostingReader(self._ix)
         try:
@@ -493,13 +496,17 @@ class BundleSearcher:
         finally:
             reader.close()
         done = 0
+        idle = 1.0 / share - 1.0 if 0.0 < share < 1.0 else 0.0
+        wait = 0.0
         try:
             for term in top:
-                if stop is not None and (stop.wait(pause) if pause > 0 else stop.is_set()):
+                if stop is not None and (stop.wait(wait) if wait > 0 else stop.is_set()):
                     break
-                if stop is None and pause > 0:
-                    time.sleep(pause)
+                if stop is None and wait > 0:
+                    time.sleep(wait)
+                spent = time.thread_time()
                 self._postings(term)
+                wait = max(pause, (time.thread_time() - spent) * idle)
                 done += 1
         finally:
             self._close_reader()

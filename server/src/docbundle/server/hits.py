@@ -250,7 +250,7 @@ def _search_entry(
 ) -> _One:
     """Search one library version; a failure is returned as its skip reason (searching ``single``, raised)."""
     try:
-        lib = catalog.open_entry(entry)
+        lib = catalog.open_entry(entry, warm=single)  # one the route index chose: warmed if asked again
         choice = choose(call.mode, entry.library_id, lib.manifest, catalog.encoder, waited)
         ranking = rank(lib, choice.ran, call.query, call.keywords, call.limit, PER_DOC, deadline, vector.get)
         if ranking.fallback is not None:  # the query's encoding was refused: keywords ran, say why

@@ -15,7 +15,8 @@ The rooms of the package, each with one job:
 - ``entries``: the entries and how a bundles folder is read into them (summary, CURRENT, manifests);
 - ``snapshot``: the libraries as one frozen ``Snapshot`` a reload swaps whole, and the views derived
   from it (the resolver's word index, the routing choices), made once per snapshot;
-- ``pool``: the open bundles (open, verify, LRU, retire, leases, cache shares, warm-up);
+- ``pool``: the open bundles (open, verify, LRU, retire, leases, cache shares, which to warm);
+- ``warmup``: the one warm-up thread of a serving catalogue, its bounded queue and its share of a core;
 - ``projection``: one library version as every listing shows it (``VersionView``) and the one rule a
   listing's words match by;
 - ``watch``: the one live-reload loop of stdio and HTTP, and where a serving process starts the query
@@ -316,9 +317,12 @@ class Catalog:
         """Open (verified, cached) a library version; raises LibraryUnavailableError with the reason."""
         return self.open_entry(self.version_entry(library_id, version))
 
-    def open_entry(self, entry: VersionEntry) -> OpenedLibrary:
+    def open_entry(self, entry: VersionEntry, *, warm: bool = True) -> OpenedLibrary:
         """Open the bundle of a catalogue entry once, whatever the number of concurrent callers (an
-        entry not checked yet is checked first, and the build its CURRENT names is the one opened)."""
+        entry not checked yet is checked first, and the build its CURRENT names is the one opened).
+
+        ``warm=False``: a search across libraries opens it (the route index chose it among many); a
+        serving catalogue warms it only when a request uses it again while it is open (``warmup``)."""
         if not entry.checked:
             lib = self._snapshot.get(entry.library_id)
             checked = self.check(lib).versions.get(entry.version) if lib is not None else None
@@ -327,7 +331,7 @@ class Catalog:
                     entry.library_id, entry.version, "it is no longer in the bundles folder"
                 )
             entry = checked
-        return self._pool.open(entry)
+        return self._pool.open(entry, warm=warm)
 
     def mark_failed(self, entry: VersionEntry, reason: str) -> None:
         """Stop serving an opened version whose data went bad; ``state`` and ``/readyz`` report it.

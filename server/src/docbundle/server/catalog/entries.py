@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -206,8 +207,11 @@ class OpenedLibrary:
     searcher: BundleSearcher
     _cache: dict[str, object] = field(default_factory=dict, repr=False)
     _cache_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # Set when the bundle closes: a background warm-up of the searcher's caches stops at its next term.
+    # Set when the bundle leaves the pool (closed past --max-open, replaced, failed) or closes: its
+    # warm-up (``warmup``) stops at its next term, or never starts.
     closing: threading.Event = field(default_factory=threading.Event, repr=False)
+    warm_asked: bool = field(default=False, repr=False)  # its warm-up was asked (once per opening)
+    opened_at: float = field(default_factory=time.monotonic, repr=False)  # when (``time.monotonic``)
 
     def close(self) -> None:
         """Stop any warm-up, then close the bundle's files."""

@@ -1,5 +1,6 @@
 """The open bundles of a catalogue: opened (verified) on first use, least recently used closed past
-``max_open``, replaced builds retired after a grace time, leases, cache shares and a warm-up thread.
+``max_open``, replaced builds retired after a grace time, leases, cache shares, and which bundles the
+warm-up (``warmup``) is asked to warm.
 
 A library version is opened the first time a request searches or reads it: every file is checked against
 the manifest's sha256 list (``verify_bundle``) *before* whoosh unpickles anything, then the index is
@@ -37,13 +38,12 @@ from ..errors import LibraryUnavailableError
 from ..observe import span
 from .entries import OpenedLibrary, VersionEntry, relative
 from .settings import CatalogSettings
+from .warmup import Warmer
 
 # The search caches of every open bundle together hold at most this many estimated bytes of postings,
 # and as many of phrase positions: shared equally among the open bundles, none below the floor.
 CACHE_BUDGET_BYTES = 16 * 1024 * 1024
 CACHE_FLOOR_BYTES = 512 * 1024
-WARM_DELAY_SECONDS = 1.0  # the warm-up starts this long after the bundle opened (the first answer goes first)
-WARM_PAUSE_SECONDS = 0.002  # between two terms of the warm-up, for the searches running meanwhile
 
 #: What a catalogue tells its listeners: a bundle verified and opened, one that failed to open or stopped
 #: serving (its reason is logged), and a reload that changed what is served (with no entry).
@@ -99,6 +99,10 @@ class Pool:
         self._expiring: list[Expiring] = []
         self._guard = threading.Lock()
         self._key_locks: dict[Key, threading.Lock] = {}
+        # The one warm-up thread and its queue (a serving catalogue's; none with warm_terms 0).
+        self._warmer = (
+            Warmer(settings.warm_terms, settings.max_open, log) if settings.warm_terms > 0 else None
+        )
         self.closed = False
 
     # -- leases ---------------------------------------------------------------------------------------
@@ -124,7 +128,9 @@ class Pool:
         due = now + self.settings.retire_after
         with self._guard:
             for key in [k for k in self._opened if k not in live]:
-                self._expiring.append(Expiring(due, opened=self._opened.pop(key)))
+                replaced = self._opened.pop(key)
+                replaced.closing.set()  # no more warm-up: it left the pool
+                self._expiring.append(Expiring(due, opened=replaced))
             for key in [k for k in self._failed if k not in live]:
                 del self._failed[key]
             for path in [p for p in self._leases if p not in leased]:
@@ -154,17 +160,22 @@ class Pool:
 
     # -- opening --------------------------------------------------------------------------------------
 
-    def open(self, entry: VersionEntry) -> OpenedLibrary:
+    def open(self, entry: VersionEntry, *, warm: bool = True) -> OpenedLibrary:
         """Open the bundle of a checked entry once, whatever the number of concurrent callers; raises
-        LibraryUnavailableError with the reason."""
+        LibraryUnavailableError with the reason.
+
+        A serving catalogue warms the bundle (``warmup``): at once when ``warm``, else (a search across
+        libraries opened it) when a request uses it again while it is open."""
         key = key_of(entry)
         opened = self._opened.get(key)
         if opened is not None:
             self._touch(key)
+            self._warm(opened)
             return opened
         with self._key_lock(key):
             opened = self._opened.get(key)
             if opened is not None:
+                self._warm(opened)
                 return opened
             reason = entry.problem or self._failed.get(key)
             if reason is None:
@@ -185,6 +196,8 @@ class Pool:
                         self._opened[key] = opened
                     self._evict()
                     self._share_caches()
+                    if warm:
+                        self._warm(opened)
                     self._tell("opened", entry)
                     return opened
         raise LibraryUnavailableError(
@@ -198,10 +211,16 @@ class Pool:
         with self._guard:
             opened = self._opened.pop(key, None)
             if opened is not None:
+                opened.closing.set()  # no more warm-up: it left the pool
                 self._retired.append(opened)
             self._failed[key] = reason
         self._log.error("%s/%s stopped serving: %s", entry.library_id, entry.version, reason)
         self._tell("failed", entry)
+
+    def _warm(self, opened: OpenedLibrary) -> None:
+        """Ask the warm-up thread to warm an open bundle (once per opening; nothing without warm-up)."""
+        if self._warmer is not None and not opened.warm_asked:
+            self._warmer.ask(opened, opened.opened_at)
 
     def _touch(self, key: Key) -> None:
         """Mark an opened bundle as just used."""
@@ -217,6 +236,7 @@ class Pool:
         with self._guard:
             while len(self._opened) > max(max_open, 1):
                 key, lib = self._opened.popitem(last=False)
+                lib.closing.set()  # its warm-up stops, or is skipped: it left the pool
                 self._expiring.append(Expiring(now + self.settings.evict_after, opened=lib))
                 self._log.debug("%s/%s closed: past --max-open %d", key[0], key[1], max_open)
         self.expire(now)
@@ -259,15 +279,7 @@ class Pool:
         except BaseException:
             bundle.close()
             raise
-        opened = OpenedLibrary(entry, bundle, searcher)
-        if self.settings.warm_terms > 0:
-            threading.Thread(
-                target=_warm,
-                args=(opened, self.settings.warm_terms, self._log),
-                name="docbundle-warm",
-                daemon=True,
-            ).start()
-        return opened
+        return OpenedLibrary(entry, bundle, searcher)
 
     def _reason(self, entry: VersionEntry, exc: Exception) -> str:
         if isinstance(exc, BundleError):
@@ -290,6 +302,8 @@ class Pool:
 
     def close(self) -> None:
         """Close every opened bundle and lease; later opens fail."""
+        if self._warmer is not None:
+            self._warmer.stop()
         with self._guard:
             self.closed = True
             opened, self._opened = [*self._opened.values(), *self._retired], OrderedDict()
@@ -302,23 +316,3 @@ class Pool:
             os.close(fd)
         for item in expiring:
             item.close()
-
-
-def _warm(opened: OpenedLibrary, terms: int, log: logging.Logger) -> None:
-    """Cache the commonest terms' postings of a just-opened bundle (a background thread)."""
-    if opened.closing.wait(WARM_DELAY_SECONDS):  # the first answer first: it opened this bundle
-        return
-    started = time.monotonic()
-    try:
-        done = opened.searcher.warm(terms, opened.closing, pause=WARM_PAUSE_SECONDS)
-    except Exception as exc:  # the bundle closed under it, or a read failed: searches read on demand
-        if not opened.closing.is_set():
-            log.debug("warming %s/%s stopped: %s", opened.entry.library_id, opened.entry.version, exc)
-        return
-    log.debug(
-        "%s/%s: %d terms' postings cached in %.2f s",
-        opened.entry.library_id,
-        opened.entry.version,
-        done,
-        time.monotonic() - started,
-    )

@@ -1,8 +1,10 @@
 """How a catalogue serves: one record (``CatalogSettings``) given to ``Catalog.load``, never changed after.
 
-A server (``docbundle serve``) asks for its own (``--max-open``, ``--route-libraries``, a warm-up of each
-opened bundle); a one-shot command (search, info, verify) takes the defaults. Each default and bound is
-named here with its reason.
+A server (``docbundle serve``) asks for its own, ``CatalogSettings.serving`` (``--max-open``,
+``--route-libraries``, a warm-up of the bundles it opens); a one-shot command (search, info, verify) takes
+the defaults. Tests and benchmarks that measure a server build their catalogue with ``serving`` too, so
+they run what ``serve`` runs (issue 35: a test without the warm-up missed it starving searches). Each
+default and bound is named here with its reason.
 """
 
 from __future__ import annotations
@@ -30,12 +32,29 @@ class CatalogSettings:
     them, how many libraries a search across libraries routes to, how long replaced builds live."""
 
     max_open: int = DEFAULT_MAX_OPEN  # bundles open at once (--max-open)
-    # Terms whose postings a newly opened bundle caches in a background thread (0: none). A server asks
-    # for WARM_TERMS; one-shot commands for none.
+    # Terms whose postings an opened bundle caches in the catalogue's one warm-up thread (0: none; see
+    # ``warmup``). A server asks for WARM_TERMS (``serving``); one-shot commands for none.
     warm_terms: int = 0
     # Libraries a search across libraries routes to (``routing``; 0: no routing; --route-libraries).
     route_libraries: int = DEFAULT_ROUTE_LIBRARIES
     retire_after: float = RETIRE_AFTER_SECONDS  # a replaced build's grace time (requests in flight)
+
+    @classmethod
+    def serving(
+        cls,
+        *,
+        max_open: int = DEFAULT_MAX_OPEN,
+        route_libraries: int = DEFAULT_ROUTE_LIBRARIES,
+        retire_after: float = RETIRE_AFTER_SECONDS,
+    ) -> CatalogSettings:
+        """What ``docbundle serve`` tells its catalogue, over stdio and HTTP alike: its options, and a
+        warm-up of the bundles it opens (``WARM_TERMS``; one-shot commands warm nothing)."""
+        return cls(
+            max_open=max_open,
+            warm_terms=WARM_TERMS,
+            route_libraries=route_libraries,
+            retire_after=retire_after,
+        )
 
     @property
     def evict_after(self) -> float:

@@ -27,7 +27,6 @@ from ..catalog import (
     DEFAULT_RELOAD_SECONDS,
     DEFAULT_ROUTE_LIBRARIES,
     MAX_ROUTE_LIBRARIES,
-    WARM_TERMS,
     Catalog,
     CatalogSettings,
 )
@@ -292,11 +291,9 @@ def _raise_file_limit() -> None:
 
 
 def _serving_settings(args: argparse.Namespace) -> CatalogSettings:
-    """What a serving catalogue is told at load, the same over stdio and HTTP: its options, and a
-    warm-up of each opened bundle's commonest postings (one-shot commands warm nothing)."""
-    return CatalogSettings(
-        max_open=args.max_open, warm_terms=WARM_TERMS, route_libraries=args.route_libraries
-    )
+    """What a serving catalogue is told at load, the same over stdio and HTTP (``CatalogSettings.serving``,
+    which tests and benchmarks of a server use too): its options, and the warm-up."""
+    return CatalogSettings.serving(max_open=args.max_open, route_libraries=args.route_libraries)
 
 
 def _serve_stdio(args: argparse.Namespace) -> int:

@@ -72,7 +72,7 @@ from ..keys import AuthResult, KeyStore
 from ..lookups import lookup_thread
 from ..observe import span
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
-from .metrics import CONTENT_TYPE_LATEST, Metrics
+from .metrics import CONTENT_TYPE_LATEST, MCP_ROUTE, Metrics
 from .options import HttpOptions
 from .page import (
     LIBRARIES_PATH,
@@ -87,11 +87,15 @@ from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
 from .tracing import start_tracing
 
-MCP_PATH = "/mcp"
+MCP_PATH = MCP_ROUTE
+METRICS_PATH = "/metrics"
 # The endpoints this layer answers itself (GET and HEAD): public ones before any check, keyed ones after
 # the Host, Origin, key and rate-limit checks of /mcp. Their handlers are ``HttpApp.routes``.
 PUBLIC = ("/healthz", "/readyz", "/info")
-KEYED = ("/metrics", LIBRARIES_PATH, REQUESTS_PATH)
+KEYED = (METRICS_PATH, LIBRARIES_PATH, REQUESTS_PATH)
+# The paths counted by name in the metrics' ``route`` label (any other path counts as ``_other``): /mcp,
+# the operator page and its data. The public endpoints and scrapes are not counted as requests.
+COUNTED_ROUTES = (MCP_PATH, *PAGE_PATHS, *(path for path in KEYED if path != METRICS_PATH))
 log = logging.getLogger(__name__)
 
 
@@ -113,12 +117,12 @@ class HttpApp:
         self.catalog = catalog
         self.keys = keys
         self.options = options
-        self.metrics = Metrics(catalog)
+        self.metrics = Metrics(catalog, COUNTED_ROUTES)
         self.routes: dict[str, Callable[[Exchange], Awaitable[None]]] = {
             "/healthz": self._healthz,
             "/readyz": self._readyz,
             "/info": self._info,
-            "/metrics": self._metrics,
+            METRICS_PATH: self._metrics,
             LIBRARIES_PATH: self._libraries,
             REQUESTS_PATH: self._requests,
         }
@@ -209,11 +213,11 @@ class HttpApp:
         finally:
             public = path in PUBLIC
             # Probes and scrapes come every few seconds: logged at DEBUG unless refused.
-            scrape = path == "/metrics"
+            scrape = path == METRICS_PATH
             self._log(ex, health=public or (scrape and ex.status == 200))
             if not public:
                 seconds = time.perf_counter() - ex.started
-                self.metrics.record(ex.fields, seconds, ex.facts, scrape=scrape)
+                self.metrics.record(path, ex.fields, seconds, ex.facts, scrape=scrape)
 
     # -- the endpoints this layer answers -----------------------------------------------------------
 

@@ -4,8 +4,8 @@ prometheus-client in its text format.
 Imported by ``http.app`` only, so the stdio server never loads prometheus-client. What is measured,
 every name under ``docbundle_``:
 
-- ``requests_total`` and ``request_duration_seconds`` (a histogram) by ``tool`` and ``outcome``: every
-  request but the public endpoints and ``/metrics`` itself;
+- ``requests_total`` and ``request_duration_seconds`` (a histogram) by ``route``, ``tool`` and
+  ``outcome``: every request but the public endpoints and ``/metrics`` itself;
 - ``library_requests_total`` by ``library``: requests that name a library;
 - ``searches_total`` by ``mode`` (the mode that ran, as the search answer says) and ``kind``
   (``keyword``: balanced, broad or precise; ``hybrid``; ``vector``: semantic);
@@ -20,10 +20,13 @@ every name under ``docbundle_``:
   checked (on its first use: its ``CURRENT`` and its build's manifest read, the values the manifest's),
   as before that they are what ``catalog.json`` claims; a build label only in its shape (a build id; 64 hex digits), else left out.
 
-Label values come from fixed sets, never from request text: ``tool`` is the name of a registered tool,
-``_none`` (an MCP request that calls no tool: initialize, tools/list ...), ``_other`` (a tools/call
-naming no registered tool) or ``_unknown`` (no JSON-RPC request could be read: refused before its
-body was read, or not JSON); ``library`` is a catalogue id or ``_other``; ``outcome`` one of
+Label values come from fixed sets, never from request text: ``route`` is the path asked for when it is
+one of the routes ``HttpApp`` counts (``app.COUNTED_ROUTES``: ``/mcp``, the operator page's files and
+``/ui/libraries``), else ``_other`` (issue 35: the page's requests were counted as unreadable MCP
+requests); ``tool``, on ``/mcp``, is the name of a registered tool, ``_none`` (an MCP request that calls
+no tool: initialize, tools/list ...), ``_other`` (a tools/call naming no registered tool) or ``_unknown``
+(no JSON-RPC request could be read: refused before its body was read, or not JSON), and ``_none`` on
+every other route; ``library`` is a catalogue id or ``_other``; ``outcome`` one of
 ``OUTCOMES``; ``mode`` one of the modes a search runs. ``client_error`` is a request the client got
 wrong (an unknown tool or method, invalid params such as a ``mode`` outside its enum, an unknown
 library or a bad cursor: the access log's ``clientError``), so ``error`` counts only the server's own
@@ -54,10 +57,11 @@ from ..catalog import Catalog, Event, VersionEntry, VersionView
 from ..jsonrpc import ReplyFacts
 from .serve import MULTIPROC_ENV
 
-__all__ = ["CONTENT_TYPE_LATEST", "OUTCOMES", "Metrics"]
+__all__ = ["CONTENT_TYPE_LATEST", "MCP_ROUTE", "OUTCOMES", "Metrics"]
 
 OUTCOMES = ("ok", "error", "client_error", "refused", "rate_limited", "stopped")
 NO_TOOL, OTHER, UNKNOWN = "_none", "_other", "_unknown"
+MCP_ROUTE = "/mcp"  # the one route whose requests name a tool
 RAN_MODES: frozenset[str] = frozenset(get_args(RanMode))
 # The ``kind`` label of ``searches_total``: one word for each way of searching, the same in the code,
 # the docs and the benchmarks: ``keyword`` (balanced, broad, precise), ``vector`` (semantic), ``hybrid``.
@@ -74,8 +78,11 @@ _BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 class Metrics:
     """The counters of one HTTP server (all its worker processes) and its ``/metrics`` page."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, routes: Iterable[str] = (MCP_ROUTE,)) -> None:
+        """``routes``: the paths counted by name (the ``route`` label); any other path counts as ``_other``,
+        so no client can grow the number of series by asking for made-up paths."""
         self.catalog = catalog
+        self.routes = frozenset(routes)
         # The registered tools' names, set once the server has started (``HttpApp``'s lifespan).
         self.tools: frozenset[str] = frozenset()
         self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
@@ -86,12 +93,15 @@ class Metrics:
         if own is not None:
             own.register(self._libraries)
         self.requests = Counter(
-            "docbundle_requests", "HTTP requests by tool and outcome", ("tool", "outcome"), registry=own
+            "docbundle_requests",
+            "HTTP requests by route, tool and outcome",
+            ("route", "tool", "outcome"),
+            registry=own,
         )
         self.latency = Histogram(
             "docbundle_request_duration_seconds",
-            "Time to answer a request, by tool and outcome",
-            ("tool", "outcome"),
+            "Time to answer a request, by route, tool and outcome",
+            ("route", "tool", "outcome"),
             buckets=_BUCKETS,
             registry=own,
         )
@@ -126,8 +136,8 @@ class Metrics:
         self.reloads = Counter(
             "docbundle_reloads", "Reloads of the bundles folder that changed what is served", registry=own
         )
-        # (tool, outcome) -> its request counter and latency histogram; bounded like the labels.
-        self._series: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        # (route, tool, outcome) -> its request counter and latency histogram; bounded like the labels.
+        self._series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
         catalog.listeners.append(self._catalog_event)
 
     def _catalog_event(self, event: Event, entry: VersionEntry | None) -> None:
@@ -150,10 +160,10 @@ class Metrics:
         return library_id if isinstance(library_id, str) and self.catalog.knows(library_id) else OTHER
 
     def record(
-        self, fields: dict[str, Any], seconds: float, facts: ReplyFacts | None, *, scrape: bool
+        self, path: str, fields: dict[str, Any], seconds: float, facts: ReplyFacts | None, *, scrape: bool
     ) -> None:
-        """Count one finished request from its access-log ``fields`` and the reply's ``facts``; a request
-        for ``/metrics`` (``scrape``) counts only as a key-check failure or rate-limit refusal."""
+        """Count one finished request for ``path`` from its access-log ``fields`` and the reply's ``facts``;
+        a request for ``/metrics`` (``scrape``) counts only as a key-check failure or rate-limit refusal."""
         logged = str(fields.get("outcome", "error"))
         limit = _RATE_LIMITED.get(logged)
         if limit is not None:
@@ -172,19 +182,13 @@ class Metrics:
             outcome = "error"
         else:
             outcome = "refused"
-        method = fields.get("rpcMethod")
-        if method is None:
-            tool = UNKNOWN
-        elif method == "tools/call":
-            named = fields.get("tool")
-            tool = named if isinstance(named, str) and named in self.tools else OTHER
-        else:
-            tool = NO_TOOL
-        series = self._series.get((tool, outcome))
-        if series is None:  # label lookups cost more than the counting: each pair is looked up once
-            series = self._series[tool, outcome] = (
-                self.requests.labels(tool, outcome),
-                self.latency.labels(tool, outcome),
+        route = path if path in self.routes else OTHER
+        tool = self._tool(fields) if route == MCP_ROUTE else NO_TOOL
+        series = self._series.get((route, tool, outcome))
+        if series is None:  # label lookups cost more than the counting: each triple is looked up once
+            series = self._series[route, tool, outcome] = (
+                self.requests.labels(route, tool, outcome),
+                self.latency.labels(route, tool, outcome),
             )
         series[0].inc()
         series[1].observe(seconds)
@@ -193,6 +197,16 @@ class Metrics:
         if facts is not None and tool == "search_documents" and facts.mode in RAN_MODES:
             kind = SEARCH_KINDS.get(facts.mode, "keyword")
             self.searches.labels(facts.mode, kind).inc()
+
+    def _tool(self, fields: dict[str, Any]) -> str:
+        """The ``tool`` label of a request to ``/mcp``: what its JSON-RPC body named, if it could be read."""
+        method = fields.get("rpcMethod")
+        if method is None:
+            return UNKNOWN
+        if method == "tools/call":
+            named = fields.get("tool")
+            return named if isinstance(named, str) and named in self.tools else OTHER
+        return NO_TOOL
 
     def scrape(self) -> bytes:
         """The text of ``/metrics``: every worker's counters, and this worker's view of the libraries."""
@@ -208,8 +222,11 @@ class Metrics:
 class _Libraries(Collector):
     """Per library version, from the catalogue when scraped: build, age, counts, vectors, health."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, routes: Iterable[str] = (MCP_ROUTE,)) -> None:
+        """``routes``: the paths counted by name (the ``route`` label); any other path counts as ``_other``,
+        so no client can grow the number of series by asking for made-up paths."""
         self.catalog = catalog
+        self.routes = frozenset(routes)
 
     def collect(self) -> Iterable[Metric]:
         """The per-library metric families."""

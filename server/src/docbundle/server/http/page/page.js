@@ -151,10 +151,13 @@ function percent(part, whole) {
   return whole > 0 ? part + " (" + ((100 * part) / whole).toFixed(1) + " %)" : String(part);
 }
 
+// A row is named by what it counts: the tool of an MCP request, the path of any other (the page's own
+// requests: its files, its table, these figures); another label a later server adds is shown after it.
 function rowName(labels) {
-  const tool = labels.tool || "";
-  const others = Object.keys(labels).filter((k) => k !== "tool").sort().map((k) => k + "=" + labels[k]);
-  return others.length ? tool + " (" + others.join(", ") + ")" : tool;
+  const route = labels.route;
+  const name = route === undefined || route === "/mcp" ? labels.tool || "" : route;
+  const others = Object.keys(labels).filter((k) => k !== "tool" && k !== "route").sort().map((k) => k + "=" + labels[k]);
+  return others.length ? name + " (" + others.join(", ") + ")" : name;
 }
 
 async function loadRequests() {
