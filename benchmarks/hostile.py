@@ -552,6 +552,7 @@ def page_section() -> None:
             metrics.tools = frozenset({"search_documents"})
             for i in range(100):  # a request series to summarise
                 metrics.record(
+                    "/mcp",
                     {"rpcMethod": "tools/call", "tool": "search_documents", "outcome": "ok"},
                     0.001 * (i % 50),
                     None,

@@ -490,6 +490,7 @@ def test_the_library_table_and_request_figures_refresh_themselves(
         )
         assert f"Serving {before + 1} libraries" in page.inner_text("#status")
         assert page.input_value("#library") == "" and page.is_disabled("#version")
-        rates = [row[2] for row in _rows(page, "#requests")]
-        assert rates and all(float(rate) >= 0 for rate in rates), rates
+        rates = {row[0]: row[2] for row in _rows(page, "#requests")}
+        assert rates and all(float(rate) >= 0 for rate in rates.values()), rates
+        assert "/ui/libraries" in rates  # the page's own requests, by their route
         assert page.problems == []
