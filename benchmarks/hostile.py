@@ -50,7 +50,11 @@ Server sections (issue 31), run instead with ``--server resolve summary`` (eithe
 - ``claims``: the first ``list_libraries`` page (no maxTokens: every library, then 50,000) over a right summary
   at 1,000 and 10,000 libraries (copies of the golden bundle): each library shown is checked, its
   manifest read, since issue 31 item 10; the time of the first call, of the same call again (nothing
-  read), and the difference per library shown.
+  read), and the difference per library shown;
+- ``page``: the operator page's two data answers at 1,000 and 10,000 libraries (copies of the golden
+  bundle): the first ``/ui/libraries`` (its 500 rows checked, their manifests read, since issue 35, so
+  every worker shows the same rows), the same again, and ``/ui/requests`` (a scrape parsed for its
+  request families) before and after those checks; the bytes of each answer and of the scrape.
 """
 
 from __future__ import annotations
@@ -184,7 +188,7 @@ def main() -> None:
     ap.add_argument(
         "--server",
         nargs="+",
-        choices=("resolve", "summary", "claims"),
+        choices=tuple(SERVER_SECTIONS),
         help="run these server sections instead of the page parsers (issue 31)",
     )
     args = ap.parse_args()
@@ -525,10 +529,55 @@ def claims_section() -> None:
                 print(f"  {n:>9}  {shown:>9}  {listed:>6}  {first:>8.3f}  {again:>8.3f}  {per:>8.2f}")
 
 
+def page_section() -> None:
+    """The operator page's data at N libraries: ``/ui/libraries`` checks the rows it shows (issue 35),
+    ``/ui/requests`` parses a scrape, which grows with the libraries checked."""
+    import json
+
+    from docbundle.server.catalog import Catalog
+    from docbundle.server.http.metrics import Metrics
+    from docbundle.server.http.page import library_rows, request_figures
+
+    print("\noperator page: /ui/libraries (first, again) and /ui/requests (before, after the checks)")
+    print(
+        f"  {'libraries':>9}  {'rows':>5}  {'first s':>8}  {'again s':>8}  {'KB':>6}"
+        f"  {'req s':>7}  {'req s':>7}  {'scrape KB':>9}  {'req KB':>6}"
+    )
+    for n in CLAIM_SIZES:
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp) / "bundles"
+            _golden_copies(root, n)
+            catalog = Catalog.load(root)
+            metrics = Metrics(catalog)
+            metrics.tools = frozenset({"search_documents"})
+            for i in range(100):  # a request series to summarise
+                metrics.record(
+                    "/mcp",
+                    {"rpcMethod": "tools/call", "tool": "search_documents", "outcome": "ok"},
+                    0.001 * (i % 50),
+                    None,
+                    scrape=False,
+                )
+            before = _timed(lambda m=metrics: request_figures(m.scrape()))
+            first = _timed(lambda c=catalog: library_rows(c, b""))
+            again = _timed(lambda c=catalog: library_rows(c, b""))
+            rows = library_rows(catalog, b"")
+            after = _timed(lambda m=metrics: request_figures(m.scrape()))
+            scraped = metrics.scrape()
+            figures = request_figures(scraped)
+            catalog.close()
+        size = len(json.dumps(rows)) / 1000
+        print(
+            f"  {n:>9}  {rows['shown']:>5}  {first:>8.3f}  {again:>8.3f}  {size:>6.0f}  {before:>7.3f}"
+            f"  {after:>7.3f}  {len(scraped) / 1000:>9.0f}  {len(json.dumps(figures)) / 1000:>6.1f}"
+        )
+
+
 SERVER_SECTIONS: dict[str, Callable[[], None]] = {
     "resolve": resolve_section,
     "summary": summary_section,
     "claims": claims_section,
+    "page": page_section,
 }
 
 

@@ -23,7 +23,7 @@ For each request, in this order:
    application/json`` (415), and one JSON-RPC message as MCP allows it (``jsonrpc.envelope_problem``:
    no batch, ``"jsonrpc": "2.0"``, a string or integer ``id``); else 400 with a one-line JSON-RPC error;
 6. the endpoints this layer answers behind those checks (``KEYED``: ``GET /metrics`` and the operator
-   page's ``GET /ui/libraries``), else the MCP
+   page's ``GET /ui/libraries`` and ``GET /ui/requests``), else the MCP
    SDK app, which checks ``Host``/``Origin`` again with the same explicit settings; its JSON replies
    pass ``jsonrpc.bound_reply`` on the way out, so none quotes back a long client string.
 
@@ -74,7 +74,15 @@ from ..observe import span
 from .exchange import DRAIN_LIMIT, Exchange, Message, Receive, Scope, Send, headers_of, presented_key
 from .metrics import CONTENT_TYPE_LATEST, MCP_ROUTE, Metrics
 from .options import HttpOptions
-from .page import LIBRARIES_PATH, PAGE_HEADERS, PAGE_PATHS, library_rows, page_file
+from .page import (
+    LIBRARIES_PATH,
+    PAGE_HEADERS,
+    PAGE_PATHS,
+    REQUESTS_PATH,
+    library_rows,
+    page_file,
+    request_figures,
+)
 from .policy import HostPolicy, cors_headers, preflight_headers
 from .ratelimit import AUTH_CHECKED_CLIENT_BURST, AuthBudget, RateLimiter, client_key, is_loopback_client
 from .tracing import start_tracing
@@ -84,7 +92,7 @@ METRICS_PATH = "/metrics"
 # The endpoints this layer answers itself (GET and HEAD): public ones before any check, keyed ones after
 # the Host, Origin, key and rate-limit checks of /mcp. Their handlers are ``HttpApp.routes``.
 PUBLIC = ("/healthz", "/readyz", "/info")
-KEYED = (METRICS_PATH, LIBRARIES_PATH)
+KEYED = (METRICS_PATH, LIBRARIES_PATH, REQUESTS_PATH)
 # The paths counted by name in the metrics' ``route`` label (any other path counts as ``_other``): /mcp,
 # the operator page and its data. The public endpoints and scrapes are not counted as requests.
 COUNTED_ROUTES = (MCP_PATH, *PAGE_PATHS, *(path for path in KEYED if path != METRICS_PATH))
@@ -116,6 +124,7 @@ class HttpApp:
             "/info": self._info,
             METRICS_PATH: self._metrics,
             LIBRARIES_PATH: self._libraries,
+            REQUESTS_PATH: self._requests,
         }
         self._stop_watch: Callable[[], None] | None = None
         self._stop_tracing: Callable[[], None] | None = None
@@ -364,6 +373,12 @@ class HttpApp:
         rows = await lookup_thread(lambda: library_rows(self.catalog, query))
         ex.fields["outcome"] = "ok"
         await ex.respond(200, rows, PAGE_HEADERS)
+
+    async def _requests(self, ex: Exchange) -> None:
+        """``GET /ui/requests``: the page's request figures, from the scrape ``/metrics`` answers."""
+        figures = await lookup_thread(lambda: request_figures(self.metrics.scrape()))
+        ex.fields["outcome"] = "ok"
+        await ex.respond(200, figures, PAGE_HEADERS)
 
     async def _authenticate(self, ex: Exchange, headers: dict[str, str]) -> str | None:
         """The proven key id, or None once a refusal has been sent."""
