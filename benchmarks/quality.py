@@ -162,9 +162,9 @@ class Query:
     scale: str = "1-2"  # the set's grade scale (metrics.SCALES): "1-2" or "0-3"
 
 
-def set_corpus(name: str) -> str:
+def set_corpus(name: str, folder: Path = QUERIES_DIR) -> str:
     """The corpus a query set judges: its file's top-level ``corpus`` key, else the set's own name."""
-    qfile = QUERIES_DIR / f"{name}.toml"
+    qfile = folder / f"{name}.toml"
     if not qfile.is_file():
         return name
     return str(tomllib.loads(qfile.read_text(encoding="utf-8")).get("corpus", name))
