@@ -517,6 +517,9 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- semantic [ARGS]    with the semantic extras: hybrid latency, server memory, 1% rebuild and
                                        bundle size over bundles with vectors (docs/semantic.md; not in "all":
                                        the first build embeds every section, which takes hours on 2 cores)
+    nox -s bench -- judge --sets SET ... | --corpus NAME ...   with the semantic extras: pooled judging
+                                       worksheets (top 10 of keyword, dense, hybrid; benchmarks/judging/<set>.toml;
+                                       not in "all": embeds every section of an uncached corpus, about an hour)
     nox -s bench -- build [large-en ...] build throughput: pages/s (wall), CPU s per page, per-library cost
     nox -s bench -- prepare [SET ...]  the page workers' CPU per page, cold and warm, by phase (the HTML sites
                                        unless sets are named; --save/--check: run benchmarks/prepare_speed.py)
@@ -532,6 +535,18 @@ def bench(session: nox.Session) -> None:
         bundles = str(Path(session.create_tmp()) / "bench-bundles-semantic")  # with vectors; reused
         session.run(
             "python", "benchmarks/semantic_cost.py", "--corpora", str(corpora), "--bundles", bundles,
+            *session.posargs[1:],
+        )  # fmt: skip
+        return
+    if session.posargs[:1] == ["judge"]:
+        install(session, SEMANTIC)
+        corpora = SHARED / "corpora"
+        if not corpora.is_dir():
+            session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
+        tmp = Path(session.create_tmp())  # bundles and the vector cache, reused by later runs
+        session.run(
+            "python", "benchmarks/judge_pool.py", "--corpora", str(corpora),
+            "--bundles", str(tmp / "bench-bundles"), "--cache", str(tmp / "judge-vectors"),
             *session.posargs[1:],
         )  # fmt: skip
         return

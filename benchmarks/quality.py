@@ -9,8 +9,11 @@ Usage::
 Each query set lives in ``benchmarks/queries/<set>.toml`` (its corpus is the set's name, or the file's
 top-level ``corpus`` key, so several sets can judge one corpus): ``[[query]]`` tables with ``id``,
 ``text``, ``kind`` (keyword, identifier, question or phrase) and ``relevant``, a table mapping
-document ids (page paths relative to the corpus llms.txt) to a grade: 2 = the page that answers the
-query, 1 = a related page that helps. Two optional keys: ``need`` (how-to, concept, api, error, config
+document ids (page paths relative to the corpus llms.txt) to a grade on the set's top-level ``scale``:
+``"1-2"`` (the default, every set graded before issue 36) 2 = the page that answers the query, 1 = a
+related page that helps; ``"0-3"`` 3 = answers, 2 = answers partly, 1 = related. On both, 0 = judged not
+relevant (a pooled page a judge looked at; it scores as an ungraded page). Grades are scored as written
+(``docbundle.indexer.release.metrics``), so a 1-2 set scores as it always did. Two optional keys: ``need`` (how-to, concept, api, error, config
 or identifier) and ``split`` (dev = tune on it, test = score it once at the end); an unknown value is
 refused with the query id named. Means are printed per kind, per need and per split (dev, test, all);
 ``--split`` keeps one half (default: all).
@@ -156,21 +159,24 @@ class Query:
     relevant: dict[str, int]
     need: str = ""  # how-to | concept | api | error | config | identifier; "" = not given
     split: str = ""  # dev | test; "" = not given
+    scale: str = "1-2"  # the set's grade scale (metrics.SCALES): "1-2" or "0-3"
 
 
-def set_corpus(name: str) -> str:
+def set_corpus(name: str, folder: Path = QUERIES_DIR) -> str:
     """The corpus a query set judges: its file's top-level ``corpus`` key, else the set's own name."""
-    qfile = QUERIES_DIR / f"{name}.toml"
+    qfile = folder / f"{name}.toml"
     if not qfile.is_file():
         return name
     return str(tomllib.loads(qfile.read_text(encoding="utf-8")).get("corpus", name))
 
 
 def load_queries(path: Path, split: str = "all") -> list[Query]:
-    """Read a query set (the queries of one ``split``, or all); checks ids unique, labels known, grades 1-2."""
-    from docbundle.indexer.release.metrics import check_labels, in_split
+    """Read a query set (the queries of one ``split``, or all); checks ids unique, labels known, grades on
+    the set's ``scale`` (default 1-2; 0 allowed on both) with at least one page graded 1 or more."""
+    from docbundle.indexer.release.metrics import DEFAULT_SCALE, check_grades, check_labels, in_split
 
     data = tomllib.loads(path.read_text(encoding="utf-8"))
+    scale = str(data.get("scale", DEFAULT_SCALE))
     out: list[Query] = []
     seen: set[str] = set()
     for raw in data.get("query", []):
@@ -181,6 +187,7 @@ def load_queries(path: Path, split: str = "all") -> list[Query]:
             dict(raw["relevant"]),
             str(raw.get("need", "")),
             str(raw.get("split", "")),
+            scale,
         )
         if q.id in seen:
             raise ValueError(f"{path}: duplicate query id {q.id!r}")
@@ -188,10 +195,9 @@ def load_queries(path: Path, split: str = "all") -> list[Query]:
             raise ValueError(f"{path}: query {q.id!r} has unknown kind {q.kind!r}")
         try:
             check_labels(q.id, q.need, q.split)
+            check_grades(q.id, q.relevant, scale)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
-        if not q.relevant or any(g not in (1, 2) for g in q.relevant.values()):
-            raise ValueError(f"{path}: query {q.id!r} needs relevant pages graded 1 or 2")
         seen.add(q.id)
         if in_split(q.split, split):
             out.append(q)

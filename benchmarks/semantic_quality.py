@@ -152,12 +152,13 @@ def cache_dir_of(embedder: Any) -> Path:
     return cache_folder(_CACHE_ROOT[0], embedder)
 
 
-def corpora_of(args: argparse.Namespace) -> dict[str, Path]:
-    """corpus name -> bundle dir, built or reused under ``--bundles``.
+def corpora_of(args: argparse.Namespace, names: Sequence[str] | None = None) -> dict[str, Path]:
+    """corpus name -> bundle dir (of ``names``, default the corpora of ``args.sets``), built or reused
+    under ``--bundles``.
 
     A bundle missing there is built without vectors (``DOCBUNDLE_EMBED=0``): this script embeds the
     sections itself, through its cache, and a build would embed them all a second time."""
-    names = dict.fromkeys(set_corpus(s) for s in args.sets)
+    names = list(dict.fromkeys(names if names is not None else [set_corpus(s) for s in args.sets]))
     os.environ["DOCBUNDLE_EMBED"] = "0"
     return ensure_bundles(args.corpora, args.bundles, names)
 
@@ -178,36 +179,42 @@ def cmd_embed(args: argparse.Namespace) -> None:
     corpora = {n: load_corpus(n, p, embedder) for n, p in paths.items()}
     total_n, total_wall, total_cpu = 0, 0.0, 0.0
     for name in sorted(corpora, key=lambda n: len(corpora[n].keys)):
-        corpus = corpora[name]
-        todo = sorted(
-            {k: p for k, p in zip(corpus.keys, corpus.passages, strict=True) if k not in cache.vec}.items(),
-            key=lambda kp: (len(kp[1]), kp[0]),  # similar lengths in a batch keep both threads busy
-        )
-        print(f"{name}: {len(corpus.keys)} chunks, {len(todo)} to embed", flush=True)
-        t0, c0 = time.perf_counter(), time.process_time()
-        step = 128
-        for start in range(0, len(todo), step):
-            part = todo[start : start + step]
-            rows = embedder.passages([p for _, p in part])
-            cache.add([k for k, _ in part], rows)
-            done = start + len(part)
-            wall = time.perf_counter() - t0
-            eta = wall / done * (len(todo) - done)
-            print(f"  {name}: {done}/{len(todo)}  {done / wall:.2f}/s  eta {eta / 60:.1f} min", flush=True)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if todo:
-            print(
-                f"{name}: {len(todo)} passages in {wall:.1f} s wall ({len(todo) / wall:.2f}/s), "
-                f"{cpu:.1f} s CPU ({cpu / len(todo) * 1000:.0f} ms CPU/passage)",
-                flush=True,
-            )
-            total_n, total_wall, total_cpu = total_n + len(todo), total_wall + wall, total_cpu + cpu
+        n, wall, cpu = embed_missing(corpora[name], embedder, cache)
+        total_n, total_wall, total_cpu = total_n + n, total_wall + wall, total_cpu + cpu
     if total_n:
         print(
             f"all: {total_n} passages, {total_wall:.0f} s wall ({total_n / total_wall:.2f}/s), "
             f"{total_cpu:.0f} s CPU",
             flush=True,
         )
+
+
+def embed_missing(corpus: Corpus, embedder: Any, cache: VectorCache) -> tuple[int, float, float]:
+    """Embed the chunks of ``corpus`` not yet in ``cache``; returns (passages embedded, wall s, CPU s)."""
+    name = corpus.name
+    todo = sorted(
+        {k: p for k, p in zip(corpus.keys, corpus.passages, strict=True) if k not in cache.vec}.items(),
+        key=lambda kp: (len(kp[1]), kp[0]),  # similar lengths in a batch keep both threads busy
+    )
+    print(f"{name}: {len(corpus.keys)} chunks, {len(todo)} to embed", flush=True)
+    t0, c0 = time.perf_counter(), time.process_time()
+    step = 128
+    for start in range(0, len(todo), step):
+        part = todo[start : start + step]
+        rows = embedder.passages([p for _, p in part])
+        cache.add([k for k, _ in part], rows)
+        done = start + len(part)
+        wall = time.perf_counter() - t0
+        eta = wall / done * (len(todo) - done)
+        print(f"  {name}: {done}/{len(todo)}  {done / wall:.2f}/s  eta {eta / 60:.1f} min", flush=True)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if todo:
+        print(
+            f"{name}: {len(todo)} passages in {wall:.1f} s wall ({len(todo) / wall:.2f}/s), "
+            f"{cpu:.1f} s CPU ({cpu / len(todo) * 1000:.0f} ms CPU/passage)",
+            flush=True,
+        )
+    return len(todo), wall, cpu
 
 
 # --------------------------------------------------------------------------------------------------
@@ -284,13 +291,22 @@ def query_vector(embedder: Any, cache: VectorCache, text: str) -> Any:
 
 
 def prepare_set(
-    set_name: str, split: str, corpus: Corpus, embedder: Any, cache: VectorCache, vec_dir: Path, depth: int
+    set_name: str,
+    split: str,
+    corpus: Corpus,
+    embedder: Any,
+    cache: VectorCache,
+    vec_dir: Path,
+    depth: int,
+    queries: list[Query] | None = None,
 ) -> SetRun:
-    """Rank every query of one split both ways, over every chunk of the corpus."""
+    """Rank every query of one split both ways, over every chunk of the corpus (``queries``: the set's,
+    read from ``benchmarks/queries`` when not given)."""
     import numpy as np
     from docbundle.bundle.vectors import VectorFile, rank_documents, write_vectors
 
-    queries = load_queries(QUERIES_DIR / f"{set_name}.toml", split)
+    if queries is None:
+        queries = load_queries(QUERIES_DIR / f"{set_name}.toml", split)
     rank, close = ours(corpus.bundle, per_doc=1)
     try:
         keyword = {q.id: rank(q.text) for q in queries}

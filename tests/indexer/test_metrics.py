@@ -11,9 +11,12 @@ from types import ModuleType
 
 import pytest
 from buildkit import golden_query, golden_toml
+from docbundle.indexer.errors import ConfigError
 from docbundle.indexer.release.metrics import (
     DEPTH,
     PERMUTATIONS,
+    SCALES,
+    check_grades,
     check_labels,
     dcg,
     group_means,
@@ -57,6 +60,93 @@ def test_recall_counts_only_relevant_documents() -> None:
     assert recall(["a"], {"a": 2, "n": 0}) == 1.0
     assert recall(["a"], {"n": 0}) == 0.0  # nothing relevant: 0, not a division by zero
     assert recall([f"d{i}" for i in range(DEPTH)] + ["a"], {"a": 1}) == 0.0
+
+
+# -- grade scales: 1-2 (every set before issue 36) and 0-3 (pooled judging) -------------------------
+
+
+def test_grades_zero_to_three_score_with_exponential_gains_and_zero_as_not_relevant() -> None:
+    rel = {"a": 3, "b": 2, "c": 1, "n": 0}
+    ideal = 7 + 3 / math.log2(3) + 1 / 2
+    assert ndcg(["a", "b", "c"], rel) == pytest.approx(1.0)
+    assert ndcg(["n", "c", "b", "a"], rel) == pytest.approx(
+        (1 / math.log2(3) + 3 / 2 + 7 / math.log2(5)) / ideal
+    )
+    assert mrr(["n", "x", "c"], rel) == pytest.approx(1 / 3)  # a page judged 0 is not a first hit
+    assert recall(["n", "a", "b"], rel) == pytest.approx(2 / 3)  # three relevant pages; n is not one
+    # A page judged 0 scores exactly as a page nobody graded.
+    for ranked in (["n", "a"], ["c", "n", "b"], ["x", "y"]):
+        unjudged = {d: g for d, g in rel.items() if d != "n"}
+        for metric in (ndcg, mrr, recall):
+            assert metric(ranked, rel) == metric(ranked, unjudged)
+
+
+def test_a_set_graded_one_to_two_scores_as_before() -> None:
+    # The figures a 1-2 query had before grades 0 and 3 existed, pinned: a grade is still read as written
+    # (2 -> gain 3, 1 -> gain 1), not remapped onto 0-3, and a 0 beside them changes nothing.
+    rel = {"a": 2, "b": 1, "c": 1}
+    ranked = ["x", "b", "a", "y", "c"]
+    before = (
+        (1 / math.log2(3) + 3 / 2 + 1 / math.log2(6)) / (3 + 1 / math.log2(3) + 1 / 2),
+        0.5,
+        1.0,
+    )
+    for judged in (rel, {**rel, "x": 0, "y": 0}):
+        assert (ndcg(ranked, judged), mrr(ranked, judged), recall(ranked, judged)) == pytest.approx(before)
+        check_grades("q", judged)  # the default scale is 1-2, with 0 allowed
+
+
+def test_each_scale_refuses_grades_it_does_not_have() -> None:
+    assert set(SCALES) == {"1-2", "0-3"} and set(SCALES["0-3"]) == {0, 1, 2, 3}
+    check_grades("q", {"a": 3, "b": 2, "c": 1, "n": 0}, "0-3")
+    with pytest.raises(ValueError, match=r"query 'q9': grades \[3\] not on scale 1-2.*scale = \"0-3\""):
+        check_grades("q9", {"a": 3, "b": 1})
+    with pytest.raises(ValueError, match=r"grades \[-1, 4\] not on scale 0-3"):
+        check_grades("q", {"a": 4, "b": -1, "c": 3}, "0-3")
+    with pytest.raises(ValueError, match=r"query 'q2': needs a relevant page graded 1 or more"):
+        check_grades("q2", {"n": 0}, "0-3")
+    with pytest.raises(ValueError, match="needs a relevant page"):
+        check_grades("q2", {})
+    with pytest.raises(ValueError, match="unknown scale '1-5'"):
+        check_grades("q", {"a": 1}, "1-5")
+
+
+def test_quality_reads_a_set_scale_and_keeps_the_old_one_by_default(tmp_path: Path) -> None:
+    quality = _quality()
+    path = tmp_path / "set.toml"
+    pooled = (
+        '[[query]]\nid = "a"\ntext = "x y"\nrelevant = { "p.md" = 3, "q.md" = 2, "r.md" = 1, "n.md" = 0 }\n'
+    )
+    path.write_text('scale = "0-3"\n' + pooled, encoding="utf-8")
+    (q,) = quality.load_queries(path)
+    assert q.scale == "0-3" and q.relevant == {"p.md": 3, "q.md": 2, "r.md": 1, "n.md": 0}
+    s = quality.score(q, ["n.md", "p.md"], 0.0)
+    assert (s.mrr, s.recall) == (0.5, pytest.approx(1 / 3))
+    # Without the key a set is 1-2: a 3 is refused (it would mean "answers" with a larger gain), a 0 kept.
+    path.write_text(pooled, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"set.toml: query 'a': grades \[3\] not on scale 1-2"):
+        quality.load_queries(path)
+    path.write_text(_qset().replace('"install.md" = 2', '"install.md" = 2, "other.md" = 0'), encoding="utf-8")
+    first = quality.load_queries(path)[0]
+    assert first.scale == "1-2" and first.relevant == {"install.md": 2, "other.md": 0}
+    path.write_text(
+        'scale = "0-3"\n[[query]]\nid = "z"\ntext = "t"\nrelevant = { "n.md" = 0 }\n', encoding="utf-8"
+    )
+    with pytest.raises(ValueError, match="needs a relevant page graded 1 or more"):
+        quality.load_queries(path)
+
+
+def test_regress_reads_a_golden_scale(tmp_path: Path) -> None:
+    from docbundle.indexer.release.regress import load_golden
+
+    path = tmp_path / "golden.toml"
+    query = '[[query]]\nid = "a"\ntext = "t"\nrelevant = { "p.md" = 3, "n.md" = 0 }\n'
+    path.write_text('scale = "0-3"\n' + query, encoding="utf-8")
+    golden = load_golden(path)
+    assert golden.scale == "0-3" and golden.query[0].relevant == {"p.md": 3, "n.md": 0}
+    path.write_text(query, encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"query 'a': grades \[3\] not on scale 1-2"):
+        load_golden(path)
 
 
 # -- labels: need and split ------------------------------------------------------------------------

@@ -90,7 +90,7 @@ def test_a_worse_bundle_fails_and_the_baseline_shows_what_changed(tmp_path: Path
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[[query]]\nid = "a"\ntext = "x"\nrelevant = {}\n', "relevant needs documents"),
+        ('[[query]]\nid = "a"\ntext = "x"\nrelevant = {}\n', "needs a relevant page graded 1 or more"),
         ('[[query]]\nid = "a"\ntext = "x"\nrelevant = { "p.md" = 2 }\ntypo = 1\n', "unknown field"),
         ('[[query]]\nid = "a"\ntext = "x"\nrelevant = { "p.md" = 2 }\n' * 2, "unique"),
     ],

@@ -2,8 +2,16 @@
 
 The one definition of the search-quality figures: ``docbundle-index regress`` checks golden queries with
 them and ``benchmarks/quality.py`` scores its query sets with them. ``ranked`` is a list of distinct
-document ids, best first; ``relevant`` maps document ids to a grade (0 = judged not relevant, 1 = helps,
-2 or more = answers).
+document ids, best first; ``relevant`` maps document ids to a grade on the set's ``scale`` (``SCALES``):
+
+- ``1-2`` (the default, every set graded before issue 36): 2 = the page that answers, 1 = a related page
+  that helps;
+- ``0-3`` (issue 36's pooled judging): 3 = the page that answers, 2 = answers partly, 1 = related.
+
+On both, 0 = judged not relevant: kept so a judge sees a pooled page was looked at, and scored exactly as
+a page nobody graded. The metrics read the grades as they are (a 2 is a gain of 3 on either scale), so a
+set graded 1-2 scores as it always did; a 2 means "answers" there and "answers partly" on 0-3, which is
+why a set names its scale rather than the two being mixed (``check_grades``).
 
 - nDCG@k: DCG with gains 2^grade - 1 and discount log2(rank + 1), divided by the DCG of the ideal order.
 - MRR@k: the reciprocal rank of the first document with grade >= 1 in the top k, else 0.
@@ -50,6 +58,32 @@ def recall(ranked: Sequence[str], relevant: dict[str, int], depth: int = DEPTH) 
     """Share of the relevant (grade >= 1) documents found within depth; 0 when none is relevant."""
     wanted = {d for d, g in relevant.items() if g > 0}
     return len(wanted & set(ranked[:depth])) / len(wanted) if wanted else 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# grade scales
+
+#: The grades each scale allows, and what they mean. ``1-2`` is the default (a set without ``scale``).
+SCALES: dict[str, dict[int, str]] = {
+    "1-2": {0: "judged not relevant", 1: "related, helps", 2: "answers"},
+    "0-3": {0: "judged not relevant", 1: "related", 2: "answers partly", 3: "answers"},
+}
+DEFAULT_SCALE = "1-2"
+
+
+def check_grades(qid: str, relevant: Mapping[str, int], scale: str = DEFAULT_SCALE) -> None:
+    """Refuse a grade the scale does not allow, or a query with no page graded 1 or more (nothing to
+    find: every nDCG would be 0); ValueError names the query."""
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r} (one of {', '.join(SCALES)})")
+    allowed = SCALES[scale]
+    bad = sorted({g for g in relevant.values() if isinstance(g, bool) or g not in allowed}, key=str)
+    if bad:
+        grades = ", ".join(str(g) for g in allowed)
+        hint = ' (grade 3 needs scale = "0-3")' if scale == "1-2" and 3 in bad else ""
+        raise ValueError(f"query {qid!r}: grades {bad} not on scale {scale} ({grades}){hint}")
+    if not any(g > 0 for g in relevant.values()):
+        raise ValueError(f"query {qid!r}: needs a relevant page graded 1 or more")
 
 
 # --------------------------------------------------------------------------------------------------

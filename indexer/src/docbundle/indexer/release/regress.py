@@ -1,7 +1,8 @@
 """Search regression checks: golden queries with graded relevance, run against a bundle.
 
 A golden file (TOML) holds queries, each with the documents that answer it graded 2 (the answer) or 1
-(helps), and the metric values the search is expected to reach, each with a tolerance and the reason
+(helps), 0 for a page judged not relevant (or, with ``scale = "0-3"``, 3 = answers, 2 = answers partly,
+1 = related: ``metrics.SCALES``), and the metric values the search is expected to reach, each with a tolerance and the reason
 for the number::
 
     library = "docbundle"
@@ -41,7 +42,18 @@ from docbundle.bundle.reader import open_bundle
 from docbundle.bundle.search import BundleSearcher
 
 from ..errors import ConfigError
-from .metrics import DEPTH, check_labels, group_means, in_split, mrr, ndcg, paired_test, recall
+from .metrics import (
+    DEFAULT_SCALE,
+    DEPTH,
+    check_grades,
+    check_labels,
+    group_means,
+    in_split,
+    mrr,
+    ndcg,
+    paired_test,
+    recall,
+)
 
 Metric = Literal["ndcg10", "mrr10", "recall10"]
 METRICS: tuple[Metric, ...] = ("ndcg10", "mrr10", "recall10")
@@ -72,6 +84,7 @@ class GoldenSet(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """A golden file."""
 
     library: str = ""
+    scale: str = DEFAULT_SCALE  # the grades' scale: "1-2" or "0-3" (metrics.SCALES)
     expect: dict[Metric, Expectation] = {}
     query: list[GoldenQuery] = []
 
@@ -133,9 +146,8 @@ def load_golden(path: Path) -> GoldenSet:
     if len(set(ids)) != len(ids):
         raise ConfigError(f"{path}: query ids must be unique")
     for q in golden.query:
-        if not q.relevant or any(g not in (1, 2, 3) for g in q.relevant.values()):
-            raise ConfigError(f"{path}: query {q.id!r}: relevant needs documents graded 1..3")
         try:
+            check_grades(q.id, q.relevant, golden.scale)
             check_labels(q.id, q.need, q.split)
         except ValueError as exc:
             raise ConfigError(f"{path}: {exc}") from exc
