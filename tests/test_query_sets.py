@@ -1,6 +1,6 @@
 """The graded query sets under ``benchmarks/queries`` (issue 12, grown by issue 36): every set loads with
-``benchmarks/quality.py``'s own reader (ids unique, labels known, grades 1-2), holds both halves, and
-judges only pages its corpus holds. The last check needs the corpora (``../shared/corpora``, absent from
+``benchmarks/quality.py``'s own reader (ids unique, labels known, grades on the set's scale: 1-2 by
+default, 0-3 with ``scale = "0-3"``), holds both halves, and judges only pages its corpus holds. The last check needs the corpora (``../shared/corpora``, absent from
 a user's clone): it runs where they are and skips otherwise."""
 
 from __future__ import annotations
