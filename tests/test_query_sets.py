@@ -5,13 +5,11 @@ a user's clone): it runs where they are and skips otherwise."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchkit import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = ROOT / "benchmarks" / "queries"
@@ -19,18 +17,9 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 SETS = sorted(p.stem for p in QUERIES.glob("*.toml"))
 
 
-def _quality() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_quality_sets", ROOT / "benchmarks" / "quality.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("name", SETS)
 def test_a_query_set_loads_and_holds_both_halves(name: str) -> None:
-    quality = _quality()
+    quality = load_benchmark("quality")
     queries = quality.load_queries(QUERIES / f"{name}.toml")
     splits = {q.split for q in queries}
     assert queries and (splits == {"dev", "test"} or splits == {""}), (name, splits)
@@ -42,7 +31,7 @@ def test_a_query_set_judges_only_pages_its_corpus_holds(name: str) -> None:
     folder = CORPORA / corpus
     if not (folder / "llms.txt").is_file():
         pytest.skip(f"the corpus {corpus} is not on this machine (../shared/corpora)")
-    quality = _quality()
+    quality = load_benchmark("quality")
     missing = sorted(
         {
             d

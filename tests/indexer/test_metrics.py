@@ -3,13 +3,11 @@ the need/split labels and the paired randomization test."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchkit import load_benchmark
 from buildkit import golden_query, golden_toml
 from docbundle.indexer.errors import ConfigError
 from docbundle.indexer.release.metrics import (
@@ -112,7 +110,7 @@ def test_each_scale_refuses_grades_it_does_not_have() -> None:
 
 
 def test_quality_reads_a_set_scale_and_keeps_the_old_one_by_default(tmp_path: Path) -> None:
-    quality = _quality()
+    quality = load_benchmark("quality")
     path = tmp_path / "set.toml"
     pooled = (
         '[[query]]\nid = "a"\ntext = "x y"\nrelevant = { "p.md" = 3, "q.md" = 2, "r.md" = 1, "n.md" = 0 }\n'
@@ -238,16 +236,6 @@ def test_swapping_the_rankings_negates_the_difference_and_keeps_p(
 # -- benchmarks/quality.py reads the labels --------------------------------------------------------
 
 
-def _quality() -> ModuleType:
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "quality.py"
-    spec = importlib.util.spec_from_file_location("bench_quality", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def _qset(b_need: str = "error") -> str:
     """A query set in the benchmark's form: ``a`` a dev how-to, ``b`` a test ``b_need``, ``c`` unlabelled."""
     return golden_toml(
@@ -264,7 +252,7 @@ def _qset(b_need: str = "error") -> str:
 
 
 def test_quality_reads_need_and_split_and_selects_a_half(tmp_path: Path) -> None:
-    quality = _quality()
+    quality = load_benchmark("quality")
     path = tmp_path / "set.toml"
     path.write_text(_qset(), encoding="utf-8")
     every = quality.load_queries(path)
@@ -284,7 +272,7 @@ def test_quality_reads_need_and_split_and_selects_a_half(tmp_path: Path) -> None
 
 
 def test_quality_compares_with_a_saved_run(tmp_path: Path) -> None:
-    quality = _quality()
+    quality = load_benchmark("quality")
     path = tmp_path / "set.toml"
     path.write_text(_qset(), encoding="utf-8")
     queries = quality.load_queries(path)
