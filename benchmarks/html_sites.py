@@ -32,9 +32,9 @@ and its first page failures) and the figures it has; it never makes one up. It a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
-import posixpath
 import re
 import shutil
 import socket
@@ -46,6 +46,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,7 @@ from html_candidates import (
     split_output,
 )
 from process import stop
+from quality import canonical
 
 QUERIES = Path(__file__).resolve().parent / "queries"
 K = 10
@@ -90,24 +92,26 @@ def wait_up(url: str, proc: subprocess.Popen[bytes], seconds: float = 10.0) -> N
     raise RuntimeError(f"no answer from {url} within {seconds:.0f} s")
 
 
-def canonical(folder: Path, path: str) -> str | None:
-    """The corpus file a site path names (``x`` / ``x.html`` / ``x/`` / ``x.md``), or None."""
-    path = urllib.parse.unquote(path.split("#", 1)[0].split("?", 1)[0]).lstrip("/")
-    if path.endswith(".html.md"):
-        path = path[: -len(".md")]
-    elif path.endswith(".md") and (folder / (path[:-3] + ".html")).is_file():
-        path = path[:-3] + ".html"
-    directory = path.endswith("/") or path in ("", ".")
-    path = posixpath.normpath(path) if path else "."
-    path = "" if path == "." else path
-    if directory:
-        candidates = [f"{path}/index.html" if path else "index.html"]
-    else:
-        candidates = [path, path + ".html", path + "/index.html"]
-    for c in candidates:
-        if (folder / c).is_file():
-            return c
-    return None
+@contextlib.contextmanager
+def served(corpora: Path, folder: Path) -> Iterator[str]:
+    """Serve ``folder`` as a docs host does, with the corpora's own ``../tools/serve_site.py``, on a free
+    loopback port; yields the base URL and stops the server on exit. Raises FileNotFoundError when the
+    corpora have no serve_site.py."""
+    serve = corpora.parent / "tools" / "serve_site.py"
+    if not serve.is_file():
+        raise FileNotFoundError(f"{serve} not found: it serves the HTML corpora as a docs host does")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, str(serve), str(folder), str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_up(f"{base}/llms.txt", proc)
+        yield base
+    finally:
+        stop(proc, 10)
 
 
 def linked_pages(folder: Path) -> tuple[set[str], list[str]]:
@@ -259,15 +263,7 @@ def run_corpus(corpora: Path, name: str, work: Path, scoring: Scoring, reuse: bo
         return
     linked, dangling = linked_pages(folder)
     pages = {p.rel: p for p in load_corpus(folder, None)}
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, str(serve), str(folder), str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_up(f"{base}/llms.txt", proc)
+    with served(corpora, folder) as base:
         config = work / f"{name}.toml"
         config.write_text(f'[[library]]\nid = "{name}"\nllms_txt = "{base}/llms.txt"\n', encoding="utf-8")
         out = work / "bundles"
@@ -289,8 +285,6 @@ def run_corpus(corpora: Path, name: str, work: Path, scoring: Scoring, reuse: bo
             check=False,
         )
         wall = time.perf_counter() - t0
-    finally:
-        stop(proc, 10)
     print(f"  llms.txt links {len(linked)} distinct pages ({len(dangling)} links name no page on disk)")
     try:
         report: dict[str, Any] = json.loads(done.stdout)

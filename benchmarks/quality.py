@@ -36,13 +36,16 @@ way, so the two can be compared. It prints figures and asserts nothing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import posixpath
 import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -97,6 +100,69 @@ def bundle_path(bundles: Path, library_id: str, version: str = "latest") -> Path
         return None
 
 
+# HTML corpora (their llms.txt links ``x``, ``x.html``, ``x/``, ``x#part``): library id -> corpus folder.
+# Their graded sets name pages by the corpus file (``canonical``), not by the bundle's document id.
+_PAGE_FOLDERS: dict[str, Path] = {}
+
+
+def is_html_corpus(folder: Path) -> bool:
+    """True for a corpus of whole HTML pages (``html-python``, ``html-rustbook``, ``html-postgres``)."""
+    return folder.name.startswith("html-") and (folder / "llms.txt").is_file()
+
+
+@contextlib.contextmanager
+def _serving(corpora: Path, corpus: Path) -> Iterator[str]:
+    """Serve one corpus on loopback: an HTML corpus as a docs host does (``/page`` -> ``page.html``,
+    ``/dir/`` -> ``dir/index.html``, through the corpora's own ``serve_site.py``), a markdown corpus as
+    plain files."""
+    if is_html_corpus(corpus):
+        from html_sites import served
+
+        with served(corpora, corpus) as base:
+            yield base
+        return
+    from sitesrv import Site, run_site
+
+    site = Site()
+    site.serve_dir(corpus)
+    with run_site(site) as base:
+        yield base
+
+
+def canonical(folder: Path, path: str) -> str | None:
+    """The corpus file a site path names (``x`` / ``x.html`` / ``x/`` / ``x.md``), or None."""
+    path = urllib.parse.unquote(path.split("#", 1)[0].split("?", 1)[0]).lstrip("/")
+    if path.endswith(".html.md"):
+        path = path[: -len(".md")]
+    elif path.endswith(".md") and (folder / (path[:-3] + ".html")).is_file():
+        path = path[:-3] + ".html"
+    directory = path.endswith("/") or path in ("", ".")
+    path = posixpath.normpath(path) if path else "."
+    path = "" if path == "." else path
+    if directory:
+        candidates = [f"{path}/index.html" if path else "index.html"]
+    else:
+        candidates = [path, path + ".html", path + "/index.html"]
+    for c in candidates:
+        if (folder / c).is_file():
+            return c
+    return None
+
+
+def page_namer(library_id: str) -> Callable[[str, str], str]:
+    """(document id, url) -> the page id the graded sets use: the corpus file for an HTML corpus served
+    by ``ensure_bundles`` (every link style of one page names one file), else the document id."""
+    folder = _PAGE_FOLDERS.get(library_id)
+    if folder is None:
+        return lambda doc_id, _url: doc_id
+    return lambda doc_id, url: canonical(folder, urllib.parse.urlsplit(url).path) or doc_id
+
+
+def library_of(bundle_dir: Path) -> str:
+    """The library id of a bundle folder built by ``ensure_bundles`` (``<bundles>/<id>/<version>/<build>``)."""
+    return bundle_dir.resolve().parents[1].name
+
+
 def ensure_bundles(
     corpora: Path, bundles: Path, names: Iterable[str], *, quiet: bool = False
 ) -> dict[str, Path]:
@@ -108,10 +174,11 @@ def ensure_bundles(
     sys.path.insert(0, str(ROOT / "tests"))
     from docbundle.indexer.config import load_config
     from docbundle.indexer.pipeline.build import build_target
-    from sitesrv import Site, run_site
 
     found: dict[str, Path] = {}
     for name in names:
+        if is_html_corpus(corpora / name):
+            _PAGE_FOLDERS[name] = corpora / name
         existing = bundle_path(bundles, name)
         if existing is not None:
             found[name] = existing
@@ -120,10 +187,8 @@ def ensure_bundles(
         if not (corpus / "llms.txt").is_file():
             print(f"{name}: no llms.txt under {corpus}; skipped", file=sys.stderr)
             continue
-        site = Site()
-        site.serve_dir(corpus)
         t0 = time.perf_counter()
-        with run_site(site) as base, tempfile.TemporaryDirectory(prefix="docbundle-bench-") as tmp:
+        with _serving(corpora, corpus) as base, tempfile.TemporaryDirectory(prefix="docbundle-bench-") as tmp:
             config = Path(tmp) / "libraries.toml"
             config.write_text(
                 f'[[library]]\nid = "{name}"\nname = "{name}"\nllms_txt = "{base}/llms.txt"\n',
@@ -274,13 +339,15 @@ def _distinct(doc_ids: Iterable[str], k: int = K) -> list[str]:
     return out
 
 
-def _doc_ids(store: DocStore) -> Callable[[int], str]:
-    """A document's id from its number in ``store``, each looked up once."""
+def _doc_ids(store: DocStore, library_id: str = "") -> Callable[[int], str]:
+    """A page id (``page_namer``) from a document's number in ``store``, each looked up once."""
     names: dict[int, str] = {}
+    name = page_namer(library_id)
 
     def doc_id(n: int) -> str:
         if n not in names:
-            names[n] = store.get(n).id
+            rec = store.get(n)
+            names[n] = name(rec.id, rec.url)
         return names[n]
 
     return doc_id
@@ -293,7 +360,7 @@ def ours(bundle_dir: Path, per_doc: int, mode: str = "balanced") -> tuple[Ranker
 
     bundle = open_bundle(bundle_dir, use_mmap=False)
     searcher = BundleSearcher(bundle)
-    doc_id = _doc_ids(bundle.store)
+    doc_id = _doc_ids(bundle.store, library_of(bundle_dir))
 
     def rank(text: str) -> list[str]:
         outcome = searcher.search(text, limit=K, per_doc=per_doc, mode=mode)  # type: ignore[arg-type]
@@ -314,7 +381,7 @@ def plain(bundle_dir: Path) -> tuple[Ranker, Callable[[], None]]:
     parser = MultifieldParser(["title", "headings", "body", "code"], schema, group=OrGroup)
     # `code` has no positions, so a quoted phrase cannot run on it: phrases fall back to the others.
     no_code = MultifieldParser(["title", "headings", "body"], schema, group=OrGroup)
-    doc_id = _doc_ids(bundle.store)
+    doc_id = _doc_ids(bundle.store, library_of(bundle_dir))
 
     def rank(text: str) -> list[str]:
         with searching(bundle.index) as s:

@@ -55,8 +55,10 @@ from quality import (  # noqa: E402  (benchmarks/ is not a package)
     Query,
     default_corpora,
     ensure_bundles,
+    library_of,
     load_queries,
     ours,
+    page_namer,
     score,
     set_corpus,
 )
@@ -122,11 +124,12 @@ def load_corpus(name: str, bundle_dir: Path, embedder: Any) -> Corpus:
         passages, starts, doc_ids = data["passages"], data["starts"], data["doc_ids"]
     else:
         passages, starts, doc_ids = [], [], []
+        page = page_namer(name)
         bundle = open_bundle(bundle_dir, use_mmap=False)
         try:
             for rec in bundle.store:
                 starts.append(len(passages))
-                doc_ids.append(rec.id)
+                doc_ids.append(page(rec.id, rec.url))
                 for c in rec.chunks:
                     passages.append(passage_text(rec.title, c.heading_path, c.text, embedder.token_count))
         finally:
@@ -241,10 +244,12 @@ def keyword_lists(bundle_dir: Path, queries: list[Query], depth: int) -> dict[st
     bundle = open_bundle(bundle_dir, use_mmap=False)
     try:
         searcher = BundleSearcher(bundle)
+        page = page_namer(library_of(bundle_dir))
         out = {}
         for q in queries:
             hits = searcher.search(q.text, limit=depth, per_doc=1, mode="balanced").hits
-            out[q.id] = list(dict.fromkeys(bundle.store.get(h.doc).id for h in hits))[:depth]
+            recs = (bundle.store.get(h.doc) for h in hits)
+            out[q.id] = list(dict.fromkeys(page(r.id, r.url) for r in recs))[:depth]
         return out
     finally:
         bundle.close()
@@ -270,10 +275,12 @@ def served_lists(
         lib: Any = SimpleNamespace(
             searcher=BundleSearcher(bundle), bundle=SimpleNamespace(vector_file=lambda: vf)
         )
+        page = page_namer(library_of(bundle_dir))
         out = {}
         for q in queries:
             ranking = rank(lib, "hybrid", q.text, [], K, 1, Deadline(), lambda _d, v=vectors[q.id]: v)
-            out[q.id] = list(dict.fromkeys(bundle.store.get(doc).id for _, doc, _ in ranking.hits))[:K]
+            recs = (bundle.store.get(doc) for _, doc, _ in ranking.hits)
+            out[q.id] = list(dict.fromkeys(page(r.id, r.url) for r in recs))[:K]
         return out
     finally:
         vf.close()

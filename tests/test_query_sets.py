@@ -41,3 +41,25 @@ def test_a_query_set_judges_only_pages_its_corpus_holds(name: str) -> None:
         }
     )
     assert missing == [], f"{name} judges pages {corpus} does not hold: {missing[:10]}"
+
+
+def test_an_html_corpus_names_its_pages_by_the_file_every_link_style_points_at(tmp_path: Path) -> None:
+    # The HTML sets grade files (`ch01.html`, `dir/index.html`); a bundle's documents carry the URL the
+    # llms.txt linked (`ch01`, `ch01.html#part`, `dir/`). Ranked ids must be the files, or every hit of an
+    # HTML corpus scores 0 in the hybrid and judging benchmarks.
+    quality = load_benchmark("quality")
+    folder = tmp_path / "html-mini"
+    (folder / "dir").mkdir(parents=True)
+    for rel in ("llms.txt", "ch01.html", "dir/index.html", "notes.html"):
+        (folder / rel).write_text("x", encoding="utf-8")
+    quality._PAGE_FOLDERS["html-mini"] = folder
+    name = quality.page_namer("html-mini")
+    base = "http://127.0.0.1:9/"
+    assert name("ch01", base + "ch01") == "ch01.html"
+    assert name("ch01.html", base + "ch01.html#part-2") == "ch01.html"
+    assert name("dir", base + "dir/") == "dir/index.html"
+    assert name("notes", base + "notes.md") == "notes.html"  # a markdown twin names its HTML page
+    assert name("gone", base + "gone") == "gone"  # no such file: the document id, never a wrong page
+    # A markdown corpus keeps its document ids as they are.
+    assert quality.page_namer("medium-en")("pages/a.md", base + "pages/a.md") == "pages/a.md"
+    assert quality.is_html_corpus(folder) and not quality.is_html_corpus(tmp_path / "medium-en")
