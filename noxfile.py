@@ -520,6 +520,9 @@ def bench(session: nox.Session) -> None:
     nox -s bench -- judge --sets SET ... | --corpus NAME ...   with the semantic extras: pooled judging
                                        worksheets (top 10 of keyword, dense, hybrid; benchmarks/judging/<set>.toml;
                                        not in "all": embeds every section of an uncached corpus, about an hour)
+    nox -s bench -- fusion dev|test [--corpus NAME ...]  with the semantic extras: the hybrid ranking chosen on
+                                       every graded set of each corpus (grid of depth, K, alpha per script, the
+                                       first-hit levers; test: the -more sets' test halves, once). Shares judge's cache
     nox -s bench -- build [large-en ...] build throughput: pages/s (wall), CPU s per page, per-library cost
     nox -s bench -- prepare [SET ...]  the page workers' CPU per page, cold and warm, by phase (the HTML sites
                                        unless sets are named; --save/--check: run benchmarks/prepare_speed.py)
@@ -538,17 +541,18 @@ def bench(session: nox.Session) -> None:
             *session.posargs[1:],
         )  # fmt: skip
         return
-    if session.posargs[:1] == ["judge"]:
+    if session.posargs[:1] in (["judge"], ["fusion"]):
         install(session, SEMANTIC)
         corpora = SHARED / "corpora"
         if not corpora.is_dir():
             session.skip(f"no corpora at {corpora}; set DOCBUNDLE_SHARED to the folder holding corpora/")
         tmp = Path(session.create_tmp())  # bundles and the vector cache, reused by later runs
-        session.run(
-            "python", "benchmarks/judge_pool.py", "--corpora", str(corpora),
-            "--bundles", str(tmp / "bench-bundles"), "--cache", str(tmp / "judge-vectors"),
-            *session.posargs[1:],
-        )  # fmt: skip
+        where = ["--corpora", str(corpora), "--bundles", str(tmp / "bench-bundles")]
+        where += ["--cache", str(tmp / "judge-vectors")]
+        if session.posargs[0] == "judge":
+            session.run("python", "benchmarks/judge_pool.py", *where, *session.posargs[1:])
+        else:  # fusion dev|test: its command comes first
+            session.run("python", "benchmarks/fusion.py", *session.posargs[1:2], *where, *session.posargs[2:])
         return
     # hostile --hybrid-query: the model encodes the queries (benchmarks/hostile_query.py)
     hybrid = session.posargs[:1] == ["hostile"] and "--hybrid-query" in session.posargs

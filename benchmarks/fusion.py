@@ -1,0 +1,674 @@
+"""Choosing the hybrid ranking on enough questions (issue 36): the fusion's α, K and depth, the α per
+question script, and the first-hit levers, on every graded set of each corpus at once.
+
+Usage::
+
+    python benchmarks/fusion.py dev  --corpora DIR --bundles DIR --cache DIR [--corpus large-en ko ...]
+    python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...]
+
+The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **dev**
+holds every question of the older sets (their test halves were scored once by earlier issues and are
+retired to dev) and the dev half of each ``-more`` set; **test** holds the test halves of the ``-more``
+sets, written for issue 36 and scored once, at the end, with what the server runs.
+
+Per question, computed once (``semantic_quality``'s bundles and vector cache; an uncached corpus is
+embedded first, which takes as long as ``semantic_quality.py embed``):
+
+* the keyword side, today's ``balanced`` ranking of pages, searched ``depth`` pages deep for each depth
+  of the grid (as the server asks), and its first 10 pages (``quality.py``'s ``ours``: the baseline);
+* the keyword side's sections (``per_doc`` 3, three per page), for fusion at section level;
+* the dense side: the query vector against EVERY section of the corpus, through the int8 vector file the
+  build writes (the server's scores), never a pool keyword search chose.
+
+``dev`` prints, per corpus, keyword / dense / served hybrid nDCG@10 and the share of questions whose first
+page answers them (graded 2: "right page first"), then:
+
+1. **the grid** over depth × K × α, α chosen per question script (Latin, Korean, other CJK), each corpus
+   scored as one set (each question counts once); a cell qualifies when no corpus loses to keyword search
+   there nor at any α/K neighbour (flat), and the cell with the best mean gain over its neighbourhood
+   wins. It prints the chosen cell with its neighbours' gains, and the paired test of the chosen setting
+   against keyword search and against the served one;
+2. **the levers**, each at the chosen depth and K with its own best α: a page's dense score from its best
+   two sections (``max + β·second``); fusion at section level (each side's sections ranked, fused, a
+   page scored by its best fused section); a different α for identifier-like queries and for questions
+   (``query_type``); each against the chosen page-level fusion with the paired test.
+
+``test`` scores the test halves once with the server's own ranking (``docbundle.server.semantic.rank``),
+checked against this script's fusion of the same lists, and prints per corpus keyword, dense and hybrid
+nDCG@10, right page first, the paired test and a 95% bootstrap interval of the gain.
+
+It prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from quality import QUERIES_DIR, K, Query, default_corpora, load_queries, set_corpus  # noqa: E402
+from semantic_quality import (  # noqa: E402  (benchmarks/ is not a package)
+    _CACHE_ROOT,
+    Corpus,
+    VectorCache,
+    cache_folder,
+    corpora_of,
+    embed_missing,
+    load_corpus,
+    query_vector,
+    served_lists,
+)
+
+CORPORA = ("medium-en", "large-en", "ko", "zh", "ja", "html-python", "html-rustbook", "html-postgres")
+DEPTHS = (10, 20, 30, 50)
+KS = (1, 2, 5, 10, 20, 40, 60)
+ALPHAS = tuple(round(0.2 + 0.05 * i, 2) for i in range(15))  # 0.2 .. 0.9
+SECTIONS_PER_PAGE = 3  # the keyword side's sections per page, for fusion at section level
+BOOTSTRAP = 5000
+
+_HANGUL = re.compile("[\uac00-\ud7a3]")
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
+_IDENT = re.compile(r"[a-z][A-Z]|\w[._:/#]\w|\w\(|\w_\w|<\w|`|--\w|@\w|\w\[\]|\w::")
+_QUESTION = re.compile(
+    r"^(how|what|why|when|where|which|who|can|is|are|does|do|should|could|will)\b|\?$"
+    r"|吗|什么|如何|怎么|怎样|为什么|哪|どう|どの|何|なぜ|ですか|ますか|어떻게|무엇|뭐|왜|어디|언제|나요|까요|가요",
+    re.IGNORECASE,
+)
+
+
+def script_of(text: str) -> str:
+    """The question's script group: ``ko`` (a Hangul syllable), ``cjk`` (Han or kana), else ``latin``."""
+    if _HANGUL.search(text):
+        return "ko"
+    return "cjk" if _CJK.search(text) else "latin"
+
+
+def query_type(text: str) -> str:
+    """``identifier`` (code-like: camelCase, dotted or scoped names, calls, flags), ``question`` (a
+    question word or mark), else ``keyword``: read from the text alone, as a server would have to."""
+    if _IDENT.search(text):
+        return "identifier"
+    return "question" if _QUESTION.search(text.strip()) else "keyword"
+
+
+# --------------------------------------------------------------------------------------------------
+# what each question needs, computed once
+
+
+@dataclass
+class Asked:
+    """One question and everything its rankings are made from."""
+
+    q: Query
+    corpus: str
+    script: str
+    qtype: str
+    keyword: list[str]  # the baseline: ``ours`` (limit 10, per_doc 1)
+    kw_deep: dict[int, list[str]]  # depth -> the keyword side searched that deep (pages)
+    kw_scores: dict[str, float]  # page -> its best keyword score, searched max(DEPTHS) deep
+    kw_rows: list[int]  # the keyword side's sections (rows of the vector file), best first
+    scores: Any  # float32 scores of every row (int8 file, as served)
+    memo: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)  # dense lists per (depth, β)
+
+
+@dataclass
+class Pages:
+    """Row -> page of one corpus, and each page's row span."""
+
+    doc_ids: list[str]
+    starts: Any  # numpy int64, first row of each record with rows
+    records: Any  # numpy int64, the record of each such start
+    row_record: Any  # numpy int64, record of each row
+
+    @classmethod
+    def of(cls, corpus: Corpus) -> Pages:
+        import numpy as np
+
+        total = len(corpus.keys)
+        ends = [*corpus.starts[1:], total]
+        recs = [i for i, (a, b) in enumerate(zip(corpus.starts, ends, strict=True)) if b > a]
+        row_record = np.zeros(total, dtype=np.int64)
+        for i in recs:
+            row_record[corpus.starts[i] : ends[i]] = i
+        return cls(
+            corpus.doc_ids,
+            np.asarray([corpus.starts[i] for i in recs], dtype=np.int64),
+            np.asarray(recs, dtype=np.int64),
+            row_record,
+        )
+
+    def dense_pages(self, scores: Any, depth: int, beta: float = 0.0) -> list[str]:
+        """Pages by their best section's score (``beta`` > 0: plus ``beta`` × their second best)."""
+        import numpy as np
+
+        best = np.maximum.reduceat(scores, self.starts)
+        value = best
+        if beta:
+            # the second best: the best of the page's rows with its best one removed
+            masked = scores.copy()
+            arg = self._argmax_rows(scores)
+            masked[arg] = -np.inf
+            second = np.maximum.reduceat(masked, self.starts)
+            second = np.where(np.isfinite(second), second, best)  # a one-section page counts it twice
+            value = best + beta * second
+        order = np.lexsort((self.records, -value))[:depth]
+        return [self.doc_ids[int(self.records[j])] for j in order]
+
+    def dense_scores(self, scores: Any) -> dict[str, float]:
+        """Every page's best section score."""
+        import numpy as np
+
+        best = np.maximum.reduceat(scores, self.starts)
+        return {self.doc_ids[int(r)]: float(v) for r, v in zip(self.records, best, strict=True)}
+
+    def _argmax_rows(self, scores: Any) -> Any:
+        import numpy as np
+
+        ends = np.append(self.starts[1:], scores.shape[0])
+        return np.asarray([a + int(np.argmax(scores[a:b])) for a, b in zip(self.starts, ends, strict=True)])
+
+    def page_of_row(self, row: int) -> str:
+        return self.doc_ids[int(self.row_record[row])]
+
+
+def questions_of(corpus: str, split: str) -> list[Query]:
+    """dev: every question of the older sets and the dev halves of the ``-more`` sets; test: the test
+    halves of the ``-more`` sets."""
+    out: list[Query] = []
+    for path in sorted(QUERIES_DIR.glob("*.toml")):
+        if set_corpus(path.stem) != corpus:
+            continue
+        more = path.stem.endswith("-more")
+        if split == "test":
+            if more:
+                out += load_queries(path, "test")
+        else:
+            out += load_queries(path, "dev") if more else load_queries(path, "all")
+    return out
+
+
+def prepare(
+    name: str, corpus: Corpus, queries: list[Query], embedder: Any, cache: VectorCache, vec_dir: Path
+) -> tuple[list[Asked], Pages]:
+    """Every ranking input of every question of one corpus."""
+    import numpy as np
+    from docbundle.bundle.reader import open_bundle
+    from docbundle.bundle.search import BundleSearcher
+    from docbundle.bundle.vectors import VectorFile, write_vectors
+    from quality import library_of, ours, page_namer
+
+    missing = [k for k in corpus.keys if k not in cache.vec]
+    if missing:
+        embed_missing(corpus, embedder, cache)
+    f32 = np.stack([cache.vec[k] for k in corpus.keys]).astype(np.float32)
+    vec_dir.mkdir(parents=True, exist_ok=True)
+    path = vec_dir / f"{corpus.name}.int8.bin"
+    write_vectors(path, f32, embedder.identity.key(), "int8")
+    pages = Pages.of(corpus)
+    rank, close = ours(corpus.bundle, per_doc=1)
+    try:
+        baseline = {q.id: rank(q.text) for q in queries}
+    finally:
+        close()
+    bundle = open_bundle(corpus.bundle, use_mmap=False)
+    page = page_namer(library_of(corpus.bundle))
+    asked: list[Asked] = []
+    try:
+        searcher = BundleSearcher(bundle)
+        with VectorFile(path) as vf:
+            vf.check(len(corpus.keys), embedder.identity.key())
+            for q in queries:
+                deep: dict[int, list[str]] = {}
+                kw_scores: dict[str, float] = {}
+                for depth in DEPTHS:
+                    hits = searcher.search(q.text, limit=depth, per_doc=1, mode="balanced").hits
+                    named = [(page(r.id, r.url), h.score) for h in hits for r in (bundle.store.get(h.doc),)]
+                    deep[depth] = list(dict.fromkeys(d for d, _ in named))[:depth]
+                    if depth == max(DEPTHS):
+                        for d, score in named:
+                            kw_scores.setdefault(d, score)
+                per = SECTIONS_PER_PAGE
+                hits = searcher.search(q.text, limit=max(DEPTHS) * per, per_doc=per, mode="balanced").hits
+                rows = [corpus.starts[h.doc] + h.chunk for h in hits]
+                scores = np.asarray(vf.scores(query_vector(embedder, cache, q.text)), dtype=np.float32)
+                asked.append(
+                    Asked(
+                        q,
+                        name,
+                        script_of(q.text),
+                        query_type(q.text),
+                        baseline[q.id],
+                        deep,
+                        kw_scores,
+                        rows,
+                        scores,
+                    )
+                )
+    finally:
+        bundle.close()
+    return asked, pages
+
+
+# --------------------------------------------------------------------------------------------------
+# rankers and scores
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One way to rank: the fusion's depth and K, α per script (and per query type), and the levers."""
+
+    depth: int
+    k: int
+    alpha: dict[str, float]  # script -> α (keyword weight)
+    type_alpha: dict[str, float] = field(default_factory=dict)  # query type -> α, overrides the script's
+    beta: float = 0.0  # dense page score: best + beta * second best section
+    sections: bool = False  # fuse sections, then pages by their best fused section
+    convex: bool = (
+        False  # fuse scores, not ranks: α·kw + (1 − α)·dense, each min-max scaled over its top ``depth``
+    )
+
+    def alpha_of(self, a: Asked) -> float:
+        return self.type_alpha.get(a.qtype, self.alpha[a.script])
+
+    def __hash__(self) -> int:
+        return hash(
+            (
+                self.depth,
+                self.k,
+                tuple(sorted(self.alpha.items())),
+                tuple(sorted(self.type_alpha.items())),
+                self.beta,
+                self.sections,
+            )
+        )
+
+
+def ranked(a: Asked, pages: Pages, s: Setting) -> list[str]:
+    """The top 10 pages of one question under one setting."""
+    from docbundle.bundle.hybrid import fuse
+
+    alpha = s.alpha_of(a)
+    if s.convex:
+        return convex(a, pages, s.depth, alpha)
+    if not s.sections:
+        key = ("pages", s.depth, s.beta)
+        if key not in a.memo:
+            a.memo[key] = pages.dense_pages(a.scores, s.depth, s.beta)
+        return [d for d, _ in fuse(a.kw_deep[s.depth], a.memo[key], alpha, s.k, s.depth)][:K]
+    import numpy as np
+
+    n = s.depth * SECTIONS_PER_PAGE
+    kw_rows = list(dict.fromkeys(a.kw_rows))[:n]
+    key = ("rows", n)
+    if key not in a.memo:
+        top = np.argpartition(-a.scores, n)[:n] if a.scores.shape[0] > n else np.arange(a.scores.shape[0])
+        a.memo[key] = [int(i) for i in sorted(top, key=lambda i: (-a.scores[i], i))]
+    dense_rows = a.memo[key]
+    best: dict[str, float] = {}
+    for row, value in fuse(kw_rows, dense_rows, alpha, s.k, n):
+        p = pages.page_of_row(row)
+        best.setdefault(p, value)
+    return sorted(best, key=lambda p: -best[p])[:K]
+
+
+def convex(a: Asked, pages: Pages, depth: int, alpha: float) -> list[str]:
+    """Score fusion: each side's top ``depth`` pages min-max scaled to 0..1 (its ``depth``-th page 0, a
+    page beyond it 0), then α·keyword + (1 − α)·dense; ties by keyword rank, then dense rank."""
+    key = ("scored", depth)
+    if key not in a.memo:
+        best = pages.dense_scores(a.scores)
+        a.memo[key] = sorted(best.items(), key=lambda kv: -kv[1])[:depth]
+    dense = a.memo[key]
+    kw = [(d, a.kw_scores[d]) for d in a.kw_deep[max(DEPTHS)][:depth]]
+
+    def scaled(side: list[tuple[str, float]]) -> dict[str, float]:
+        if not side:
+            return {}
+        hi, lo = side[0][1], side[-1][1]
+        span = hi - lo
+        return {d: (v - lo) / span if span > 0 else 1.0 for d, v in side}
+
+    k_s, d_s = scaled(kw), scaled(dense)
+    k_rank = {d: i for i, (d, _) in enumerate(kw)}
+    d_rank = {d: i for i, (d, _) in enumerate(dense)}
+    value = {d: alpha * k_s.get(d, 0.0) + (1 - alpha) * d_s.get(d, 0.0) for d in (*k_s, *d_s)}
+    return sorted(value, key=lambda d: (-value[d], k_rank.get(d, depth), d_rank.get(d, depth)))[:K]
+
+
+def ndcg_of(q: Query, pages_: list[str]) -> float:
+    from docbundle.indexer.release.metrics import ndcg
+
+    return ndcg(pages_, q.relevant, K)
+
+
+def right_first(q: Query, pages_: list[str]) -> bool:
+    """The first page answers the question (graded 2)."""
+    return bool(pages_) and q.relevant.get(pages_[0], 0) >= 2
+
+
+@dataclass
+class Board:
+    """Per corpus: its questions and page maps; scores of a setting per question, memoized."""
+
+    asked: dict[str, list[Asked]]
+    pages: dict[str, Pages]
+    memo: dict[Setting, dict[str, list[float]]] = field(default_factory=dict)
+
+    def per_question(self, s: Setting) -> dict[str, list[float]]:
+        if s not in self.memo:
+            self.memo[s] = {
+                c: [ndcg_of(a.q, ranked(a, self.pages[c], s)) for a in qs] for c, qs in self.asked.items()
+            }
+        return self.memo[s]
+
+    def keyword(self) -> dict[str, list[float]]:
+        return {c: [ndcg_of(a.q, a.keyword) for a in qs] for c, qs in self.asked.items()}
+
+    def gains(self, s: Setting) -> dict[str, float]:
+        kw = self.keyword()
+        got = self.per_question(s)
+        return {c: statistics.mean(got[c]) - statistics.mean(kw[c]) for c in self.asked}
+
+    def scripts(self) -> dict[str, list[str]]:
+        """script -> the corpora whose questions are in it (by their first question)."""
+        out: dict[str, list[str]] = {}
+        for c, qs in self.asked.items():
+            out.setdefault(qs[0].script, []).append(c)
+        return out
+
+
+def bootstrap_interval(
+    diffs: Sequence[float], rounds: int = BOOTSTRAP, seed: int = 36
+) -> tuple[float, float]:
+    """95% percentile bootstrap interval of the mean of ``diffs``."""
+    import numpy as np
+
+    d = np.asarray(diffs, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(rounds, d.size))].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def paired(before: Sequence[float], after: Sequence[float]) -> str:
+    from docbundle.indexer.release.metrics import paired_test
+
+    t = paired_test(before, after, permutations=2000)
+    return f"{t.mean_diff:+.3f} p={t.p:.3f} ({t.better}+/{t.worse}-)"
+
+
+# --------------------------------------------------------------------------------------------------
+# the grid
+
+
+def neighbours(values: Sequence[Any], v: Any) -> list[Any]:
+    i = values.index(v)
+    return list(values[max(0, i - 1) : i + 2])
+
+
+def choose_grid(board: Board) -> tuple[Setting, dict[tuple[int, int, str, float], dict[str, float]]]:
+    """Depth, K, and α per script: flat (no corpus loses at the cell nor any α/K neighbour), then the best
+    mean gain over the neighbourhood. Each script's α is chosen on its own corpora."""
+    scripts = board.scripts()
+    table: dict[tuple[int, int, str, float], dict[str, float]] = {}
+    for depth in DEPTHS:
+        for k in KS:
+            for alpha in ALPHAS:
+                s = Setting(depth, k, dict.fromkeys(scripts, alpha))
+                g = board.gains(s)
+                for script, corp in scripts.items():
+                    table[(depth, k, script, alpha)] = {c: g[c] for c in corp}
+    best: tuple[float, Setting] | None = None
+    for depth in DEPTHS:
+        for k in KS:
+            alphas: dict[str, float] = {}
+            total = 0.0
+            flat_all = True
+            for script in scripts:
+
+                def hood(
+                    alpha: float, script: str = script, depth: int = depth, k: int = k
+                ) -> list[dict[str, float]]:
+                    return [
+                        table[(depth, kk, script, aa)]
+                        for kk in neighbours(KS, k)
+                        for aa in neighbours(ALPHAS, alpha)
+                    ]
+
+                def flat(alpha: float, hood: Callable[[float], list[dict[str, float]]] = hood) -> bool:
+                    return all(min(c.values()) >= 0 for c in hood(alpha))
+
+                def smooth(alpha: float, hood: Callable[[float], list[dict[str, float]]] = hood) -> float:
+                    return statistics.mean(statistics.mean(c.values()) for c in hood(alpha))
+
+                ok = [a for a in ALPHAS if flat(a)]
+                pick = max(ok or ALPHAS, key=lambda a: (round(smooth(a), 9), a))
+                flat_all = flat_all and bool(ok)
+                alphas[script] = pick
+                total += smooth(pick) * len(scripts[script])
+            value = total / sum(len(c) for c in scripts.values()) + (1.0 if flat_all else 0.0)
+            if best is None or value > best[0] + 1e-12:
+                best = (value, Setting(depth, k, alphas))
+    assert best is not None
+    return best[1], table
+
+
+# --------------------------------------------------------------------------------------------------
+# commands
+
+
+def load_board(args: argparse.Namespace, split: str) -> tuple[Board, Any]:
+    from docbundle.bundle.embed import load_embedder
+
+    embedder = load_embedder(threads=args.threads)
+    cache = VectorCache(cache_folder(args.cache, embedder))
+    paths = corpora_of(args, args.corpus)
+    asked: dict[str, list[Asked]] = {}
+    pages: dict[str, Pages] = {}
+    for name in args.corpus:
+        if name not in paths:
+            print(f"{name}: no bundle (corpus missing); skipped")
+            continue
+        t0 = time.perf_counter()
+        corpus = load_corpus(name, paths[name], embedder)
+        qs = questions_of(name, split)
+        asked[name], pages[name] = prepare(name, corpus, qs, embedder, cache, args.cache / "vectors")
+        print(
+            f"{name}: {len(qs)} {split} questions, {len(corpus.keys)} sections ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    return Board(asked, pages), (embedder, cache, paths)
+
+
+def served_setting() -> Setting:
+    from docbundle.bundle import hybrid
+
+    return Setting(
+        hybrid.DEPTH, hybrid.K, {"latin": hybrid.ALPHA, "cjk": hybrid.ALPHA, "ko": hybrid.KOREAN_ALPHA}
+    )
+
+
+def print_overview(board: Board, settings: dict[str, Setting]) -> None:
+    kw = board.keyword()
+    head = f"{'corpus':<14} {'n':>4} {'keyword':>8} {'dense':>6}"
+    for label in settings:
+        head += f" {label:>10}"
+    print(head + "   right page first: keyword / " + " / ".join(settings))
+    for c, qs in board.asked.items():
+        dense = [ndcg_of(a.q, board.pages[c].dense_pages(a.scores, K)) for a in qs]
+        line = f"{c:<14} {len(qs):>4} {statistics.mean(kw[c]):8.3f} {statistics.mean(dense):6.3f}"
+        firsts = [sum(right_first(a.q, a.keyword) for a in qs)]
+        for s in settings.values():
+            line += f" {statistics.mean(board.per_question(s)[c]):10.3f}"
+            firsts.append(sum(right_first(a.q, ranked(a, board.pages[c], s)) for a in qs))
+        print(line + "   " + " / ".join(f"{f}/{len(qs)} ({f / len(qs):.0%})" for f in firsts))
+
+
+def cmd_dev(args: argparse.Namespace) -> None:
+    board, _ = load_board(args, "dev")
+    served = served_setting()
+    print("\n=== dev: served today ===")
+    print_overview(board, {"served": served})
+    chosen, table = choose_grid(board)
+    print(f"\n=== the grid: {len(DEPTHS)} depths x {len(KS)} K x {len(ALPHAS)} alpha per script ===")
+    scripts = board.scripts()
+    for script, corp in scripts.items():
+        print(
+            f"\n{script} ({', '.join(corp)}): mean gain x1000 at depth {chosen.depth}, rows alpha, columns K"
+        )
+        print("alpha " + " ".join(f"{k:>6}" for k in KS))
+        for alpha in ALPHAS:
+            cells = [table[(chosen.depth, k, script, alpha)] for k in KS]
+            print(
+                f"{alpha:5.2f} "
+                + " ".join(
+                    f"{statistics.mean(c.values()) * 1000:+5.0f}{'!' if min(c.values()) < 0 else ' '}"
+                    for c in cells
+                )
+            )
+        print("(! = a corpus loses to keyword search there)")
+        for depth in DEPTHS:
+            a = chosen.alpha[script]
+            c = table[(depth, chosen.k, script, a)]
+            print(
+                f"  depth {depth:>2} at K {chosen.k}, alpha {a}: "
+                + ", ".join(f"{n} {v:+.3f}" for n, v in c.items())
+            )
+    print(f"\nchosen: depth {chosen.depth}, K {chosen.k}, alpha {chosen.alpha}")
+    for script in scripts:
+        a = chosen.alpha[script]
+        hood = [
+            (kk, aa, table[(chosen.depth, kk, script, aa)])
+            for kk in neighbours(KS, chosen.k)
+            for aa in neighbours(ALPHAS, a)
+        ]
+        lo = min(min(c.values()) for _, _, c in hood)
+        print(
+            f"  {script}: neighbourhood (K +-1 step, alpha +-0.05): worst corpus gain {lo:+.3f}; cells: "
+            + "; ".join(f"K{kk} a{aa}: " + ",".join(f"{v:+.3f}" for v in c.values()) for kk, aa, c in hood)
+        )
+    settings = {"served": served, "chosen": chosen}
+    levers = lever_settings(board, chosen)
+    settings.update(levers)
+    print("\n=== dev: served, chosen and the levers (each at its best alpha) ===")
+    print_overview(board, settings)
+    kw = board.keyword()
+    base = board.per_question(chosen)
+    print("\npaired tests on dev (nDCG@10 per question, 2,000 sign flips)")
+    for c in board.asked:
+        line = f"  {c:<14} chosen vs keyword {paired(kw[c], base[c])}; chosen vs served {paired(board.per_question(served)[c], base[c])}"
+        for label, s in levers.items():
+            line += f"; {label} vs chosen {paired(base[c], board.per_question(s)[c])}"
+        print(line)
+    by_type: dict[str, list[tuple[float, float]]] = {}
+    for c, qs in board.asked.items():
+        for a, k_, h in zip(qs, kw[c], base[c], strict=True):
+            by_type.setdefault(a.qtype, []).append((k_, h))
+    print(
+        "\nby query type (all corpora, dev): "
+        + "; ".join(
+            f"{t} n={len(v)} keyword {statistics.mean(x for x, _ in v):.3f} chosen {statistics.mean(y for _, y in v):.3f}"
+            for t, v in sorted(by_type.items())
+        )
+    )
+
+
+def lever_settings(board: Board, chosen: Setting) -> dict[str, Setting]:
+    """Each lever at the chosen depth and K, with the α per script that suits it best (mean gain)."""
+    out: dict[str, Setting] = {}
+    scripts = board.scripts()
+
+    def best_alpha(make: Callable[[float], Setting]) -> Setting:
+        alphas = {}
+        for script, corp in scripts.items():
+            alphas[script] = max(
+                ALPHAS, key=lambda a: (round(statistics.mean(board.gains(make(a))[c] for c in corp), 9), a)
+            )
+        return Setting(**{**make(0.5).__dict__, "alpha": alphas})
+
+    for beta in (0.25, 0.5):
+        out[f"top2 b{beta}"] = best_alpha(
+            lambda a, beta=beta: Setting(chosen.depth, chosen.k, dict.fromkeys(scripts, a), beta=beta)
+        )
+    out["convex"] = best_alpha(
+        lambda a: Setting(chosen.depth, chosen.k, dict.fromkeys(scripts, a), convex=True)
+    )
+    out["sections"] = best_alpha(
+        lambda a: Setting(chosen.depth, chosen.k, dict.fromkeys(scripts, a), sections=True)
+    )
+    # α per query type: the chosen α per script, and one α for every question of a type, chosen on all corpora
+    typed: dict[str, float] = {}
+    for t in ("identifier", "question"):
+
+        def gain(a: float, t: str = t) -> float:
+            s = Setting(chosen.depth, chosen.k, chosen.alpha, {**typed, t: a})
+            return statistics.mean(board.gains(s).values())
+
+        typed[t] = max(ALPHAS, key=lambda a: (round(gain(a), 9), a))
+    out["by type"] = Setting(chosen.depth, chosen.k, chosen.alpha, typed)
+    return out
+
+
+def cmd_test(args: argparse.Namespace) -> None:
+    board, (embedder, cache, paths) = load_board(args, "test")
+    served = served_setting()
+    from docbundle.bundle import hybrid
+
+    print(
+        f"\n=== test halves, scored once: served hybrid (alpha {hybrid.ALPHA}, Korean {hybrid.KOREAN_ALPHA}, K {hybrid.K}, depth {hybrid.DEPTH}) ==="
+    )
+    kw = board.keyword()
+    print(
+        f"{'corpus':<14} {'n':>4} {'keyword':>8} {'dense':>6} {'hybrid':>7} {'gain':>7} {'95% interval':>17}  paired        right page first kw / hybrid"
+    )
+    gains = []
+    for c, qs in board.asked.items():
+        vectors = {a.q.id: query_vector(embedder, cache, a.q.text) for a in qs}
+        server = served_lists(paths[c], args.cache / "vectors" / f"{c}.int8.bin", [a.q for a in qs], vectors)
+        mine = {a.q.id: ranked(a, board.pages[c], served) for a in qs}
+        differ = sum(server[a.q.id] != mine[a.q.id] for a in qs)
+        if differ:
+            print(f"  {c}: the server's ranking differs from this script's fusion on {differ} questions")
+        hyb = [ndcg_of(a.q, server[a.q.id]) for a in qs]
+        dense = [ndcg_of(a.q, board.pages[c].dense_pages(a.scores, K)) for a in qs]
+        diffs = [h - k_ for h, k_ in zip(hyb, kw[c], strict=True)]
+        lo, hi = bootstrap_interval(diffs)
+        f_kw = sum(right_first(a.q, a.keyword) for a in qs)
+        f_h = sum(right_first(a.q, server[a.q.id]) for a in qs)
+        gains.append(statistics.mean(diffs))
+        print(
+            f"{c:<14} {len(qs):>4} {statistics.mean(kw[c]):8.3f} {statistics.mean(dense):6.3f} {statistics.mean(hyb):7.3f} "
+            f"{statistics.mean(diffs):+7.3f} [{lo:+.3f}, {hi:+.3f}]  {paired(kw[c], hyb):<24} "
+            f"{f_kw}/{len(qs)} ({f_kw / len(qs):.0%}) / {f_h}/{len(qs)} ({f_h / len(qs):.0%})"
+        )
+    print(f"mean gain over corpora {statistics.mean(gains):+.3f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for cmd in ("dev", "test"):
+        p = sub.add_parser(cmd)
+        p.add_argument("--corpora", type=Path, default=default_corpora())
+        p.add_argument("--bundles", type=Path, required=True)
+        p.add_argument("--cache", type=Path, required=True)
+        p.add_argument("--corpus", nargs="+", default=list(CORPORA))
+        p.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.corpora is None:
+        ap.error("no corpora: pass --corpora (../shared/corpora)")
+    _CACHE_ROOT.append(args.cache)
+    {"dev": cmd_dev, "test": cmd_test}[args.cmd](args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
