@@ -128,6 +128,7 @@ class Pages:
     starts: Any  # numpy int64, first row of each record with rows
     records: Any  # numpy int64, the record of each such start
     row_record: Any  # numpy int64, record of each row
+    heads: list[frozenset[str]] = field(default_factory=list)  # row -> words of its title and heading path
 
     @classmethod
     def of(cls, corpus: Corpus) -> Pages:
@@ -162,6 +163,14 @@ class Pages:
             value = best + beta * second
         order = np.lexsort((self.records, -value))[:depth]
         return [self.doc_ids[int(self.records[j])] for j in order]
+
+    def best_rows(self, a: Asked) -> dict[str, int]:
+        """page -> its best row by the dense scores (memoized on the question)."""
+        key = ("bestrow",)
+        if key not in a.memo:
+            arg = self._argmax_rows(a.scores)
+            a.memo[key] = [{self.doc_ids[int(r)]: int(i) for r, i in zip(self.records, arg, strict=True)}]
+        return a.memo[key][0]
 
     def dense_scores(self, scores: Any) -> dict[str, float]:
         """Every page's best section score."""
@@ -215,6 +224,13 @@ def prepare(
     write_vectors(path, f32, embedder.identity.key(), "int8")
     pages = Pages.of(corpus)
     rank, close = ours(corpus.bundle, per_doc=1)
+    heads_of = open_bundle(corpus.bundle, use_mmap=False)
+    try:
+        for rec in heads_of.store:
+            for c in rec.chunks:
+                pages.heads.append(words(" ".join([rec.title, *c.heading_path])))
+    finally:
+        heads_of.close()
     try:
         baseline = {q.id: rank(q.text) for q in queries}
     finally:
@@ -272,9 +288,11 @@ class Setting:
     type_alpha: dict[str, float] = field(default_factory=dict)  # query type -> α, overrides the script's
     beta: float = 0.0  # dense page score: best + beta * second best section
     sections: bool = False  # fuse sections, then pages by their best fused section
-    convex: bool = (
-        False  # fuse scores, not ranks: α·kw + (1 − α)·dense, each min-max scaled over its top ``depth``
-    )
+    # fuse scores, not ranks: α·kw + (1 − α)·dense, each min-max scaled over its top ``depth``
+    convex: bool = False
+    # a page's fused score × (1 + heading × the share of the query's words in its best section's title
+    # and heading path)
+    heading: float = 0.0
 
     def alpha_of(self, a: Asked) -> float:
         return self.type_alpha.get(a.qtype, self.alpha[a.script])
@@ -303,7 +321,10 @@ def ranked(a: Asked, pages: Pages, s: Setting) -> list[str]:
         key = ("pages", s.depth, s.beta)
         if key not in a.memo:
             a.memo[key] = pages.dense_pages(a.scores, s.depth, s.beta)
-        return [d for d, _ in fuse(a.kw_deep[s.depth], a.memo[key], alpha, s.k, s.depth)][:K]
+        fused = fuse(a.kw_deep[s.depth], a.memo[key], alpha, s.k, s.depth)
+        if s.heading:
+            fused = heading_boost(a, pages, fused, s.heading)
+        return [d for d, _ in fused][:K]
     import numpy as np
 
     n = s.depth * SECTIONS_PER_PAGE
@@ -318,6 +339,91 @@ def ranked(a: Asked, pages: Pages, s: Setting) -> list[str]:
         p = pages.page_of_row(row)
         best.setdefault(p, value)
     return sorted(best, key=lambda p: -best[p])[:K]
+
+
+_WORD = re.compile(r"[0-9a-z]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7a3]+")
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "is",
+        "are",
+        "be",
+        "by",
+        "with",
+        "how",
+        "what",
+        "why",
+        "when",
+        "where",
+        "which",
+        "who",
+        "do",
+        "does",
+        "can",
+        "i",
+        "my",
+        "me",
+        "it",
+        "its",
+        "this",
+        "that",
+        "from",
+        "as",
+        "at",
+        "use",
+        "using",
+        "get",
+        "set",
+        "not",
+        "no",
+        "vs",
+        "into",
+        "your",
+        "you",
+        "we",
+    ]
+)
+
+
+def words(text: str) -> frozenset[str]:
+    """Lowercase Latin words (stop words out) and CJK character bigrams of ``text``."""
+    out: set[str] = set()
+    for w in _WORD.findall(text.lower()):
+        if w[0].isascii():
+            if w not in _STOP and len(w) > 1:
+                out.add(w)
+        else:
+            out.update(w[i : i + 2] for i in range(max(1, len(w) - 1)))
+    return frozenset(out)
+
+
+def heading_boost(
+    a: Asked, pages: Pages, fused: list[tuple[str, float]], gamma: float
+) -> list[tuple[str, float]]:
+    """Re-order fused pages by fused × (1 + γ × the share of the question's words in the title and
+    heading path of the page's best section by the dense scores)."""
+    key = ("qwords",)
+    if key not in a.memo:
+        a.memo[key] = [words(a.q.text)]
+    (qw,) = a.memo[key]
+    if not qw:
+        return fused
+    best_row = pages.best_rows(a)
+    out = []
+    for d, v in fused:
+        row = best_row.get(d)
+        share = len(qw & pages.heads[row]) / len(qw) if row is not None else 0.0
+        out.append((d, v * (1 + gamma * share)))
+    return sorted(out, key=lambda dv: -dv[1])
 
 
 def convex(a: Asked, pages: Pages, depth: int, alpha: float) -> list[str]:
@@ -601,6 +707,10 @@ def lever_settings(board: Board, chosen: Setting) -> dict[str, Setting]:
     out["convex"] = best_alpha(
         lambda a: Setting(chosen.depth, chosen.k, dict.fromkeys(scripts, a), convex=True)
     )
+    for gamma in (0.1, 0.25):
+        out[f"heading {gamma}"] = best_alpha(
+            lambda a, gamma=gamma: Setting(chosen.depth, chosen.k, dict.fromkeys(scripts, a), heading=gamma)
+        )
     out["sections"] = best_alpha(
         lambda a: Setting(chosen.depth, chosen.k, dict.fromkeys(scripts, a), sections=True)
     )
