@@ -74,6 +74,7 @@ KS = (1, 2, 5, 10, 20, 40, 60)
 ALPHAS = tuple(round(0.2 + 0.05 * i, 2) for i in range(15))  # 0.2 .. 0.9
 SECTIONS_PER_PAGE = 3  # the keyword side's sections per page, for fusion at section level
 BOOTSTRAP = 5000
+NOISE = 0.002  # a mean nDCG@10 gain this close to the best counts as equal (a deeper search costs more)
 
 _HANGUL = re.compile("[\uac00-\ud7a3]")
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
@@ -532,7 +533,7 @@ def choose_grid(board: Board) -> tuple[Setting, dict[tuple[int, int, str, float]
                 g = board.gains(s)
                 for script, corp in scripts.items():
                     table[(depth, k, script, alpha)] = {c: g[c] for c in corp}
-    best: tuple[float, Setting] | None = None
+    cells: list[tuple[float, Setting]] = []
     for depth in DEPTHS:
         for k in KS:
             alphas: dict[str, float] = {}
@@ -561,10 +562,11 @@ def choose_grid(board: Board) -> tuple[Setting, dict[tuple[int, int, str, float]
                 alphas[script] = pick
                 total += smooth(pick) * len(scripts[script])
             value = total / sum(len(c) for c in scripts.values()) + (1.0 if flat_all else 0.0)
-            if best is None or value > best[0] + 1e-12:
-                best = (value, Setting(depth, k, alphas))
-    assert best is not None
-    return best[1], table
+            cells.append((value, Setting(depth, k, alphas)))
+    # A deeper keyword side costs search time: the shallowest depth whose best cell is within NOISE of
+    # the best cell of any depth wins (DEPTHS ascend).
+    top = max(v for v, _ in cells)
+    return next(s for v, s in cells if v >= top - NOISE), table
 
 
 # --------------------------------------------------------------------------------------------------
