@@ -14,6 +14,12 @@ and embeds EVERY chunk of it with the project's embedder (``docbundle.bundle.emb
 keyed by sha256(embedder identity + passage text), so a rerun embeds nothing and an interrupted run
 goes on where it stopped. It prints passages/s (wall, both cores) and CPU seconds per passage.
 
+``DOCBUNDLE_PLAIN_SCRIPTS`` (read by the benchmarks only, never by a build or the server) measures
+another passage recipe: the scripts whose sections are embedded without markup, of ``embed.SCRIPTS``,
+comma-separated (``hangul,han,kana``: recipe 3, Chinese and Japanese sections too; ``none``: recipe 1),
+for every command here and ``judge_pool.py``. Its passage memo files are named by it, so no variant
+reads another's texts; the vector cache is shared (equal texts, equal vectors).
+
 ``tune`` scores the DEV halves only. Per query: ``keyword`` is today's ``balanced`` ranking exactly as
 ``quality.py`` runs it (``ours``: limit 10, per_doc 1); ``vector`` scores the query vector against every
 chunk of the corpus (``docbundle.bundle.vectors``: the int8 vector file the build would write, and
@@ -107,17 +113,55 @@ class Corpus:
     keys: list[str]
     starts: list[int]  # first row of each store record (records with no chunk start where the next does)
     doc_ids: list[str]  # store record number -> document id
+    recipe: str = ""  # the passage recipe's tag in file names (``passage_recipe``)
+
+
+#: The benchmarks' switch for the passage recipe they measure (``passage_recipe``; not read by the server).
+ENV_PLAIN_SCRIPTS = "DOCBUNDLE_PLAIN_SCRIPTS"
+
+
+def passage_recipe() -> tuple[frozenset[str], str]:
+    """The scripts whose sections this run embeds without markup (``DOCBUNDLE_PLAIN_SCRIPTS``, default
+    ``embed.PLAIN_SCRIPTS``) and the tag that names its files: ``-rN`` for recipe N of ``embed.RECIPES``
+    (empty for recipe 1, whose memo files had no recipe in their name), else ``-plain-`` and the scripts."""
+    from docbundle.bundle.embed import PLAIN_SCRIPTS, RECIPES, SCRIPTS
+
+    value = os.environ.get(ENV_PLAIN_SCRIPTS, "").strip().lower()
+    if not value:
+        scripts = PLAIN_SCRIPTS
+    elif value == "none":
+        scripts = frozenset()
+    else:
+        scripts = frozenset(part.strip() for part in value.split(",") if part.strip())
+        unknown = sorted(scripts - SCRIPTS.keys())
+        if unknown:
+            raise SystemExit(
+                f"{ENV_PLAIN_SCRIPTS}: no script {', '.join(unknown)}; known: {', '.join(SCRIPTS)} (or none)"
+            )
+    number = next((n for n, plain in RECIPES.items() if plain == scripts), None)
+    if number is not None:
+        return scripts, "" if number == 1 else f"-r{number}"
+    return scripts, "-plain-" + "+".join(sorted(scripts))
+
+
+def recipe_line() -> str:
+    """What this run embeds, for its report: the scripts without markup and the recipe's tag."""
+    plain, recipe = passage_recipe()
+    return (
+        f"passages: sections in {', '.join(sorted(plain)) or 'no script'} without markup ({recipe or '-r1'})"
+    )
 
 
 def load_corpus(name: str, bundle_dir: Path, embedder: Any) -> Corpus:
-    """Read every chunk of a bundle's docs store, in store order, and build its passage texts."""
-    from docbundle.bundle.embed import PASSAGE_RECIPE, passage_text, text_key
+    """Read every chunk of a bundle's docs store, in store order, and build its passage texts (of the
+    recipe ``passage_recipe`` says)."""
+    from docbundle.bundle.embed import passage_text, text_key
     from docbundle.bundle.reader import open_bundle
 
     identity = embedder.identity
-    # the cut to 256 tokens tokenizes each chunk a few times: keep the texts beside the vectors (recipe 1's
-    # memo files had no recipe in their name)
-    recipe = "" if PASSAGE_RECIPE == 1 else f"-r{PASSAGE_RECIPE}"
+    plain, recipe = passage_recipe()
+    # the cut to 256 tokens tokenizes each chunk a few times: keep the texts beside the vectors, in a memo
+    # file of this recipe
     memo = cache_dir_of(embedder) / f"passages-{identity.key()[:12]}{recipe}-{bundle_dir.name}.json"
     if memo.is_file():
         data = json.loads(memo.read_text(encoding="utf-8"))
@@ -131,7 +175,9 @@ def load_corpus(name: str, bundle_dir: Path, embedder: Any) -> Corpus:
                 starts.append(len(passages))
                 doc_ids.append(page(rec.id, rec.url))
                 for c in rec.chunks:
-                    passages.append(passage_text(rec.title, c.heading_path, c.text, embedder.token_count))
+                    passages.append(
+                        passage_text(rec.title, c.heading_path, c.text, embedder.token_count, plain=plain)
+                    )
         finally:
             bundle.close()
         memo.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +185,7 @@ def load_corpus(name: str, bundle_dir: Path, embedder: Any) -> Corpus:
             json.dumps({"passages": passages, "starts": starts, "doc_ids": doc_ids}), encoding="utf-8"
         )
     keys = [text_key(identity, p) for p in passages]
-    return Corpus(name, bundle_dir, passages, keys, starts, doc_ids)
+    return Corpus(name, bundle_dir, passages, keys, starts, doc_ids, recipe)
 
 
 def cache_folder(cache: Path, embedder: Any) -> Path:
@@ -176,6 +222,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
     embedder = load_embedder(threads=args.threads)
     print(f"embedder {embedder.identity} key {embedder.identity.key()[:16]}", flush=True)
+    print(recipe_line(), flush=True)
     cache = VectorCache(cache_folder(args.cache, embedder))
     paths = corpora_of(args)
     # smallest corpora first, so the tuning can start on partial data if need be
@@ -325,7 +372,7 @@ def prepare_set(
         raise SystemExit(f"{corpus.name}: {len(missing)} chunks not embedded yet; run `embed` first")
     f32 = np.stack([cache.vec[k] for k in corpus.keys]).astype(np.float32)
     vec_dir.mkdir(parents=True, exist_ok=True)
-    path = vec_dir / f"{corpus.name}.int8.bin"
+    path = vec_dir / f"{corpus.name}{corpus.recipe}.int8.bin"
     write_vectors(path, f32, embedder.identity.key(), "int8")
     vector: dict[str, dict[str, list[str]]] = {"int8": {}, "float32": {}}
     vectors = {q.id: query_vector(embedder, cache, q.text) for q in queries}
@@ -414,6 +461,7 @@ def report(split: str, runs: list[SetRun], save: Path | None) -> None:
     from docbundle.indexer.release.metrics import paired_test
 
     k, depth = hybrid.K, hybrid.DEPTH
+    print(f"\n{recipe_line()}")
     print(
         f"\n=== {split} halves: nDCG@10 (hybrid as served: alpha {hybrid.ALPHA}, {hybrid.KOREAN_ALPHA} for a "
         f"Korean question, K {k}, {depth} pages per side) ==="

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.reader import open_bundle, verify_bundle
+from docbundle.bundle.search import BundleSearcher
 from docbundle.bundle.whooshio import searching
 from docbundle.indexer.pipeline.build import Outcome
 from docsite import TOPICS, Build, llms_txt, page_markdown, publish_site, write_config
@@ -262,3 +263,41 @@ def test_copying_a_bundle_elsewhere_keeps_it_valid(site: Site, tmp_path: Path, b
     copy = tmp_path / "elsewhere" / "bundle"
     shutil.copytree(Path(o.bundle or ""), copy)
     assert verify_bundle(copy).build.content_hash == o.content_hash
+
+
+def test_a_heading_id_in_a_link_text_stays_out_of_the_page_title(
+    site: Site, tmp_path: Path, build: Build
+) -> None:
+    # The Chinese, Japanese and Korean React docs' llms.txt copy a heading id into sixteen link texts
+    # ("[参考 {/*reference*/}](...)"); the link text is the page's title, so the id is dropped there.
+    site.add(
+        "/llms.txt",
+        "# Demo Docs\n\n> Docs.\n\n## API {/*api*/}\n\n"
+        "- [参考 {/*reference*/}](pages/form.md): 内置的浏览器组件\n- [Forms guide](pages/guide.md)\n",
+        content_type="text/plain; charset=utf-8",
+    )
+    body = "使用内置的浏览器组件创建交互式控件来提交信息。" * 8
+    site.add("/pages/form.md", f"# <form> {{/*form*/}}\n\n{body}\n\n## 用法 {{/*usage*/}}\n\n{body}\n")
+    site.add(
+        "/pages/guide.md", "# Forms guide\n\n" + "Build a form that posts its fields to the server. " * 8
+    )
+    o = build(write_config(tmp_path, site.url("/llms.txt")))
+    assert o.status == "built", o.message
+    bundle = Path(o.bundle or "")
+    m = verify_bundle(bundle)
+    assert {d.path: (d.title, d.section) for d in m.documents} == {
+        "pages/form.md": ("参考", "API"),
+        "pages/guide.md": ("Forms guide", "API"),
+    }
+    b = open_bundle(bundle)
+    try:
+        doc = b.store.get(b.store.number_of("pages/form.md") or 0)
+        assert doc.title == "参考" and doc.section == "API"
+        # Keyword search's title field holds the clean title: "reference" names no page of this site.
+        searcher = BundleSearcher(b)
+        hits = searcher.search("reference", limit=10, per_doc=1, mode="balanced").hits
+        assert hits == []
+        (first, *_) = searcher.search("参考", limit=10, per_doc=1, mode="balanced").hits
+        assert b.store.get(first.doc).id == "pages/form.md"
+    finally:
+        b.close()

@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 from clikit import index_cli, server_cli
-from docbundle.bundle.embed import PASSAGE_RECIPE, Embedder, EmbedderIdentity, load_embedder, passage_text
+from docbundle.bundle.embed import (
+    PASSAGE_RECIPE,
+    RECIPES,
+    Embedder,
+    EmbedderIdentity,
+    load_embedder,
+    passage_text,
+)
 from docbundle.bundle.layout import read_current
 from docbundle.bundle.manifest import Manifest
 from docbundle.bundle.reader import read_manifest
@@ -261,33 +268,112 @@ def test_rows_planted_with_a_rewritten_previous_manifest_are_not_copied(tmp_path
     assert verified.returncode == 0, verified.stdout
 
 
-@pytest.mark.parametrize("change", ["embedder", "passage recipe"])
-def test_another_embedder_or_passage_recipe_rebuilds_unchanged_content_and_reuses_nothing(
-    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch, change: str
+def test_another_embedder_rebuilds_unchanged_content_and_reuses_nothing(
+    tmp_path: Path, counting: CountingEmbedder
 ) -> None:
-    # Another model, or the same model with passages made by another recipe: the old rows were embedded
-    # by another model or from other texts, so none may be copied, and the unchanged site is not "unchanged".
+    # Another model: the old rows were embedded by another model, so none may be copied, and the
+    # unchanged site is not "unchanged".
     config, out = _site(tmp_path), tmp_path / "out"
     first = build(config, out, check=False).outcome
     assert first.status == "built" and _current(out)[1].vectors.passage == PASSAGE_RECIPE  # type: ignore[union-attr]
     other = EmbedderIdentity(**{**counting.identity.__dict__, "version": "0.3.0-other"})
-    if change == "embedder":
-        counting._identity = other
-    else:
-        monkeypatch.setattr(semantic, "PASSAGE_RECIPE", PASSAGE_RECIPE + 1)
+    counting._identity = other
     counting.texts.clear()
     second = build(config, out, check=False).outcome
     assert second.status == "built" and second.content_hash == first.content_hash
     assert second.build_id != first.build_id
     assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
     _, manifest = _current(out)
-    assert manifest.vectors is not None
-    if change == "embedder":
-        assert manifest.vectors.embedder.key == other.key()
-    else:
-        assert manifest.vectors.passage == PASSAGE_RECIPE + 1
+    assert manifest.vectors is not None and manifest.vectors.embedder.key == other.key()
     # The rebuilt bundle is the cache again.
     assert build(config, out, check=False).outcome.status == "unchanged"
+
+
+# Two pages as the Chinese React docs write them: MDX heading ids, a component tag line, a fenced block.
+CHINESE_PAGES = {
+    "zh-state": (
+        "状态 {/*state*/}",
+        "<Intro>\n\n组件通常需要根据交互更改屏幕上显示的内容。输入表单应该更新输入字段，单击轮播图上的“下一个”应该更改显示的图片。",
+    ),
+    "zh-effects": (
+        "副作用",
+        "有些组件需要与外部系统同步。例如，你可能希望根据 React 状态控制非 React 组件、设置服务器连接。",
+    ),
+}
+
+
+def _chinese_page(title: str, lead: str) -> str:
+    """Two sections (> 60 words each counted by the chunker) with the markup of the React docs."""
+    filler = "\n\n".join(f"{lead} 第 {n} 段 paragraph {n} with some words." for n in range(6))
+    code = "```js\nconst [index, setIndex] = useState(0);\n```"
+    return f"# {title}\n\n{filler}\n\n## 参考 {{/*reference*/}}\n\n{code}\n\n{filler}\n"
+
+
+def test_a_new_passage_recipe_embeds_again_exactly_the_sections_whose_passage_it_changes(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Recipe 3 embeds Chinese and Japanese sections without markup too: a rebuild under it embeds the
+    # Chinese sections again (their passage texts changed) and copies the English rows (same texts).
+    config, out = _site(tmp_path), tmp_path / "out"
+    site = tmp_path / "site"
+    for slug, (title, lead) in CHINESE_PAGES.items():
+        (site / f"{slug}.md").write_text(_chinese_page(title, lead), encoding="utf-8")
+    links = "".join(f"- [{t.split(' {')[0]}]({slug}.md)\n" for slug, (t, _) in CHINESE_PAGES.items())
+    (site / "llms.txt").write_text((site / "llms.txt").read_text(encoding="utf-8") + links, encoding="utf-8")
+    first = build(config, out, check=False).outcome
+    assert first.status == "built" and first.embedded == len(counting.texts)
+    old_bundle, old_manifest = _current(out)
+    assert old_manifest.vectors is not None and old_manifest.vectors.passage == 2
+    chunks = _chunks(old_bundle)
+    count = counting.token_count
+
+    def passages(recipe: int) -> list[str]:
+        return [passage_text(t, h, x, count, plain=RECIPES[recipe]) for _, h, x, t in chunks]
+
+    before, after = passages(2), passages(3)
+    changed = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    chinese = [i for i, (doc, *_rest) in enumerate(chunks) if doc.startswith("zh-")]
+    assert changed == chinese and len(chinese) >= 4 and len(chunks) - len(chinese) == 6
+    old_rows = _rows(old_bundle)
+
+    monkeypatch.setattr(semantic, "PASSAGE_RECIPE", 3)
+    counting.texts.clear()
+    second = build(config, out, check=False).outcome
+    # Unchanged content, a new recipe: a new build, which embeds only the changed passages.
+    assert second.status == "built" and second.content_hash == first.content_hash
+    assert second.build_id != first.build_id
+    assert sorted(counting.texts) == sorted(after[i] for i in changed)
+    assert (second.embedded, second.reused) == (len(changed), len(chunks) - len(changed))
+    bundle, manifest = _current(out)
+    assert manifest.vectors is not None and manifest.vectors.passage == 3
+    rows = _rows(bundle)
+    assert [rows[i] == old_rows[i] for i in range(len(chunks))] == [
+        i not in changed for i in range(len(chunks))
+    ]
+    # Every row is the one embedding the recipe's passage gives (a build from nothing under recipe 3).
+    monkeypatch.setattr(semantic, "_embedder", lambda: (counting.inner, None))
+    fresh = tmp_path / "fresh"
+    assert build(config, fresh, check=False).outcome.status == "built"
+    assert _rows(_current(fresh)[0]) == rows
+    # The rebuilt bundle is the cache again.
+    assert build(config, out, check=False).outcome.status == "unchanged"
+
+
+def test_vectors_of_a_recipe_this_version_cannot_make_are_never_copied(
+    tmp_path: Path, counting: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bundle whose recipe is not in RECIPES (a newer version's): its rows cannot be matched to texts.
+    config, out = _site(tmp_path), tmp_path / "out"
+    with monkeypatch.context() as newer:
+        newer.setattr(semantic, "PASSAGE_RECIPE", 99)
+        newer.setitem(RECIPES, 99, frozenset())
+        first = build(config, out, check=False).outcome
+        assert first.status == "built" and _current(out)[1].vectors.passage == 99  # type: ignore[union-attr]
+    counting.texts.clear()
+    second = build(config, out, check=False).outcome
+    assert second.status == "built" and second.content_hash == first.content_hash
+    assert (second.embedded, second.reused) == (6, 0) and len(counting.texts) == 6
+    assert _current(out)[1].vectors.passage == PASSAGE_RECIPE  # type: ignore[union-attr]
 
 
 def test_vectors_decide_unchanged_and_the_content_hash_stays_the_documents(

@@ -15,6 +15,13 @@ from docbundle.indexer.pipeline.llmstxt import (
     parse_llms_txt,
     render_llms_txt,
 )
+from docbundle.indexer.pipeline.llmstxt.links import (
+    clean_link_text,
+    collapse,
+    drop_mdx_comments,
+    heading_text,
+    unescape,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -296,6 +303,59 @@ def test_cjk_titles_and_sections() -> None:
     assert doc.title == "1Panel 文档"
     assert doc.sections[0].name == "官方入口"
     assert triples(doc) == [("文档首页", "https://1panel.cn/docs/", "首页")]
+
+
+def test_mdx_comments_are_dropped_from_link_titles_and_headings() -> None:
+    # The Korean, Chinese and Japanese React docs' llms.txt copy heading ids into sixteen link texts.
+    doc = parse_llms_txt(
+        "# React {/*top*/}\n\n## API {/*api*/}\n\n"
+        "- [레퍼런스 {/*reference*/}](pages/form.md): 내장 브라우저 컴포넌트\n"
+        "- [参考 {/*reference*/}](pages/input.md)\n"
+        "- [Use{/*x*/}State  {/*y*/} hook](pages/state.md)\n"
+        "- [`{/*`](pages/open.md)\n"
+    )
+    assert doc.title == "React" and doc.sections[0].name == "API"
+    assert triples(doc) == [
+        ("레퍼런스", "pages/form.md", "내장 브라우저 컴포넌트"),
+        ("参考", "pages/input.md", ""),
+        ("UseState hook", "pages/state.md", ""),
+        ("`{/*`", "pages/open.md", ""),  # no comment: an opener alone stays
+    ]
+
+
+def _has_comment(text: str) -> bool:
+    """Whether ``text`` holds ``{/*`` with a ``*/}`` after it (not overlapping it)."""
+    start = text.find("{/*")
+    return start >= 0 and text.find("*/}", start + 3) >= 0
+
+
+COMMENTISH = st.lists(
+    st.sampled_from(["{", "/", "*", "}", "{/*", "*/}", "\\", "a", "状", " ", "\n", "![i](u)", "[a](u)", "#"]),
+    max_size=40,
+).map("".join)
+
+
+@given(COMMENTISH)
+@settings(max_examples=400)
+def test_dropping_mdx_comments_leaves_none_is_idempotent_and_keeps_text_without_them(text: str) -> None:
+    dropped = drop_mdx_comments(text)
+    assert not _has_comment(dropped)
+    assert drop_mdx_comments(dropped) == dropped
+    if not _has_comment(text):
+        assert dropped == text
+    for title in (clean_link_text(text), heading_text(text)):
+        assert not _has_comment(title)
+        assert title == collapse(title)  # the whitespace a comment leaves is collapsed too
+    if not _has_comment(text) and "\\" not in text:
+        assert clean_link_text(text) == collapse(unescape(text.replace("![i](u)", "")))
+
+
+def test_dropping_mdx_comments_is_linear_in_nested_openers() -> None:
+    # Each comment dropped joins the next one's halves: ``{/`` * n + ``*x*/}`` * n drops to nothing (a pass
+    # per comment, as a regular expression applied until nothing changes, would take n passes).
+    n = 100_000
+    assert drop_mdx_comments("{/" * n + "*x*/}" * n) == ""
+    assert heading_text("Title " + "{/" * n + "*x*/}" * n) == "Title"
 
 
 # --------------------------------------------------------------------------------------------- headings

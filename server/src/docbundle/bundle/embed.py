@@ -7,10 +7,12 @@ version, dimensions and the sha256 of its weights file); the vector file records
 
 What is embedded for a chunk is fixed by ``passage_text``: the page title, the heading path and the
 chunk's text, cut to the first ``PASSAGE_TOKENS`` tokens of the model (prefix and special tokens
-included); a Korean section's are first cleared of markup (``plain_markup``). ``PASSAGE_RECIPE`` numbers
-this recipe: the manifest records it, and a build reuses the vectors of a previous bundle only when it
-was made with the same recipe. The model's own prefixes (``passage: `` / ``query: ``, the e5
-convention) are added by the backend, so two backends with other conventions can share the recipe.
+included); a section in one of the ``PLAIN_SCRIPTS`` (Korean today) is first cleared of markup
+(``plain_markup``). ``PASSAGE_RECIPE`` numbers this recipe (``RECIPES``: the scripts of each): the
+manifest records it, and a build reuses the vectors of a previous bundle only when it can make that
+bundle's passage texts again, i.e. when its recipe is one of ``RECIPES``. The model's own prefixes
+(``passage: `` / ``query: ``, the e5 convention) are added by the backend, so two backends with other
+conventions can share the recipe.
 
 Bounds: this module imports neither numpy nor a model at import time. ``load_embedder`` imports the
 backend (the optional ``semantic`` extra) when it is called, and raises ``EmbedderUnavailableError``
@@ -24,7 +26,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -49,9 +51,33 @@ if TYPE_CHECKING:
 PASSAGE_TOKENS = 256  # sections cut to 256 tokens scored the same as 512 and embed twice as fast (issue 21)
 PASSAGE_PREFIX = "passage: "
 QUERY_PREFIX = "query: "
-# The passage recipe (the manifest's ``VectorsInfo.passage``). 1: title, heading path and text as the
-# chunker wrote them. 2: the same, but a Korean section drops its markup first (``plain_markup``).
+# The scripts a section is told apart by (``is_plain``): a character of one anywhere in its title,
+# heading path or text. Hangul: the precomposed syllables; Han: the CJK ideographs (the unified blocks,
+# extensions A to H and the compatibility ideographs); Kana: the letters of Hiragana and Katakana (with
+# the phonetic extensions and the half-width forms), not the characters Unicode counts as common to
+# several scripts (the middle dot ・, the long vowel mark ー, the voicing marks).
+SCRIPTS: dict[str, re.Pattern[str]] = {
+    "hangul": re.compile("[\uac00-\ud7a3]"),
+    "han": re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af]"),
+    "kana": re.compile(
+        "[\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fd-\u30ff\u31f0-\u31ff\uff66-\uff6f\uff71-\uff9d]"
+    ),
+}
+# The passage recipes (the manifest's ``VectorsInfo.passage``): the scripts whose sections drop their
+# markup (``plain_markup``) before title, heading path and text are joined. 1: every section as the
+# chunker wrote it. 2: a Korean section drops its markup. 3: a Korean, Chinese or Japanese one does
+# (offered for measuring: docs/semantic.md). A recipe stays here as long as bundles made with it may be
+# reused: a build makes the passage texts of the previous bundle's recipe again to find the rows whose
+# text did not change (``passage_text(plain=RECIPES[n])``). Changing what a recipe makes needs a new number.
+RECIPES: dict[int, frozenset[str]] = {
+    1: frozenset(),
+    2: frozenset({"hangul"}),
+    3: frozenset({"hangul", "han", "kana"}),
+}
 PASSAGE_RECIPE = 2
+# The scripts whose sections a build embeds without markup: those of ``PASSAGE_RECIPE`` (switching them
+# is switching the recipe, so that the manifest, the buildId and vector reuse follow).
+PLAIN_SCRIPTS: frozenset[str] = RECIPES[PASSAGE_RECIPE]
 BATCH = 16  # texts per engine call (per lane): progress can be shown between batches
 INSTALL_HINT = "pip install 'docbundle-server[semantic]'"
 
@@ -140,7 +166,6 @@ _FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n.*?(?:^\1[^\n]*$|\Z)", re.M | re.S)
 _HEADING_MARK = re.compile(r"^#{1,6}[ \t]+", re.M)
 _LINK = re.compile(r"\[([^\]\n]*)\]\([^)\s]*\)")  # [words](target) -> words
 _BLANK_LINES = re.compile(r"\n{3,}")
-_HANGUL = re.compile("[\uac00-\ud7a3]")
 
 
 def plain_markup(text: str) -> str:
@@ -156,22 +181,34 @@ def plain_markup(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", out).strip()
 
 
+def is_plain(
+    title: str, heading_path: Sequence[str], text: str, plain: Collection[str] | None = None
+) -> bool:
+    """Whether ``passage_text`` clears this section of markup: a character of one of the ``plain``
+    scripts (names of ``SCRIPTS``; default ``PLAIN_SCRIPTS``) is in its title, heading path or text."""
+    scripts = PLAIN_SCRIPTS if plain is None else plain
+    parts = (title, *heading_path, text)
+    return any(SCRIPTS[name].search(part) for name in sorted(scripts) for part in parts)
+
+
 def passage_text(
     title: str,
     heading_path: Sequence[str],
     text: str,
     count: Callable[[str], int],
     max_tokens: int = PASSAGE_TOKENS,
+    plain: Collection[str] | None = None,
 ) -> str:
     """What is embedded for one chunk: title, heading path and text, cut to ``max_tokens`` model tokens.
 
-    A Korean section (a Hangul syllable in its title, heading path or text) is embedded without markup
-    (``plain_markup``): on the Korean dev sets its sections' code, component tags and heading ids
-    crowded the prose out of 256 tokens, and such sections came first for unrelated questions. Other
-    scripts keep their text as written until measured (docs/semantic.md). ``count`` is the embedder's
+    A section with a character of one of the ``plain`` scripts (default ``PLAIN_SCRIPTS``: Hangul) in
+    its title, heading path or text is embedded without markup (``plain_markup``): on the Korean dev sets
+    its sections' code, component tags and heading ids crowded the prose out of 256 tokens, and such
+    sections came first for unrelated questions. Other sections keep their text as written until
+    measured (docs/semantic.md; ``RECIPES[3]`` adds Han and Kana). ``count`` is the embedder's
     ``token_count``. The backend adds the ``passage: `` prefix.
     """
-    if any(_HANGUL.search(part) for part in (title, *heading_path, text)):
+    if is_plain(title, heading_path, text, plain):
         title = plain_markup(title) or title
         heading_path = [plain_markup(h) for h in heading_path]
         text = plain_markup(text)

@@ -214,7 +214,8 @@ class VectorsInfo(Base, frozen=True, kw_only=True):
     dims: int
     embedder: EmbedderInfo
     # The passage recipe the rows were embedded from (``docbundle.bundle.embed.PASSAGE_RECIPE``); a bundle
-    # written before the field has recipe 1. A build reuses rows only from a bundle of the same recipe.
+    # written before the field has recipe 1. A build reuses rows only from a bundle of a recipe it can
+    # make again (``embed.RECIPES``), each for a passage text equal to the one it would embed.
     passage: int = 1
     embedded: int = 0  # sections embedded by this build
     reused: int = 0  # sections whose vector was copied from the previous bundle (same text, same embedder)

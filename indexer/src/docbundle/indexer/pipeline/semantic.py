@@ -47,9 +47,11 @@ from typing import TYPE_CHECKING, Literal
 
 from docbundle.bundle.embed import (
     PASSAGE_RECIPE,
+    RECIPES,
     Embedder,
     EmbedderUnavailableError,
     by_length,
+    is_plain,
     load_embedder,
     passage_text,
     text_key,
@@ -205,6 +207,8 @@ class _Previous:
 
     def __init__(self, bundle: Path, manifest: Manifest) -> None:
         listed = {f.path: f for f in manifest.files}
+        # the scripts whose sections its recipe embedded without markup (``_refusal`` made sure it is known)
+        self.plain: frozenset[str] = RECIPES[manifest.vectors.passage] if manifest.vectors else frozenset()
         self.fds: dict[str, int] = {}
         self.store: DocStore | None = None
         self.vectors: VectorFile | None = None
@@ -262,10 +266,11 @@ def _sha256_fd(fd: int) -> str:
 def _refusal(vectors: VectorsInfo) -> tuple[int, str, tuple[object, ...]] | None:
     """Why the rows of ``vectors`` (a previous bundle's, by this embedder) may not be copied, as the log
     level, the message and its arguments after the bundle's name; None when they may."""
-    if vectors.passage != PASSAGE_RECIPE:
-        # Rows embedded from another recipe's passage texts: equal chunks would not mean equal vectors.
-        message = "not reusing the vectors of %s: passage recipe %d, now %d"
-        return logging.INFO, message, (vectors.passage, PASSAGE_RECIPE)
+    if vectors.passage not in RECIPES:
+        # Rows embedded from passage texts this version cannot make again (a newer recipe): no row can be
+        # matched to its text. Rows of another known recipe are matched by their text (``_match``).
+        message = "not reusing the vectors of %s: passage recipe %d is not one this version makes (%s)"
+        return logging.INFO, message, (vectors.passage, ", ".join(map(str, sorted(RECIPES))))
     if vectors.dtype != ROW_DTYPE:
         # Rows of another value type would have to be converted, and a converted row is not the row
         # embedding gives: the new bundle would depend on the history of builds, not on its inputs.
@@ -345,9 +350,17 @@ def _match(
     docs: list[DocRecord], embedder: Embedder, prev: _Previous | None, display: Display
 ) -> tuple[list[int], list[str], list[int | None]]:
     """For each new chunk, the previous row holding its vector (or None), and the passage texts to embed
-    with their chunk numbers."""
+    with their chunk numbers.
+
+    A previous row is the vector of its chunk's passage text under the previous bundle's recipe. A chunk
+    whose title, heading path and text are unchanged takes its row without counting tokens when both
+    recipes make the same passage of it (same recipe, or a section neither or both clear of markup); the
+    others are cut to passages and take the row of an equal passage text, if any. So a new recipe
+    embeds again exactly the sections whose passage text it changes."""
     key = embedder.identity.key()
     count = embedder.token_count
+    now = RECIPES[PASSAGE_RECIPE]
+    then = prev.plain if prev is not None else now
     chunks = list(_chunks(docs))
     source: list[int | None] = [None] * len(chunks)
     old_raw: dict[str, int] = {}
@@ -359,7 +372,7 @@ def _match(
     used: set[int] = set()
     for i, (t, h, x) in enumerate(chunks):
         hit = old_raw.get(raw_key(key, t, h, x))
-        if hit is not None:
+        if hit is not None and (then == now or is_plain(t, h, x, then) == is_plain(t, h, x, now)):
             source[i] = hit
             used.add(hit)
     rest = [i for i, hit in enumerate(source) if hit is None]
@@ -368,10 +381,11 @@ def _match(
     old_text: dict[str, int] = {}
     with display(len(rest) + len(spare), "cut") if rest else contextlib.nullcontext(QuietProgress()) as bar:
         for row in spare:
-            old_text.setdefault(text_key(embedder.identity, passage_text(*old_chunks[row], count)), row)
+            old_passage = passage_text(*old_chunks[row], count, plain=then)
+            old_text.setdefault(text_key(embedder.identity, old_passage), row)
             bar.advance()
         for i in rest:
-            passages[i] = passage_text(*chunks[i], count)
+            passages[i] = passage_text(*chunks[i], count, plain=now)
             source[i] = old_text.get(text_key(embedder.identity, passages[i]))
             bar.advance()
     todo = [i for i in rest if source[i] is None]

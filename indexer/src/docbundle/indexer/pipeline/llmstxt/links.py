@@ -10,7 +10,8 @@ starts with ``[title](url)`` (notes follow ``:``, ``-``, ``—``, several links 
 table row whose first cell is a link, ``<url>``, a bare URL, or ``Label: URL`` (``**Label:** URL``,
 ``Label：URL``); the last three are ``bare``. Badge links (whose text is only an image) are skipped.
 ``heading_text`` is an ATX heading's text without its closing ``#``s, permalink anchors, badges and
-emphasis.
+emphasis. Both titles drop MDX comments (``drop_mdx_comments``: ``[Reference {/*reference*/}](...)``, a
+heading id that generated files copy into the link text), which a reader of the page never sees.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "absolute_url",
     "clean_link_text",
     "collapse",
+    "drop_mdx_comments",
     "entries_from_text",
     "find_links",
     "heading_text",
@@ -52,6 +54,7 @@ _ESCAPE_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _IMAGE_RE = re.compile(r"!\[((?:[^\[\]\\]|\\.)*)\]\([^)]*\)")
 _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _WS_RE = re.compile(r"\s+")
+_NO_COMMENT_END_RE = re.compile(r"[^*}]+")  # a run that cannot complete ``{/*`` or ``*/}``
 _PERMALINK_TEXT = frozenset({"", "¶", "#", "§", "🔗", "\u200b"})
 _URL_TRAILING = ".,;:!?*_'\"`。，、；：！？」』】"
 
@@ -135,15 +138,44 @@ def _strip_images(text: str) -> str:
     return _IMAGE_RE.sub("", text) if "![" in text else text
 
 
-def clean_link_text(text: str) -> str:
-    """A link's text as a title: images dropped, escapes removed, whitespace collapsed."""
+def drop_mdx_comments(text: str) -> str:
+    """``text`` without its MDX comments: each ``{/*`` up to the first ``*/}`` after it (comments do not
+    nest), the ones that dropping another joins (``{/{/*a*/}*b*/}``) too, in one pass. Text with none is
+    returned as it is; so is an unclosed ``{/*``."""
+    if "{/*" not in text:
+        return text
+    out: list[str] = []
+    start: int | None = None  # where the first comment still open starts in ``out``
+    pos, end = 0, len(text)
+    while pos < end:
+        run = _NO_COMMENT_END_RE.match(text, pos)
+        if run is not None:
+            out.extend(run.group())
+            pos = run.end()
+            continue
+        ch = text[pos]
+        pos += 1
+        out.append(ch)
+        if ch == "*":
+            if start is None and out[-3:] == ["{", "/", "*"]:
+                start = len(out) - 3
+        elif start is not None and len(out) >= start + 6 and out[-3:] == ["*", "/", "}"]:
+            del out[start:]
+            start = None
+    return "".join(out)
 
-    return collapse(unescape(_strip_images(text)))
+
+def clean_link_text(text: str) -> str:
+    """A link's text as a title: MDX comments and images dropped, escapes removed, whitespace collapsed."""
+
+    return collapse(drop_mdx_comments(unescape(_strip_images(text))))
 
 
 def heading_text(raw: str) -> str:
-    """The text of an ATX heading's raw markdown: closing #s, permalink and badge links, emphasis dropped."""
-    text = raw.strip()
+    """The text of an ATX heading's raw markdown: MDX comments, closing #s, permalink and badge links,
+    emphasis dropped (the comments first, so that their ``*`` is not read as emphasis, and again last, as
+    dropping an anchor or an escape can make one)."""
+    text = drop_mdx_comments(raw).strip()
     if text.endswith("#"):
         # an ATX closing sequence must be preceded by a space (or be the whole text)
         stripped = text.rstrip("#")
@@ -169,7 +201,7 @@ def heading_text(raw: str) -> str:
             if mark not in inner and not inner.endswith("\\"):
                 text = inner
             break
-    return collapse(unescape(text))
+    return collapse(drop_mdx_comments(unescape(text)))
 
 
 # --------------------------------------------------------------------------------------------------------
