@@ -64,7 +64,9 @@ from semantic_quality import (  # noqa: E402  (benchmarks/ is not a package)
     corpora_of,
     embed_missing,
     load_corpus,
+    passage_recipe,
     query_vector,
+    recipe_line,
     served_lists,
 )
 
@@ -221,7 +223,7 @@ def prepare(
         embed_missing(corpus, embedder, cache)
     f32 = np.stack([cache.vec[k] for k in corpus.keys]).astype(np.float32)
     vec_dir.mkdir(parents=True, exist_ok=True)
-    path = vec_dir / f"{corpus.name}.int8.bin"
+    path = vec_dir / f"{corpus.name}{corpus.recipe}.int8.bin"
     write_vectors(path, f32, embedder.identity.key(), "int8")
     pages = Pages.of(corpus)
     rank, close = ours(corpus.bundle, per_doc=1)
@@ -621,6 +623,7 @@ def print_overview(board: Board, settings: dict[str, Setting]) -> None:
 
 
 def cmd_dev(args: argparse.Namespace) -> None:
+    print(recipe_line())
     board, _ = load_board(args, "dev")
     served = served_setting()
     print("\n=== dev: served today ===")
@@ -730,6 +733,7 @@ def lever_settings(board: Board, chosen: Setting) -> dict[str, Setting]:
 
 
 def cmd_test(args: argparse.Namespace) -> None:
+    print(recipe_line())
     board, (embedder, cache, paths) = load_board(args, "test")
     served = served_setting()
     from docbundle.bundle import hybrid
@@ -744,7 +748,9 @@ def cmd_test(args: argparse.Namespace) -> None:
     gains = []
     for c, qs in board.asked.items():
         vectors = {a.q.id: query_vector(embedder, cache, a.q.text) for a in qs}
-        server = served_lists(paths[c], args.cache / "vectors" / f"{c}.int8.bin", [a.q for a in qs], vectors)
+        _, recipe = passage_recipe()
+        vec = args.cache / "vectors" / f"{c}{recipe}.int8.bin"
+        server = served_lists(paths[c], vec, [a.q for a in qs], vectors)
         mine = {a.q.id: ranked(a, board.pages[c], served) for a in qs}
         differ = sum(server[a.q.id] != mine[a.q.id] for a in qs)
         if differ:
