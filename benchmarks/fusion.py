@@ -78,8 +78,6 @@ SECTIONS_PER_PAGE = 3  # the keyword side's sections per page, for fusion at sec
 BOOTSTRAP = 5000
 NOISE = 0.002  # a mean nDCG@10 gain this close to the best counts as equal (a deeper search costs more)
 
-_HANGUL = re.compile("[\uac00-\ud7a3]")
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 _IDENT = re.compile(r"[a-z][A-Z]|\w[._:/#]\w|\w\(|\w_\w|<\w|`|--\w|@\w|\w\[\]|\w::")
 _QUESTION = re.compile(
     r"^(how|what|why|when|where|which|who|can|is|are|does|do|should|could|will)\b|\?$"
@@ -89,10 +87,10 @@ _QUESTION = re.compile(
 
 
 def script_of(text: str) -> str:
-    """The question's script group: ``ko`` (a Hangul syllable), ``cjk`` (Han or kana), else ``latin``."""
-    if _HANGUL.search(text):
-        return "ko"
-    return "cjk" if _CJK.search(text) else "latin"
+    """The question's script group, as the server reads it (``docbundle.bundle.hybrid.script_of``)."""
+    from docbundle.bundle.hybrid import script_of as served_script
+
+    return served_script(text)
 
 
 def query_type(text: str) -> str:
@@ -602,7 +600,7 @@ def served_setting() -> Setting:
     from docbundle.bundle import hybrid
 
     return Setting(
-        hybrid.DEPTH, hybrid.K, {"latin": hybrid.ALPHA, "cjk": hybrid.ALPHA, "ko": hybrid.KOREAN_ALPHA}
+        hybrid.DEPTH, hybrid.K, {"latin": hybrid.ALPHA, "cjk": hybrid.CJK_ALPHA, "ko": hybrid.KOREAN_ALPHA}
     )
 
 

@@ -72,14 +72,18 @@ def test_fusion_holds_every_page_of_both_depths_once_sorted_and_deterministic(
     assert out == fuse(list(kw), list(sem), alpha, k, depth)
 
 
-def test_a_korean_question_gets_the_korean_alpha() -> None:
-    assert hybrid.alpha_for("배열 state에 항목 추가하기") == hybrid.KOREAN_ALPHA == 0.5
-    assert hybrid.alpha_for("useState 훅") == hybrid.KOREAN_ALPHA
-    for other in ("add an item to an array", "如何向数组添加元素", "配列に追加する", ""):
-        assert hybrid.alpha_for(other) == hybrid.ALPHA
+def test_each_question_script_gets_its_own_alpha() -> None:
+    # A Hangul syllable anywhere makes a question Korean, even beside a Latin identifier.
+    for korean in ("배열 state에 항목 추가하기", "useState 훅", "如何 한국어"):
+        assert hybrid.script_of(korean) == "ko" and hybrid.alpha_for(korean) == hybrid.KOREAN_ALPHA
+    # Han or kana without Hangul: Chinese or Japanese.
+    for cjk in ("如何向数组添加元素", "配列に追加する", "カタカナだけ", "useState 钩子", "ひらがな"):
+        assert hybrid.script_of(cjk) == "cjk" and hybrid.alpha_for(cjk) == hybrid.CJK_ALPHA
+    for other in ("add an item to an array", "", "café crème", "useState() — 2 args", "Ωμέγα"):
+        assert hybrid.script_of(other) == "latin" and hybrid.alpha_for(other) == hybrid.ALPHA
 
 
-@pytest.mark.parametrize("alpha", [hybrid.ALPHA, hybrid.KOREAN_ALPHA])
+@pytest.mark.parametrize("alpha", [hybrid.ALPHA, hybrid.KOREAN_ALPHA, hybrid.CJK_ALPHA])
 def test_the_floor_is_below_every_fused_page(alpha: float) -> None:
     """``floor``, which a hybrid hit's score steps down to after the last page, is below every page
     ``fuse`` returns, a page at the last rank of one list only included."""

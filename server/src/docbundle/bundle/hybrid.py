@@ -36,12 +36,24 @@ DEPTH = 10
 # 0.74) were what held ALPHA at 0.7; on all three Korean dev sets every α from 0.4 to 0.5 with K 5 to 30
 # gained more than 0.7 did (docs/semantic.md, "Korean").
 KOREAN_ALPHA = 0.5
+# A question in Chinese or Japanese (Han or kana, no Hangul).
+CJK_ALPHA = 0.7
 _HANGUL = re.compile("[\uac00-\ud7a3]")
+_HAN_KANA = re.compile("[\u3041-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+
+
+def script_of(query: str) -> str:
+    """The script group a question's α is chosen by: ``ko`` (a Hangul syllable in it), ``cjk`` (Han or
+    kana, no Hangul), else ``latin``."""
+    if _HANGUL.search(query):
+        return "ko"
+    return "cjk" if _HAN_KANA.search(query) else "latin"
 
 
 def alpha_for(query: str) -> float:
-    """The keyword weight for ``query``: ``KOREAN_ALPHA`` when it holds a Hangul syllable, else ``ALPHA``."""
-    return KOREAN_ALPHA if _HANGUL.search(query) else ALPHA
+    """The keyword weight for ``query``: ``KOREAN_ALPHA`` for a Korean question, ``CJK_ALPHA`` for a
+    Chinese or Japanese one, else ``ALPHA`` (``script_of``)."""
+    return {"ko": KOREAN_ALPHA, "cjk": CJK_ALPHA}.get(script_of(query), ALPHA)
 
 
 def fuse(
