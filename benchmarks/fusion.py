@@ -677,6 +677,15 @@ def cmd_dev(args: argparse.Namespace) -> None:
         for label, s in levers.items():
             line += f"; {label} vs chosen {paired(base[c], board.per_question(s)[c])}"
         print(line)
+
+    def every(scores: dict[str, list[float]]) -> list[float]:
+        return [v for c in board.asked for v in scores[c]]
+
+    line = f"  {'all questions':<14} chosen vs keyword {paired(every(kw), every(base))}; chosen vs served "
+    line += paired(every(board.per_question(served)), every(base))
+    for label, s in levers.items():
+        line += f"; {label} vs chosen {paired(every(base), every(board.per_question(s)))}"
+    print(line)
     by_type: dict[str, list[tuple[float, float]]] = {}
     for c, qs in board.asked.items():
         for a, k_, h in zip(qs, kw[c], base[c], strict=True):
