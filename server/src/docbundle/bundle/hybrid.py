@@ -9,9 +9,9 @@ goes before one only a side found at the same rank. Pure functions, no I/O, no n
 scores) are broken by the better keyword rank, then the better semantic rank: for two distinct pages one
 of these always differs, so the order is total and the same for the same inputs.
 
-``ALPHA`` (``KOREAN_ALPHA`` for a Korean question, ``alpha_for``), ``K`` and ``DEPTH`` were set on the dev halves of the quality sets with
-``benchmarks/semantic_quality.py tune`` (docs/semantic.md, "Choosing α, K and the depth"); the test
-halves are scored once, with these values.
+``ALPHA`` (``KOREAN_ALPHA`` and ``CJK_ALPHA`` by the question's script, ``alpha_for``), ``K`` and ``DEPTH``
+were chosen on the dev questions of every judged set of eight corpora with ``benchmarks/fusion.py dev``
+(docs/semantic.md, "Chosen on enough questions"); the test halves are scored once, with these values.
 """
 
 from __future__ import annotations
@@ -22,22 +22,22 @@ from typing import TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
-# Chosen on the dev halves of zh, ko-real, medium-en-real and large-en (docs/semantic.md): with each side's
-# first 10 pages and a page beyond them at rank 11, every set gained for a block of (α, K) around this
-# one. Giving a page missing from one side no term from it (the first fusion, 50 pages deep) let a page
-# keyword search ranks high but the vectors missed fall below pages both sides ranked middling, and
-# lost on medium-en-real, where the vectors alone score 0.60 against keyword search's 0.74.
-ALPHA = 0.7
-K = 5
-DEPTH = 10
-# A question in Korean (a Hangul syllable in it) gives the vectors more weight. With Korean sections
-# embedded without their markup (``embed.passage_text``), the Korean vector side scored within 0.03 of
-# keyword search on the Korean dev questions, or above it, where medium-en-real's vectors (0.60 against
-# 0.74) were what held ALPHA at 0.7; on all three Korean dev sets every α from 0.4 to 0.5 with K 5 to 30
-# gained more than 0.7 did (docs/semantic.md, "Korean").
-KOREAN_ALPHA = 0.5
-# A question in Chinese or Japanese (Han or kana, no Hangul).
-CJK_ALPHA = 0.7
+# Chosen on 793 dev questions of eight corpora, every page in any side's top 10 judged (issue 36;
+# docs/semantic.md, "Chosen on enough questions"): with each side's first 20 pages (a page beyond them at
+# rank 21) and K 2, no corpus lost to keyword search at this α nor at any α ± 0.05 / neighbouring K, and
+# the neighbourhood's mean gain was the best; 30 or 50 pages a side gained at most 0.002 more. A page
+# missing from one side still gets that side's rank-21 term, so a page keyword search ranks first and the
+# vectors miss is not buried under pages both sides ranked middling (issue 21, "Choosing α, K and the
+# depth").
+ALPHA = 0.65
+K = 2
+DEPTH = 20
+# A question's script sets α: the Korean and the Chinese and Japanese vector sides score near or above
+# keyword search on their corpora (Korean sections embedded without markup, ``embed.passage_text``), and
+# weigh more. Korean: every α from 0.35 to 0.45 gained 0.057 to 0.065 over keyword search on 166 dev
+# questions; Chinese and Japanese: 0.5 to 0.6 gained 0.040 to 0.061 on 158 (both at K 1 to 5).
+KOREAN_ALPHA = 0.4
+CJK_ALPHA = 0.55  # a question in Chinese or Japanese (Han or kana, no Hangul)
 _HANGUL = re.compile("[\uac00-\ud7a3]")
 _HAN_KANA = re.compile("[\u3041-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
