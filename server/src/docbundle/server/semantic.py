@@ -193,7 +193,7 @@ def rank(
         except OutOfTime:
             return Ranking(hits=[], stopped=True, scale="vector")
         return Ranking(hits=_best_sections(scores, searcher, limit, per_doc), scale="vector")
-    depth = max(hybrid.DEPTH, limit)  # pages per side; the default limit (5) and up to 10: as tuned
+    depth = max(hybrid.DEPTH, limit)  # pages per side; the default limit (5) and up to 20: as tuned
     kw = searcher.search(
         query, keywords=keywords, mode="balanced", limit=depth * per_doc, per_doc=per_doc, deadline=deadline
     )
