@@ -596,6 +596,10 @@ def load_board(args: argparse.Namespace, split: str) -> tuple[Board, Any]:
     return Board(asked, pages), (embedder, cache, paths)
 
 
+# What the server ran before issue 36 chose again (issue 21's choice, on 21-24-question dev halves).
+ISSUE_21 = Setting(10, 5, {"latin": 0.7, "cjk": 0.7, "ko": 0.5})
+
+
 def served_setting() -> Setting:
     from docbundle.bundle import hybrid
 
@@ -625,7 +629,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     board, _ = load_board(args, "dev")
     served = served_setting()
     print("\n=== dev: served today ===")
-    print_overview(board, {"served": served})
+    print_overview(board, {"issue 21": ISSUE_21, "served": served})
     chosen, table = choose_grid(board)
     print(f"\n=== the grid: {len(DEPTHS)} depths x {len(KS)} K x {len(ALPHAS)} alpha per script ===")
     scripts = board.scripts()
@@ -664,7 +668,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
             f"  {script}: neighbourhood (K +-1 step, alpha +-0.05): worst corpus gain {lo:+.3f}; cells: "
             + "; ".join(f"K{kk} a{aa}: " + ",".join(f"{v:+.3f}" for v in c.values()) for kk, aa, c in hood)
         )
-    settings = {"served": served, "chosen": chosen}
+    settings = {"issue 21": ISSUE_21, "served": served, "chosen": chosen}
     levers = lever_settings(board, chosen)
     settings.update(levers)
     print("\n=== dev: served, chosen and the levers (each at its best alpha) ===")
@@ -674,6 +678,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
     print("\npaired tests on dev (nDCG@10 per question, 2,000 sign flips)")
     for c in board.asked:
         line = f"  {c:<14} chosen vs keyword {paired(kw[c], base[c])}; chosen vs served {paired(board.per_question(served)[c], base[c])}"
+        line += f"; chosen vs issue 21 {paired(board.per_question(ISSUE_21)[c], base[c])}"
         for label, s in levers.items():
             line += f"; {label} vs chosen {paired(base[c], board.per_question(s)[c])}"
         print(line)
@@ -683,6 +688,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
 
     line = f"  {'all questions':<14} chosen vs keyword {paired(every(kw), every(base))}; chosen vs served "
     line += paired(every(board.per_question(served)), every(base))
+    line += f"; chosen vs issue 21 {paired(every(board.per_question(ISSUE_21)), every(base))}"
     for label, s in levers.items():
         line += f"; {label} vs chosen {paired(every(base), every(board.per_question(s)))}"
     print(line)
@@ -746,13 +752,15 @@ def cmd_test(args: argparse.Namespace) -> None:
     from docbundle.bundle import hybrid
 
     print(
-        f"\n=== test halves, scored once: served hybrid (alpha {hybrid.ALPHA}, Korean {hybrid.KOREAN_ALPHA}, K {hybrid.K}, depth {hybrid.DEPTH}) ==="
+        f"\n=== test halves, scored once: served hybrid (alpha {hybrid.ALPHA}, Korean {hybrid.KOREAN_ALPHA}, "
+        f"Chinese/Japanese {hybrid.CJK_ALPHA}, K {hybrid.K}, depth {hybrid.DEPTH}) ==="
     )
     kw = board.keyword()
     print(
-        f"{'corpus':<14} {'n':>4} {'keyword':>8} {'dense':>6} {'hybrid':>7} {'gain':>7} {'95% interval':>17}  paired        right page first kw / hybrid"
+        f"{'corpus':<14} {'n':>4} {'keyword':>8} {'dense':>6} {'is.21':>6} {'hybrid':>7} {'gain':>7} "
+        f"{'95% interval':>17}  {'paired vs keyword':<24} {'paired vs issue 21':<24} right page first kw / is.21 / hybrid"
     )
-    gains = []
+    gains, every_kw, every_h, every_21 = [], [], [], []
     for c, qs in board.asked.items():
         vectors = {a.q.id: query_vector(embedder, cache, a.q.text) for a in qs}
         _, recipe = passage_recipe()
@@ -763,18 +771,30 @@ def cmd_test(args: argparse.Namespace) -> None:
         if differ:
             print(f"  {c}: the server's ranking differs from this script's fusion on {differ} questions")
         hyb = [ndcg_of(a.q, server[a.q.id]) for a in qs]
+        old = {a.q.id: ranked(a, board.pages[c], ISSUE_21) for a in qs}
+        h21 = [ndcg_of(a.q, old[a.q.id]) for a in qs]
         dense = [ndcg_of(a.q, board.pages[c].dense_pages(a.scores, K)) for a in qs]
         diffs = [h - k_ for h, k_ in zip(hyb, kw[c], strict=True)]
         lo, hi = bootstrap_interval(diffs)
         f_kw = sum(right_first(a.q, a.keyword) for a in qs)
+        f_21 = sum(right_first(a.q, old[a.q.id]) for a in qs)
         f_h = sum(right_first(a.q, server[a.q.id]) for a in qs)
         gains.append(statistics.mean(diffs))
+        every_kw += kw[c]
+        every_h += hyb
+        every_21 += h21
+        n = len(qs)
         print(
-            f"{c:<14} {len(qs):>4} {statistics.mean(kw[c]):8.3f} {statistics.mean(dense):6.3f} {statistics.mean(hyb):7.3f} "
-            f"{statistics.mean(diffs):+7.3f} [{lo:+.3f}, {hi:+.3f}]  {paired(kw[c], hyb):<24} "
-            f"{f_kw}/{len(qs)} ({f_kw / len(qs):.0%}) / {f_h}/{len(qs)} ({f_h / len(qs):.0%})"
+            f"{c:<14} {n:>4} {statistics.mean(kw[c]):8.3f} {statistics.mean(dense):6.3f} {statistics.mean(h21):6.3f} "
+            f"{statistics.mean(hyb):7.3f} {statistics.mean(diffs):+7.3f} [{lo:+.3f}, {hi:+.3f}]  "
+            f"{paired(kw[c], hyb):<24} {paired(h21, hyb):<24} "
+            f"{f_kw}/{n} ({f_kw / n:.0%}) / {f_21}/{n} ({f_21 / n:.0%}) / {f_h}/{n} ({f_h / n:.0%})"
         )
-    print(f"mean gain over corpora {statistics.mean(gains):+.3f}")
+    lo, hi = bootstrap_interval([h - k_ for h, k_ in zip(every_h, every_kw, strict=True)])
+    print(
+        f"mean gain over corpora {statistics.mean(gains):+.3f}; all {len(every_h)} questions: hybrid vs keyword "
+        f"{paired(every_kw, every_h)} [{lo:+.3f}, {hi:+.3f}], hybrid vs issue 21 {paired(every_21, every_h)}"
+    )
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 T = TypeVar("T", bound=Hashable)
 
-# Chosen on 793 dev questions of eight corpora, every page in any side's top 10 judged (issue 36;
+# Chosen on 811 dev questions of eight corpora, every page in any side's top 10 judged (issue 36;
 # docs/semantic.md, "Chosen on enough questions"): with each side's first 20 pages (a page beyond them at
 # rank 21) and K 2, no corpus lost to keyword search at this α nor at any α ± 0.05 / neighbouring K, and
 # the neighbourhood's mean gain was the best; 30 or 50 pages a side gained at most 0.002 more. A page
