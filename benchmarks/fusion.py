@@ -26,16 +26,21 @@ page answers them (graded 2: "right page first"), then:
 1. **the grid** over depth × K × α, α chosen per question script (Latin, Korean, other CJK), each corpus
    scored as one set (each question counts once); a cell qualifies when no corpus loses to keyword search
    there nor at any α/K neighbour (flat), and the cell with the best mean gain over its neighbourhood
-   wins. It prints the chosen cell with its neighbours' gains, and the paired test of the chosen setting
-   against keyword search and against the served one;
+   wins (the shallowest depth within ``NOISE`` of the best). It prints the chosen cell with its
+   neighbours' gains, and the paired tests of the chosen setting against keyword search, the served
+   one and issue 21's (``ISSUE_21``);
 2. **the levers**, each at the chosen depth and K with its own best α: a page's dense score from its best
-   two sections (``max + β·second``); fusion at section level (each side's sections ranked, fused, a
-   page scored by its best fused section); a different α for identifier-like queries and for questions
-   (``query_type``); each against the chosen page-level fusion with the paired test.
+   two sections (``max + β·second``); score fusion (``convex``); the heading path's match with the
+   question (``heading_boost``); fusion at section level (each side's sections ranked, fused, a page
+   scored by its best fused section); a different α for identifier-like queries and for questions
+   (``query_type``); each against the chosen page-level fusion with the paired test, per corpus and over
+   every question.
 
 ``test`` scores the test halves once with the server's own ranking (``docbundle.server.semantic.rank``),
-checked against this script's fusion of the same lists, and prints per corpus keyword, dense and hybrid
-nDCG@10, right page first, the paired test and a 95% bootstrap interval of the gain.
+checked against this script's fusion of the same lists, and prints per corpus keyword, dense, issue 21's
+setting and the served hybrid nDCG@10, right page first, the paired tests and a 95% bootstrap interval of
+the gain. The ``-more`` sets' test halves were scored once on 2026-12-02 for issue 36 (docs/semantic.md,
+"Chosen on enough questions"): they are seen, and a next ranking change needs fresh test questions.
 
 It prints figures and asserts nothing.
 """
