@@ -6,10 +6,11 @@ Usage::
     python benchmarks/fusion.py dev  --corpora DIR --bundles DIR --cache DIR [--corpus large-en ko ...]
     python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...]
 
-The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **dev**
-holds every question of the older sets (their test halves were scored once by earlier issues and are
-retired to dev) and the dev half of each ``-more`` set; **test** holds the test halves of the ``-more``
-sets, written for issue 36 and scored once, at the end, with what the server runs.
+The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **test**
+holds the test half of its ``TEST_SETS`` set (``<corpus>-fresh36.toml``, written after issue 36 chose the
+fusion, for the next ranking change; scored once, at the end of that change, with what the server runs);
+**dev** holds every other question. Issue 36 chose on the older sets and the ``-more`` sets' dev halves
+(811 questions) and scored the ``-more`` test halves once (267); those are retired to dev now.
 
 Per question, computed once (``semantic_quality``'s bundles and vector cache; an uncached corpus is
 embedded first, which takes as long as ``semantic_quality.py embed``):
@@ -33,14 +34,15 @@ page answers them (graded 2: "right page first"), then:
    two sections (``max + β·second``); score fusion (``convex``); the heading path's match with the
    question (``heading_boost``); fusion at section level (each side's sections ranked, fused, a page
    scored by its best fused section); a different α for identifier-like queries and for questions
-   (``query_type``); each against the chosen page-level fusion with the paired test, per corpus and over
+   (``query_type``); α + 0.1 when the keyword side's first hit holds every informative word of the
+   question (``gate``); each against the chosen page-level fusion with the paired test, per corpus and over
    every question.
 
 ``test`` scores the test halves once with the server's own ranking (``docbundle.server.semantic.rank``),
 checked against this script's fusion of the same lists, and prints per corpus keyword, dense, issue 21's
 setting and the served hybrid nDCG@10, right page first, the paired tests and a 95% bootstrap interval of
 the gain. The ``-more`` sets' test halves were scored once on 2026-12-02 for issue 36 (docs/semantic.md,
-"Chosen on enough questions"): they are seen, and a next ranking change needs fresh test questions.
+"Chosen on enough questions"); the ``-fresh36`` test halves are not scored yet.
 
 It prints figures and asserts nothing.
 """
@@ -121,6 +123,7 @@ class Asked:
     keyword: list[str]  # the baseline: ``ours`` (limit 10, per_doc 1)
     kw_deep: dict[int, list[str]]  # depth -> the keyword side searched that deep (pages)
     kw_scores: dict[str, float]  # page -> its best keyword score, searched max(DEPTHS) deep
+    kw_cover: dict[int, float]  # depth -> the coverage of the keyword side's first hit (``search.Hit``)
     kw_rows: list[int]  # the keyword side's sections (rows of the vector file), best first
     scores: Any  # float32 scores of every row (int8 file, as served)
     memo: dict[tuple[Any, ...], list[Any]] = field(default_factory=dict)  # dense lists per (depth, β)
@@ -195,19 +198,24 @@ class Pages:
         return self.doc_ids[int(self.row_record[row])]
 
 
+# The sets whose test halves are the unseen test of the next ranking change; every other question tunes.
+TEST_SETS = "-fresh36"
+
+
 def questions_of(corpus: str, split: str) -> list[Query]:
-    """dev: every question of the older sets and the dev halves of the ``-more`` sets; test: the test
-    halves of the ``-more`` sets."""
+    """dev: every question of the corpus's sets but the test halves of its ``TEST_SETS`` set (the older
+    sets' test halves, the ``-more`` sets' included, were scored once and are retired to dev); test: those
+    test halves."""
     out: list[Query] = []
     for path in sorted(QUERIES_DIR.glob("*.toml")):
         if set_corpus(path.stem) != corpus:
             continue
-        more = path.stem.endswith("-more")
+        fresh = path.stem.endswith(TEST_SETS)
         if split == "test":
-            if more:
+            if fresh:
                 out += load_queries(path, "test")
         else:
-            out += load_queries(path, "dev") if more else load_queries(path, "all")
+            out += load_queries(path, "dev") if fresh else load_queries(path, "all")
     return out
 
 
@@ -251,8 +259,10 @@ def prepare(
             for q in queries:
                 deep: dict[int, list[str]] = {}
                 kw_scores: dict[str, float] = {}
+                cover: dict[int, float] = {}
                 for depth in DEPTHS:
                     hits = searcher.search(q.text, limit=depth, per_doc=1, mode="balanced").hits
+                    cover[depth] = hits[0].coverage if hits else 0.0
                     named = [(page(r.id, r.url), h.score) for h in hits for r in (bundle.store.get(h.doc),)]
                     deep[depth] = list(dict.fromkeys(d for d, _ in named))[:depth]
                     if depth == max(DEPTHS):
@@ -271,6 +281,7 @@ def prepare(
                         baseline[q.id],
                         deep,
                         kw_scores,
+                        cover,
                         rows,
                         scores,
                     )
@@ -300,8 +311,15 @@ class Setting:
     # and heading path)
     heading: float = 0.0
 
+    # (coverage, more): α + ``more`` (at most 0.95) when the keyword side's first hit holds at least
+    # ``coverage`` of the question's informative words (``search.Hit.coverage``); () = off
+    gate: tuple[float, float] = ()
+
     def alpha_of(self, a: Asked) -> float:
-        return self.type_alpha.get(a.qtype, self.alpha[a.script])
+        alpha = self.type_alpha.get(a.qtype, self.alpha[a.script])
+        if self.gate and a.kw_cover[self.depth] >= self.gate[0]:
+            alpha = min(0.95, alpha + self.gate[1])
+        return alpha
 
     def __hash__(self) -> int:
         return hash(
@@ -312,6 +330,9 @@ class Setting:
                 tuple(sorted(self.type_alpha.items())),
                 self.beta,
                 self.sections,
+                self.convex,
+                self.heading,
+                self.gate,
             )
         )
 
@@ -747,6 +768,8 @@ def lever_settings(board: Board, chosen: Setting) -> dict[str, Setting]:
 
         typed[t] = max(ALPHAS, key=lambda a: (round(gain(a), 9), a))
     out["by type"] = Setting(chosen.depth, chosen.k, chosen.alpha, typed)
+    # keyword-strength gate: more keyword weight when its first hit holds every informative word
+    out["gate"] = Setting(chosen.depth, chosen.k, chosen.alpha, gate=(1.0, 0.1))
     return out
 
 
