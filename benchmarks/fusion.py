@@ -83,6 +83,7 @@ KS = (1, 2, 5, 10, 20, 40, 60)
 ALPHAS = tuple(round(0.2 + 0.05 * i, 2) for i in range(15))  # 0.2 .. 0.9
 SECTIONS_PER_PAGE = 3  # the keyword side's sections per page, for fusion at section level
 BOOTSTRAP = 5000
+K_SHOWN = 2  # score fusion ignores K; the server shows a hit's score as 1 / (K + place)
 NOISE = 0.002  # a mean nDCG@10 gain this close to the best counts as equal (a deeper search costs more)
 
 _IDENT = re.compile(r"[a-z][A-Z]|\w[._:/#]\w|\w\(|\w_\w|<\w|`|--\w|@\w|\w\[\]|\w::")
@@ -122,7 +123,7 @@ class Asked:
     qtype: str
     keyword: list[str]  # the baseline: ``ours`` (limit 10, per_doc 1)
     kw_deep: dict[int, list[str]]  # depth -> the keyword side searched that deep (pages)
-    kw_scores: dict[str, float]  # page -> its best keyword score, searched max(DEPTHS) deep
+    kw_scores: dict[int, list[tuple[str, float]]]  # depth -> (page, its best keyword score), best first
     kw_cover: dict[int, float]  # depth -> the coverage of the keyword side's first hit (``search.Hit``)
     kw_rows: list[int]  # the keyword side's sections (rows of the vector file), best first
     scores: Any  # float32 scores of every row (int8 file, as served)
@@ -258,16 +259,17 @@ def prepare(
             vf.check(len(corpus.keys), embedder.identity.key())
             for q in queries:
                 deep: dict[int, list[str]] = {}
-                kw_scores: dict[str, float] = {}
+                kw_scores: dict[int, list[tuple[str, float]]] = {}
                 cover: dict[int, float] = {}
                 for depth in DEPTHS:
                     hits = searcher.search(q.text, limit=depth, per_doc=1, mode="balanced").hits
                     cover[depth] = hits[0].coverage if hits else 0.0
                     named = [(page(r.id, r.url), h.score) for h in hits for r in (bundle.store.get(h.doc),)]
                     deep[depth] = list(dict.fromkeys(d for d, _ in named))[:depth]
-                    if depth == max(DEPTHS):
-                        for d, score in named:
-                            kw_scores.setdefault(d, score)
+                    best: dict[str, float] = {}
+                    for d, score in named:
+                        best.setdefault(d, score)
+                    kw_scores[depth] = list(best.items())[:depth]
                 per = SECTIONS_PER_PAGE
                 hits = searcher.search(q.text, limit=max(DEPTHS) * per, per_doc=per, mode="balanced").hits
                 rows = [corpus.starts[h.doc] + h.chunk for h in hits]
@@ -454,27 +456,15 @@ def heading_boost(
 
 
 def convex(a: Asked, pages: Pages, depth: int, alpha: float) -> list[str]:
-    """Score fusion: each side's top ``depth`` pages min-max scaled to 0..1 (its ``depth``-th page 0, a
-    page beyond it 0), then α·keyword + (1 − α)·dense; ties by keyword rank, then dense rank."""
+    """Score fusion as the server runs it (``docbundle.bundle.hybrid.fuse_scores``): each side's first
+    ``depth`` pages min-max scaled, then α·keyword + (1 − α)·dense."""
+    from docbundle.bundle.hybrid import fuse_scores
+
     key = ("scored", depth)
     if key not in a.memo:
         best = pages.dense_scores(a.scores)
         a.memo[key] = sorted(best.items(), key=lambda kv: -kv[1])[:depth]
-    dense = a.memo[key]
-    kw = [(d, a.kw_scores[d]) for d in a.kw_deep[max(DEPTHS)][:depth]]
-
-    def scaled(side: list[tuple[str, float]]) -> dict[str, float]:
-        if not side:
-            return {}
-        hi, lo = side[0][1], side[-1][1]
-        span = hi - lo
-        return {d: (v - lo) / span if span > 0 else 1.0 for d, v in side}
-
-    k_s, d_s = scaled(kw), scaled(dense)
-    k_rank = {d: i for i, (d, _) in enumerate(kw)}
-    d_rank = {d: i for i, (d, _) in enumerate(dense)}
-    value = {d: alpha * k_s.get(d, 0.0) + (1 - alpha) * d_s.get(d, 0.0) for d in (*k_s, *d_s)}
-    return sorted(value, key=lambda d: (-value[d], k_rank.get(d, depth), d_rank.get(d, depth)))[:K]
+    return [d for d, _ in fuse_scores(a.kw_scores[depth], a.memo[key], alpha, depth)][:K]
 
 
 def ndcg_of(q: Query, pages_: list[str]) -> float:
@@ -599,6 +589,46 @@ def choose_grid(board: Board) -> tuple[Setting, dict[tuple[int, int, str, float]
 # commands
 
 
+def choose_convex(board: Board) -> Setting:
+    """Score fusion (``hybrid.fuse_scores``): the depth and α per script, by the grid's rule (no corpus
+    loses at α nor α ± 0.05; the best neighbourhood mean; the shallowest depth within ``NOISE``). Prints
+    each depth's α rows and the choice, with its paired tests against the served setting."""
+    scripts = board.scripts()
+    print(f"\n=== score fusion: {len(DEPTHS)} depths x {len(ALPHAS)} alpha per script ===")
+    cells: list[tuple[float, Setting]] = []
+    for depth in DEPTHS:
+        gains = {
+            a: board.gains(Setting(depth, K_SHOWN, dict.fromkeys(scripts, a), convex=True)) for a in ALPHAS
+        }
+        picks: dict[str, float] = {}
+        total = 0.0
+        for script, corp in scripts.items():
+
+            def hood(
+                a: float, corp: list[str] = corp, gains: dict[float, dict[str, float]] = gains
+            ) -> list[list[float]]:
+                return [[gains[x][c] for c in corp] for x in neighbours(ALPHAS, a)]
+
+            flat = [a for a in ALPHAS if all(min(g) >= 0 for g in hood(a))]
+            smooth = {a: statistics.mean(statistics.mean(g) for g in hood(a)) for a in ALPHAS}
+            pick = max(flat or ALPHAS, key=lambda a: (round(smooth[a], 9), a))
+            picks[script] = pick
+            total += smooth[pick] * len(corp)
+            worst = min(min(g) for g in hood(pick))
+            print(
+                f"depth {depth:>2} {script:<5} "
+                + " ".join(f"{a}:{statistics.mean(gains[a][c] for c in corp) * 1000:+.0f}" for a in ALPHAS)
+                + f" | flat {flat[0] if flat else '-'}..{flat[-1] if flat else '-'}, pick {pick}, worst {worst:+.3f}"
+            )
+        cells.append(
+            (total / sum(len(c) for c in scripts.values()), Setting(depth, K_SHOWN, picks, convex=True))
+        )
+    top = max(v for v, _ in cells)
+    chosen = next(s for v, s in cells if v >= top - NOISE)
+    print(f"score fusion chosen: depth {chosen.depth}, alpha {chosen.alpha}")
+    return chosen
+
+
 def load_board(args: argparse.Namespace, split: str) -> tuple[Board, Any]:
     from docbundle.bundle.embed import load_embedder
 
@@ -622,16 +652,17 @@ def load_board(args: argparse.Namespace, split: str) -> tuple[Board, Any]:
     return Board(asked, pages), (embedder, cache, paths)
 
 
-# What the server ran before issue 36 chose again (issue 21's choice, on 21-24-question dev halves).
+# What the server ran before issue 36 chose again (issue 21's choice, on 21-24-question dev halves), and
+# issue 36's first round (rank fusion chosen on 811 dev questions; its test halves were scored once).
 ISSUE_21 = Setting(10, 5, {"latin": 0.7, "cjk": 0.7, "ko": 0.5})
+ROUND_1 = Setting(20, 2, {"latin": 0.65, "cjk": 0.55, "ko": 0.4})
 
 
 def served_setting() -> Setting:
     from docbundle.bundle import hybrid
 
-    return Setting(
-        hybrid.DEPTH, hybrid.K, {"latin": hybrid.ALPHA, "cjk": hybrid.CJK_ALPHA, "ko": hybrid.KOREAN_ALPHA}
-    )
+    alphas = {"latin": hybrid.ALPHA, "cjk": hybrid.CJK_ALPHA, "ko": hybrid.KOREAN_ALPHA}
+    return Setting(hybrid.DEPTH, hybrid.K, alphas, convex=True)  # the server fuses by score
 
 
 def print_overview(board: Board, settings: dict[str, Setting]) -> None:
@@ -655,7 +686,8 @@ def cmd_dev(args: argparse.Namespace) -> None:
     board, _ = load_board(args, "dev")
     served = served_setting()
     print("\n=== dev: served today ===")
-    print_overview(board, {"issue 21": ISSUE_21, "served": served})
+    print_overview(board, {"issue 21": ISSUE_21, "round 1": ROUND_1, "served": served})
+    scored = choose_convex(board)
     chosen, table = choose_grid(board)
     print(f"\n=== the grid: {len(DEPTHS)} depths x {len(KS)} K x {len(ALPHAS)} alpha per script ===")
     scripts = board.scripts()
@@ -694,7 +726,7 @@ def cmd_dev(args: argparse.Namespace) -> None:
             f"  {script}: neighbourhood (K +-1 step, alpha +-0.05): worst corpus gain {lo:+.3f}; cells: "
             + "; ".join(f"K{kk} a{aa}: " + ",".join(f"{v:+.3f}" for v in c.values()) for kk, aa, c in hood)
         )
-    settings = {"issue 21": ISSUE_21, "served": served, "chosen": chosen}
+    settings = {"issue 21": ISSUE_21, "served": served, "chosen": chosen, "score fusion": scored}
     levers = lever_settings(board, chosen)
     settings.update(levers)
     print("\n=== dev: served, chosen and the levers (each at its best alpha) ===")

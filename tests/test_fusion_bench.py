@@ -63,5 +63,5 @@ def test_the_benchmark_fuses_as_the_server_does() -> None:
     for text in ("배열 추가", "数组", "配列", "array", ""):
         assert fusion.script_of(text) == hybrid.script_of(text)
     served = fusion.served_setting()
-    assert (served.depth, served.k) == (hybrid.DEPTH, hybrid.K)
+    assert (served.depth, served.k, served.convex) == (hybrid.DEPTH, hybrid.K, True)  # fused by score
     assert served.alpha == {"latin": hybrid.ALPHA, "ko": hybrid.KOREAN_ALPHA, "cjk": hybrid.CJK_ALPHA}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 from docbundle.bundle import hybrid
@@ -91,3 +92,45 @@ def test_the_floor_is_below_every_fused_page(alpha: float) -> None:
     semantic = list(range(100, 100 + hybrid.DEPTH))
     fused = hybrid.fuse(keyword, semantic, alpha, hybrid.K, hybrid.DEPTH)
     assert min(score for _, score in fused) > hybrid.floor(hybrid.K, hybrid.DEPTH)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.floats(-50, 50)), max_size=25),
+    st.lists(st.tuples(st.integers(0, 30), st.floats(-1, 1)), max_size=25),
+    st.floats(0, 1),
+    st.integers(1, 20),
+)
+def test_score_fusion_holds_every_page_of_both_depths_once_scaled_and_deterministic(
+    kw: list[tuple[int, float]], sem: list[tuple[int, float]], alpha: float, depth: int
+) -> None:
+    # Lists come best first, as the searches give them.
+    kw = sorted(kw, key=lambda p: -p[1])
+    sem = sorted(sem, key=lambda p: -p[1])
+    out = hybrid.fuse_scores(kw, sem, alpha, depth)
+
+    def first(pages: list[tuple[int, float]]) -> list[int]:
+        return list(dict.fromkeys(d for d, _ in pages))[:depth]
+
+    assert sorted(d for d, _ in out) == sorted(set(first(kw)) | set(first(sem)))
+    assert all(a[1] >= b[1] for a, b in itertools.pairwise(out))
+    assert all(-1e-9 <= s <= 1 + 1e-9 for _, s in out)
+    assert out == hybrid.fuse_scores(list(kw), list(sem), alpha, depth)
+
+
+def test_score_fusion_scales_each_side_and_a_page_both_sides_put_first_scores_one() -> None:
+    keyword = [("a", 12.0), ("b", 9.0), ("c", 3.0)]  # scaled 1, 0.667, 0
+    semantic = [("a", 0.91), ("d", 0.90), ("b", 0.81)]  # scaled 1, 0.9, 0
+    fused = dict(hybrid.fuse_scores(keyword, semantic, 0.5, 3))
+    assert fused["a"] == 1.0
+    assert math.isclose(fused["b"], 0.5 * (6 / 9)) and math.isclose(fused["d"], 0.5 * 0.9)
+    assert fused["c"] == 0.0
+    # α weighs the keyword side: at 1 the semantic side does not count, at 0 the keyword side.
+    assert [d for d, _ in hybrid.fuse_scores(keyword, semantic, 1.0, 3)][:3] == ["a", "b", "c"]
+    assert [d for d, _ in hybrid.fuse_scores(keyword, semantic, 0.0, 3)][:3] == ["a", "d", "b"]
+    # Only each side's first `depth` pages take part; a side whose pages score alike scales them to 1.
+    assert {d for d, _ in hybrid.fuse_scores(keyword, semantic, 0.5, 1)} == {"a"}
+    assert dict(hybrid.fuse_scores([("x", 2.0), ("y", 2.0)], [], 1.0, 5)) == {"x": 1.0, "y": 1.0}
+    with pytest.raises(ValueError, match="alpha"):
+        hybrid.fuse_scores(keyword, semantic, 1.5, 3)
+    with pytest.raises(ValueError, match="depth"):
+        hybrid.fuse_scores(keyword, semantic, 0.5, 0)

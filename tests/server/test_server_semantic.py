@@ -189,26 +189,33 @@ async def test_list_libraries_shows_which_libraries_have_vectors(sem_catalog: Ca
 # -- across libraries -------------------------------------------------------------------------------
 
 
-def _fused_scores(alpha: float) -> set[float]:
-    """Every score ``fuse`` can give a page (ranks 1 to depth, or depth + 1 when one side missed it), as
-    the answer shows it (4 decimals)."""
-    ranks = range(1, hybrid.DEPTH + 2)
-    return {round(alpha / (hybrid.K + a) + (1 - alpha) / (hybrid.K + b), 4) for a in ranks for b in ranks}
+async def test_a_korean_question_gives_the_vectors_more_weight(
+    sem_catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same refund question in Korean is fused with hybrid.KOREAN_ALPHA, the English one with ALPHA:
+    # the weight each search hands the fusion, seen through the server's own search.
+    weights: list[float] = []
+    fuse_scores = hybrid.fuse_scores
 
+    def recording(keyword: Any, semantic: Any, alpha: float, depth: int) -> Any:
+        weights.append(alpha)
+        return fuse_scores(keyword, semantic, alpha, depth)
 
-async def test_a_korean_question_gives_the_vectors_more_weight(sem_catalog: Catalog) -> None:
-    # The same refund question in Korean: fused with hybrid.KOREAN_ALPHA, the English one with ALPHA.
+    monkeypatch.setattr(hybrid, "fuse_scores", recording)
     async with connect(sem_catalog) as c:
         korean, _ = await search(
             c, query="두 번 결제된 고객에게 돈을 돌려주는 방법", libraryId="pay", mode="hybrid", limit=6
         )
+        ko_weights, weights[:] = list(weights), []
         english, _ = await search(c, query=PARAPHRASE, libraryId="pay", mode="hybrid", limit=6)
     assert korean["mode"] == english["mode"] == "hybrid"
-    ko_scores = {h["score"] for h in korean["hits"]}
-    en_scores = {h["score"] for h in english["hits"]}
-    assert ko_scores <= _fused_scores(hybrid.KOREAN_ALPHA) and en_scores <= _fused_scores(hybrid.ALPHA)
-    # A page the two sides rank apart tells the weights apart (equal ranks give 1 / (K + rank) under both).
-    assert ko_scores - _fused_scores(hybrid.ALPHA) and en_scores - _fused_scores(hybrid.KOREAN_ALPHA)
+    assert ko_weights == [hybrid.KOREAN_ALPHA] and weights == [hybrid.ALPHA]
+    assert hybrid.KOREAN_ALPHA < hybrid.ALPHA
+    # Hits show 1 / (K + place) of their page, a step lower for a page's further sections.
+    for result in (korean, english):
+        scores = [h["score"] for h in result["hits"]]
+        assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores)
+        assert scores[0] == round(1 / (hybrid.K + 1), 4)
 
 
 async def test_hybrid_across_libraries_fuses_each_then_merges(sem_catalog: Catalog) -> None:

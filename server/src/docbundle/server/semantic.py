@@ -7,13 +7,14 @@ the semantic extra, a loaded query encoder, and that encoder must be the one tha
 same embedder key). When one is missing the library is searched by keywords (``balanced``), and the
 reason says which (``vector_problem``, also what ``list_libraries`` shows).
 
-**hybrid** fuses two rankings of pages with ``docbundle.bundle.hybrid.fuse`` (α, K and the depth read
-from there; α by ``hybrid.alpha_for`` the question, lower for a Korean one): today's ``balanced``
-ranking and the pages ranked by their best section's cosine similarity to the query over *every*
-section of the library (never a pool a keyword search chose), each list ``hybrid.DEPTH`` pages deep,
-or ``limit`` when a call asks for more hits than that. A page found by keywords shows its keyword
-hits; a page only the vectors found shows its best sections. Each hit's score is its page's fused
-score for the page's first section, a step lower for each further one (``section_score``).
+**hybrid** fuses two scored lists of pages with ``docbundle.bundle.hybrid.fuse_scores`` (α and the depth
+read from there; α by ``hybrid.alpha_for`` the question's script): today's ``balanced`` ranking (a
+page's best hit score) and the pages by their best section's cosine similarity to the query over
+*every* section of the library (never a pool a keyword search chose), each list ``hybrid.DEPTH`` pages
+deep, or ``limit`` when a call asks for more hits than that. A page found by keywords shows its keyword
+hits; a page only the vectors found shows its best sections. Each hit's score is ``1 / (K + place)`` of
+its page, the scale a search across libraries merges by (``rescale``), for the page's first section, a
+step lower for each further one (``section_score``).
 **semantic** ranks sections by cosine similarity alone (at most ``per_doc`` per page).
 
 **Encoding** the query (``QueryVector``) happens once per call, cut to the model's window and in one of
@@ -198,9 +199,11 @@ def rank(
         query, keywords=keywords, mode="balanced", limit=depth * per_doc, per_doc=per_doc, deadline=deadline
     )
     by_page: dict[int, list[int]] = {}
+    kw_best: dict[int, float] = {}  # page -> its best keyword score (the hits come best first)
     for h in kw.hits:
         by_page.setdefault(h.doc, []).append(h.chunk)
-    keyword_pages = list(by_page)[:depth]
+        kw_best.setdefault(h.doc, h.score)
+    keyword_pages = list(kw_best.items())[:depth]
     try:
         scores = lib.bundle.vector_file().scores(vector(deadline))
     except OutOfTime as exc:
@@ -215,15 +218,16 @@ def rank(
     from docbundle.bundle.vectors import rank_documents
 
     starts = searcher.starts
-    semantic_pages = [d for d, _ in rank_documents(scores, starts, depth)]
+    semantic_pages = rank_documents(scores, starts, depth)
     alpha = hybrid.alpha_for(" ".join([query or "", *keywords]))
     hits: list[tuple[float, int, int]] = []
-    pages = hybrid.fuse(keyword_pages, semantic_pages, alpha, hybrid.K, depth)
-    for n, (page, fused) in enumerate(pages):
+    pages = hybrid.fuse_scores(keyword_pages, semantic_pages, alpha, depth)
+    for n, (page, _) in enumerate(pages):
         chunks = by_page.get(page) or _page_sections(scores, starts, searcher.chunk_count, page, per_doc)
-        below = pages[n + 1][1] if n + 1 < len(pages) else hybrid.floor(hybrid.K, depth)
+        # shown on the scale a search across libraries merges by: 1 / (K + place), as ``rescale``
+        shown, below = 1.0 / (hybrid.K + n + 1), 1.0 / (hybrid.K + n + 2)
         for j, chunk in enumerate(chunks):
-            hits.append((section_score(fused, below, j, len(chunks)), page, chunk))
+            hits.append((section_score(shown, below, j, len(chunks)), page, chunk))
             if len(hits) >= limit:
                 return _keyword_side(hits, kw, "fused")
     return _keyword_side(hits, kw, "fused")
