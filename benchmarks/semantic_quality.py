@@ -18,7 +18,9 @@ goes on where it stopped. It prints passages/s (wall, both cores) and CPU second
 another passage recipe: the scripts whose sections are embedded without markup, of ``embed.SCRIPTS``,
 comma-separated (``hangul,han,kana``: recipe 3, Chinese and Japanese sections too; ``none``: recipe 1),
 for every command here and ``judge_pool.py``. Its passage memo files are named by it, so no variant
-reads another's texts; the vector cache is shared (equal texts, equal vectors).
+reads another's texts; the vector cache is shared (equal texts, equal vectors). ``DOCBUNDLE_PASSAGE_TOKENS``
+(16-512, default ``embed.PASSAGE_TOKENS``) measures another passage length the same way (``-tN`` in the
+file names); ``fusion.py`` follows both.
 
 ``tune`` scores the DEV halves only. Per query: ``keyword`` is today's ``balanced`` ranking exactly as
 ``quality.py`` runs it (``ours``: limit 10, per_doc 1); ``vector`` scores the query vector against every
@@ -118,6 +120,22 @@ class Corpus:
 
 #: The benchmarks' switch for the passage recipe they measure (``passage_recipe``; not read by the server).
 ENV_PLAIN_SCRIPTS = "DOCBUNDLE_PLAIN_SCRIPTS"
+#: The benchmarks' switch for the passage length they measure, in model tokens (``passage_tokens``;
+#: default ``embed.PASSAGE_TOKENS``; not read by a build or the server).
+ENV_PASSAGE_TOKENS = "DOCBUNDLE_PASSAGE_TOKENS"
+
+
+def passage_tokens() -> int:
+    """The model tokens a passage is cut to in this run (``DOCBUNDLE_PASSAGE_TOKENS``, default
+    ``embed.PASSAGE_TOKENS``)."""
+    from docbundle.bundle.embed import PASSAGE_TOKENS
+
+    value = os.environ.get(ENV_PASSAGE_TOKENS, "").strip()
+    if not value:
+        return PASSAGE_TOKENS
+    if not value.isdigit() or not 16 <= int(value) <= 512:
+        raise SystemExit(f"{ENV_PASSAGE_TOKENS}: want a whole number of tokens from 16 to 512, got {value!r}")
+    return int(value)
 
 
 def passage_recipe() -> tuple[frozenset[str], str]:
@@ -138,17 +156,22 @@ def passage_recipe() -> tuple[frozenset[str], str]:
             raise SystemExit(
                 f"{ENV_PLAIN_SCRIPTS}: no script {', '.join(unknown)}; known: {', '.join(SCRIPTS)} (or none)"
             )
+    from docbundle.bundle.embed import PASSAGE_TOKENS
+
     number = next((n for n, plain in RECIPES.items() if plain == scripts), None)
+    # a passage length other than the build's names its files too
+    tokens = "" if passage_tokens() == PASSAGE_TOKENS else f"-t{passage_tokens()}"
     if number is not None:
-        return scripts, "" if number == 1 else f"-r{number}"
-    return scripts, "-plain-" + "+".join(sorted(scripts))
+        return scripts, ("" if number == 1 else f"-r{number}") + tokens
+    return scripts, "-plain-" + "+".join(sorted(scripts)) + tokens
 
 
 def recipe_line() -> str:
     """What this run embeds, for its report: the scripts without markup and the recipe's tag."""
     plain, recipe = passage_recipe()
     return (
-        f"passages: sections in {', '.join(sorted(plain)) or 'no script'} without markup ({recipe or '-r1'})"
+        f"passages: sections in {', '.join(sorted(plain)) or 'no script'} without markup, cut to "
+        f"{passage_tokens()} tokens ({recipe or '-r1'})"
     )
 
 
@@ -176,7 +199,14 @@ def load_corpus(name: str, bundle_dir: Path, embedder: Any) -> Corpus:
                 doc_ids.append(page(rec.id, rec.url))
                 for c in rec.chunks:
                     passages.append(
-                        passage_text(rec.title, c.heading_path, c.text, embedder.token_count, plain=plain)
+                        passage_text(
+                            rec.title,
+                            c.heading_path,
+                            c.text,
+                            embedder.token_count,
+                            passage_tokens(),
+                            plain=plain,
+                        )
                     )
         finally:
             bundle.close()
