@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -681,10 +682,48 @@ def print_overview(board: Board, settings: dict[str, Setting]) -> None:
         print(line + "   " + " / ".join(f"{f}/{len(qs)} ({f / len(qs):.0%})" for f in firsts))
 
 
+def served_time(args: argparse.Namespace, board: Board, embedder: Any, cache: Any, paths: Any) -> None:
+    """The server's own hybrid ranking (``semantic.rank``; query vectors cached, so the encoder is not
+    timed) per dev question of each corpus: p50 and p95, one thread, after one warm-up pass."""
+    import time as clock
+
+    from docbundle.bundle.query import Deadline
+    from docbundle.bundle.reader import open_bundle
+    from docbundle.bundle.search import BundleSearcher
+    from docbundle.bundle.vectors import VectorFile
+    from docbundle.server.semantic import rank
+
+    _, recipe = passage_recipe()
+    print("\n=== the served hybrid ranking's time per question (semantic.rank, limit 5, warm) ===")
+    for c, qs in board.asked.items():
+        bundle = open_bundle(paths[c])
+        vf = VectorFile(args.cache / "vectors" / f"{c}{recipe}.int8.bin")
+        try:
+            lib: Any = SimpleNamespace(
+                searcher=BundleSearcher(bundle), bundle=SimpleNamespace(vector_file=lambda vf=vf: vf)
+            )
+            vectors = [query_vector(embedder, cache, a.q.text) for a in qs]
+            ms: list[float] = []
+            for timed in (False, True):
+                for a, v in zip(qs, vectors, strict=True):
+                    t0 = clock.perf_counter()
+                    rank(lib, "hybrid", a.q.text, [], 5, 1, Deadline(), lambda _d, v=v: v)
+                    if timed:
+                        ms.append((clock.perf_counter() - t0) * 1000)
+            ms.sort()
+            print(
+                f"{c:<14} {len(ms)} questions: p50 {ms[len(ms) // 2]:.1f} ms, p95 {ms[int(len(ms) * 0.95)]:.1f} ms"
+            )
+        finally:
+            vf.close()
+            bundle.close()
+
+
 def cmd_dev(args: argparse.Namespace) -> None:
     print(recipe_line())
-    board, _ = load_board(args, "dev")
+    board, (embedder, cache, paths) = load_board(args, "dev")
     served = served_setting()
+    served_time(args, board, embedder, cache, paths)
     print("\n=== dev: served today ===")
     print_overview(board, {"issue 21": ISSUE_21, "round 1": ROUND_1, "served": served})
     scored = choose_convex(board)
