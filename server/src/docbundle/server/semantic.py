@@ -234,13 +234,14 @@ def rank(
 
 
 def section_score(page: float, below: float, place: int, sections: int) -> float:
-    """The score a hybrid hit shows: its page's fused score for the page's first section (``place`` 0),
-    then lower by an equal step for each further one of the page's ``sections`` hits, every step a share
-    of the gap down to ``below`` (the next page's fused score, or ``hybrid.floor`` after the last page).
+    """The score a hit shows: its page's score (``page``: ``1 / (K + place)`` of the page in hybrid and in
+    ``rescale``) for the page's first section (``place`` 0), then lower by an equal step for each further
+    one of the page's ``sections`` hits, every step a share of the gap down to ``below`` (the next
+    place's score).
 
     So two hits of one page never show the same score, the order of the hits is the fused order of
     their pages (a page's sections stay above the next page), and the first hit of a page still shows
-    the page's own fused score, which the quality benchmarks and ``rescale`` compare."""
+    the page's own score, the scale a search across libraries merges by."""
     return round(page - (page - below) * place / max(sections, 1), 6)
 
 
