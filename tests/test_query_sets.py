@@ -22,6 +22,14 @@ def test_a_query_set_loads_and_holds_both_halves(name: str) -> None:
     quality = load_benchmark("quality")
     queries = quality.load_queries(QUERIES / f"{name}.toml")
     splits = {q.split for q in queries}
+    if splits == {"test"}:
+        # a fresh set written only to test the next change (issue 36's third round): its corpus's other
+        # sets hold the dev questions that change is chosen on
+        corpus = quality.set_corpus(name)
+        others = [s for s in SETS if s != name and quality.set_corpus(s) == corpus]
+        dev = [q for s in others for q in quality.load_queries(QUERIES / f"{s}.toml") if q.split != "test"]
+        assert dev, f"{name} holds only test questions, and no other set of {corpus} holds dev ones"
+        return
     assert queries and (splits == {"dev", "test"} or splits == {""}), (name, splits)
 
 
