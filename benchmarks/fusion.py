@@ -5,6 +5,7 @@ Usage::
 
     python benchmarks/fusion.py dev  --corpora DIR --bundles DIR --cache DIR [--corpus large-en ko ...]
     python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...]
+    python benchmarks/fusion.py bundles --before DIR --bundles DIR --cache DIR [--split dev|test]
 
 The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **test**
 holds the test half of its ``TEST_SETS`` set (``<corpus>-r3.toml``, 48 test questions written after issue 36
@@ -900,21 +901,70 @@ def cmd_test(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_bundles(args: argparse.Namespace) -> None:
+    """A change to what the bundles hold (the chunker's rules): the same questions on the bundles built
+    before it (``--before``) and after it (``--bundles``), each ranked the way the server ranks today."""
+    import copy
+
+    print(recipe_line())
+    served = served_setting()
+    boards: dict[str, Board] = {}
+    for label, folder in (("before", args.before), ("after", args.bundles)):
+        print(f"--- {label}: {folder.name}")
+        one = copy.copy(args)
+        one.bundles = folder
+        boards[label], _ = load_board(one, args.split)
+    before, after = boards["before"], boards["after"]
+    print(
+        f"\n=== {args.split}: bundles before / after, ranked as the server ranks (nDCG@10, paired tests) ==="
+    )
+    print(
+        f"{'corpus':<14} {'n':>4}  {'keyword':<13} {'paired':<26} {'dense':<13} {'hybrid':<13} {'paired':<26} "
+        "right page first (hybrid)"
+    )
+    every: dict[str, list[float]] = {"kb": [], "ka": [], "hb": [], "ha": []}
+    for c in after.asked:
+        if c not in before.asked:
+            continue
+        qb, qa = before.asked[c], after.asked[c]
+        assert [a.q.id for a in qb] == [a.q.id for a in qa], c
+        kb, ka = before.keyword()[c], after.keyword()[c]
+        hb, ha = before.per_question(served)[c], after.per_question(served)[c]
+        db = [ndcg_of(a.q, before.pages[c].dense_pages(a.scores, K)) for a in qb]
+        da = [ndcg_of(a.q, after.pages[c].dense_pages(a.scores, K)) for a in qa]
+        fb = sum(right_first(a.q, ranked(a, before.pages[c], served)) for a in qb)
+        fa = sum(right_first(a.q, ranked(a, after.pages[c], served)) for a in qa)
+        for key, vals in (("kb", kb), ("ka", ka), ("hb", hb), ("ha", ha)):
+            every[key] += vals
+        mean = statistics.mean
+        print(
+            f"{c:<14} {len(qa):>4}  {mean(kb):.3f}/{mean(ka):.3f}   {paired(kb, ka):<26} "
+            f"{mean(db):.3f}/{mean(da):.3f}   {mean(hb):.3f}/{mean(ha):.3f}   {paired(hb, ha):<26} {fb} / {fa}"
+        )
+    print(
+        f"all {len(every['ha'])} questions: keyword {paired(every['kb'], every['ka'])}, "
+        f"hybrid {paired(every['hb'], every['ha'])}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for cmd in ("dev", "test"):
+    for cmd in ("dev", "test", "bundles"):
         p = sub.add_parser(cmd)
         p.add_argument("--corpora", type=Path, default=default_corpora())
         p.add_argument("--bundles", type=Path, required=True)
         p.add_argument("--cache", type=Path, required=True)
         p.add_argument("--corpus", nargs="+", default=list(CORPORA))
         p.add_argument("--threads", type=int, default=None)
+        if cmd == "bundles":
+            p.add_argument("--before", type=Path, required=True, help="the bundles built before the change")
+            p.add_argument("--split", choices=("dev", "test"), default="dev")
     args = ap.parse_args()
     if args.corpora is None:
         ap.error("no corpora: pass --corpora (../shared/corpora)")
     _CACHE_ROOT.append(args.cache)
-    {"dev": cmd_dev, "test": cmd_test}[args.cmd](args)
+    {"dev": cmd_dev, "test": cmd_test, "bundles": cmd_bundles}[args.cmd](args)
     return 0
 
 
