@@ -8,8 +8,8 @@ Usage::
     python benchmarks/fusion.py bundles --before DIR --bundles DIR --cache DIR [--split dev|test]
 
 The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **test**
-holds the test half of its ``TEST_SETS`` set (``<corpus>-r3.toml``, 48 test questions written after issue 36
-chose the score fusion, for the next ranking change; scored once, at the end of that change, with what
+holds the test half of its ``TEST_SETS`` set (``<corpus>-r4.toml``, 48 test questions written after the
+``-r3`` sets were scored, for the next ranking change; scored once, at the end of that change, with what
 the server runs);
 **dev** holds every other question. Issue 36 chose on the older sets and the ``-more`` sets' dev halves
 (811 questions) and scored the ``-more`` test halves once (267); those are retired to dev now.
@@ -45,7 +45,8 @@ checked against this script's fusion of the same lists, and prints per corpus ke
 setting and the served hybrid nDCG@10, right page first, the paired tests and a 95% bootstrap interval of
 the gain. The ``-more`` sets' test halves were scored once on 2026-12-02 for issue 36 (docs/semantic.md,
 "Chosen on enough questions"), and the ``-fresh36`` test halves once more, after the score fusion was
-chosen; both are retired to dev. The ``-r3`` sets are not scored yet.
+chosen, and the ``-r3`` sets (48 a corpus) once after that; all are retired to dev. The ``-r4`` sets
+are not scored yet.
 
 It prints figures and asserts nothing.
 """
@@ -204,9 +205,9 @@ class Pages:
 
 
 # The sets whose test halves are the unseen test of the next ranking change; every other question tunes.
-# The -r3 sets (issue 36's third round) are test questions only; the -fresh36 test halves, scored once,
-# tune now.
-TEST_SETS = "-r3"
+# The -r4 sets (issue 36's fourth round) are test questions only; the -r3 sets and the -fresh36 test
+# halves, each scored once, tune now.
+TEST_SETS = "-r4"
 
 
 def questions_of(corpus: str, split: str) -> list[Query]:
