@@ -4,7 +4,7 @@ question script, and the first-hit levers, on every graded set of each corpus at
 Usage::
 
     python benchmarks/fusion.py dev  --corpora DIR --bundles DIR --cache DIR [--corpus large-en ko ...]
-    python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...]
+    python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...] [--with-seen -r3 ...]
     python benchmarks/fusion.py bundles --before DIR --bundles DIR --cache DIR [--split dev|test]
 
 The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **test**
@@ -210,17 +210,18 @@ class Pages:
 TEST_SETS = "-r4"
 
 
-def questions_of(corpus: str, split: str) -> list[Query]:
+def questions_of(corpus: str, split: str, seen_too: tuple[str, ...] = ()) -> list[Query]:
     """dev: every question of the corpus's sets but the test halves of its ``TEST_SETS`` set (the older
     sets' test halves, the ``-more`` sets' included, were scored once and are retired to dev); test: those
-    test halves."""
+    test halves, and with ``seen_too`` (set suffixes) the test halves of those sets as well (``test
+    --with-seen``: for a ranking that has not changed since they were scored, all its tests as one)."""
     out: list[Query] = []
     for path in sorted(QUERIES_DIR.glob("*.toml")):
         if set_corpus(path.stem) != corpus:
             continue
         fresh = path.stem.endswith(TEST_SETS)
         if split == "test":
-            if fresh:
+            if fresh or (seen_too and path.stem.endswith(seen_too)):
                 out += load_queries(path, "test")
         else:
             out += load_queries(path, "dev") if fresh else load_queries(path, "all")
@@ -650,7 +651,7 @@ def load_board(args: argparse.Namespace, split: str) -> tuple[Board, Any]:
             continue
         t0 = time.perf_counter()
         corpus = load_corpus(name, paths[name], embedder)
-        qs = questions_of(name, split)
+        qs = questions_of(name, split, tuple(getattr(args, "with_seen", None) or ()))
         asked[name], pages[name] = prepare(name, corpus, qs, embedder, cache, args.cache / "vectors")
         print(
             f"{name}: {len(qs)} {split} questions, {len(corpus.keys)} sections ({time.perf_counter() - t0:.0f} s)",
@@ -958,6 +959,14 @@ def main() -> int:
         p.add_argument("--cache", type=Path, required=True)
         p.add_argument("--corpus", nargs="+", default=list(CORPORA))
         p.add_argument("--threads", type=int, default=None)
+        if cmd == "test":
+            p.add_argument(
+                "--with-seen",
+                nargs="+",
+                metavar="SUFFIX",
+                help="also score the test halves of these sets (e.g. -fresh36 -r3), already scored once on the "
+                "same ranking: every test of an unchanged ranking as one",
+            )
         if cmd == "bundles":
             p.add_argument("--before", type=Path, required=True, help="the bundles built before the change")
             p.add_argument("--split", choices=("dev", "test"), default="dev")
