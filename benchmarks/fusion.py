@@ -4,7 +4,7 @@ question script, and the first-hit levers, on every graded set of each corpus at
 Usage::
 
     python benchmarks/fusion.py dev  --corpora DIR --bundles DIR --cache DIR [--corpus large-en ko ...]
-    python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...] [--with-seen -r3 ...]
+    python benchmarks/fusion.py test --corpora DIR --bundles DIR --cache DIR [--corpus ...] [--with-seen fresh36 r3]
     python benchmarks/fusion.py bundles --before DIR --bundles DIR --cache DIR [--split dev|test]
 
 The questions of a corpus are those of every set under ``benchmarks/queries`` that judges it. **test**
@@ -651,7 +651,9 @@ def load_board(args: argparse.Namespace, split: str) -> tuple[Board, Any]:
             continue
         t0 = time.perf_counter()
         corpus = load_corpus(name, paths[name], embedder)
-        qs = questions_of(name, split, tuple(getattr(args, "with_seen", None) or ()))
+        qs = questions_of(
+            name, split, tuple(f"-{n.lstrip('-')}" for n in getattr(args, "with_seen", None) or ())
+        )
         asked[name], pages[name] = prepare(name, corpus, qs, embedder, cache, args.cache / "vectors")
         print(
             f"{name}: {len(qs)} {split} questions, {len(corpus.keys)} sections ({time.perf_counter() - t0:.0f} s)",
@@ -963,9 +965,10 @@ def main() -> int:
             p.add_argument(
                 "--with-seen",
                 nargs="+",
-                metavar="SUFFIX",
-                help="also score the test halves of these sets (e.g. -fresh36 -r3), already scored once on the "
-                "same ranking: every test of an unchanged ranking as one",
+                metavar="ROUND",
+                help="also score the test halves of the sets of these rounds (fresh36 r3: the <corpus>-fresh36 "
+                "and <corpus>-r3 sets), already scored once on the same ranking: every test of an unchanged "
+                "ranking as one",
             )
         if cmd == "bundles":
             p.add_argument("--before", type=Path, required=True, help="the bundles built before the change")
