@@ -31,7 +31,7 @@ def test_test_is_the_fresh_sets_test_halves_and_every_other_question_tunes() -> 
             for q in quality.load_queries(p)
         }
         assert dev_ids | test_ids == every, corpus
-        # `test --with-seen -r3`: an unchanged ranking's tests as one, the -r3 set with the -r4 set
+        # `test --with-seen r3`: an unchanged ranking's tests as one, the -r3 set with the -r4 set
         both = {q.id for q in fusion.questions_of(corpus, "test", ("-r3",))}
         r3 = quality.load_queries(quality.QUERIES_DIR / f"{corpus}-r3.toml")
         assert both == test_ids | {q.id for q in r3}, corpus
